@@ -1,0 +1,156 @@
+// common/ceilings.cuh: the two measured ceilings behind every "% of peak" in this repository.
+//
+//   ceilings::Copy c = ceilings::copy_bandwidth(bytes);  // device memory GB/s, read + write
+//   ceilings::Fma  f = ceilings::fp32_fma();             // FP32 FMA TFLOP/s on CUDA cores
+//
+// day01_setup introduces them; later lessons call them again in their own run, so each
+// results file's "% of peak" is against the GPU as it was during that run. Both verify
+// their own output (an exact copy, a bit-exact FMA recurrence) and say so in `.exact`.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "check.cuh"
+#include "timing.cuh"
+
+namespace ceilings {
+
+// 16-byte loads and stores, grid-stride: the simplest kernel that reaches copy bandwidth.
+__global__ void copy_f4(const float4* __restrict__ in, float4* __restrict__ out, size_t n4) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n4; i += size_t(gridDim.x) * blockDim.x)
+    out[i] = in[i];
+}
+
+// Fills x[i] = f(i) so the copy is checked against a known pattern, not zeros.
+__global__ void fill_pattern(float* x, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    x[i] = float(i % 1048573) - 524286.0f;
+}
+
+__global__ void count_mismatch(const float* a, const float* b, size_t n, unsigned long long* bad) {
+  unsigned long long local = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    local += !(a[i] == b[i]);  // NaN (poison) counts as a mismatch
+  if (local) atomicAdd(bad, local);
+}
+
+struct Copy {
+  double memcpy_gbps = 0, kernel_gbps = 0;  // bytes read + bytes written, per second
+  timing::Stats memcpy_t, kernel_t;
+  size_t bytes = 0;                          // size of one buffer
+  bool exact = false;                        // both copies reproduced the source exactly
+  double best() const { return memcpy_gbps > kernel_gbps ? memcpy_gbps : kernel_gbps; }
+};
+
+inline Copy copy_bandwidth(size_t bytes) {
+  Copy r;
+  r.bytes = bytes = bytes / 16 * 16;
+  const size_t n = bytes / sizeof(float);
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  float *src, *dst;
+  unsigned long long* bad;
+  CUDA_CHECK(cudaMalloc(&src, bytes));
+  CUDA_CHECK(cudaMalloc(&dst, bytes));
+  CUDA_CHECK(cudaMalloc(&bad, sizeof *bad));
+  fill_pattern<<<sms * 4, 256>>>(src, n);
+  LAUNCH_CHECK();
+  auto mismatches = [&] {
+    CUDA_CHECK(cudaMemset(bad, 0, sizeof *bad));
+    count_mismatch<<<sms * 4, 256>>>(src, dst, n, bad);
+    LAUNCH_CHECK();
+    unsigned long long h = 0;
+    CUDA_CHECK(cudaMemcpy(&h, bad, sizeof h, cudaMemcpyDeviceToHost));
+    return h;
+  };
+  // The buffers are many times L2, so no flush is needed; the time counts both directions.
+  poison(dst, bytes);
+  r.memcpy_t = timing::time_gpu([&] { CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); });
+  bool ok = mismatches() == 0;
+  poison(dst, bytes);
+  const int grid = sms * 8;
+  r.kernel_t = timing::time_gpu([&] {
+    copy_f4<<<grid, 512>>>(reinterpret_cast<const float4*>(src), reinterpret_cast<float4*>(dst), n / 4);
+    LAUNCH_CHECK();
+  });
+  ok = ok && mismatches() == 0;
+  r.exact = ok;
+  r.memcpy_gbps = 2.0 * bytes / (r.memcpy_t.median_ms * 1e-3) / 1e9;
+  r.kernel_gbps = 2.0 * bytes / (r.kernel_t.median_ms * 1e-3) / 1e9;
+  CUDA_CHECK(cudaFree(src));
+  CUDA_CHECK(cudaFree(dst));
+  CUDA_CHECK(cudaFree(bad));
+  return r;
+}
+
+// kChains independent FMA chains per thread: an FMA's result is ready ~4 cycles after
+// issue, so one chain per thread would leave the FP32 pipes idle most of the time.
+constexpr int kChains = 8;
+
+__global__ void fma_chains(float* out, float a, float b, int iters) {
+  const int tid = blockIdx.x * blockDim.x + threadIdx.x;
+  float x[kChains];
+#pragma unroll
+  for (int c = 0; c < kChains; ++c) x[c] = fmaf(float(tid % 977), 1e-3f, float(c));
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int c = 0; c < kChains; ++c) x[c] = fmaf(x[c], a, b);
+  }
+  float s = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChains; ++c) s += x[c];
+  out[tid] = s;  // the result is stored, so the compiler cannot drop the loop
+}
+
+// The same recurrence on the CPU: fmaf is correctly rounded on both sides, so the
+// GPU's result must match bit for bit.
+inline float fma_chains_reference(int tid, float a, float b, int iters) {
+  float x[kChains];
+  for (int c = 0; c < kChains; ++c) x[c] = std::fmaf(float(tid % 977), 1e-3f, float(c));
+  for (int it = 0; it < iters; ++it)
+    for (int c = 0; c < kChains; ++c) x[c] = std::fmaf(x[c], a, b);
+  float s = 0.f;
+  for (int c = 0; c < kChains; ++c) s += x[c];
+  return s;
+}
+
+struct Fma {
+  double tflops = 0;
+  timing::Stats t;
+  long long threads = 0, iters = 0;
+  bool exact = false;
+  int checked = 0;  // threads compared with the CPU
+};
+
+inline Fma fp32_fma(int iters = 65536) {
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int block = 256, grid = sms * 8;
+  const int threads = block * grid;
+  const float a = 0.99993f, b = 1e-4f;
+  float* out;
+  CUDA_CHECK(cudaMalloc(&out, sizeof(float) * threads));
+  poison(out, sizeof(float) * threads);
+  Fma r;
+  r.t = timing::time_gpu([&] { fma_chains<<<grid, block>>>(out, a, b, iters); LAUNCH_CHECK(); }, [] {
+    timing::Options o; o.warmup = 3; o.reps = 20; return o; }());
+  r.threads = threads;
+  r.iters = iters;
+  r.tflops = 2.0 * threads * double(iters) * kChains / (r.t.median_ms * 1e-3) / 1e12;
+  std::vector<float> h(threads);
+  CUDA_CHECK(cudaMemcpy(h.data(), out, sizeof(float) * threads, cudaMemcpyDeviceToHost));
+  // A sample of threads across every block, each with a different starting value.
+  bool ok = true;
+  for (int t = 0; t < threads; t += 4099) {
+    ok = ok && (h[t] == fma_chains_reference(t, a, b, iters));
+    ++r.checked;
+  }
+  r.exact = ok;
+  CUDA_CHECK(cudaFree(out));
+  return r;
+}
+
+}  // namespace ceilings

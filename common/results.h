@@ -1,0 +1,178 @@
+// common/results.h: the results file every program can write with `--json PATH`.
+//
+// Host-only. Layout (one file per program run, results/<gpu>/<lesson>.json):
+//   {
+//     "lesson": "day10_matmul", "program": "matmul", "mode": "bench", "args": "...",
+//     "env":    { gpu, compute capability, SMs, clocks, driver, CUDA, cuBLAS, cuDNN, date },
+//     "checks": [ { name, passed, max_abs_err, max_rel_err, rel_l2, atol, rtol, precision, n } ],
+//     "bench":  [ { name, dtype, shape, ms, tflops | gbps | tokens_per_s,
+//                   ref, ref_ms, pct_of_ref, peak, peak_name, pct_of_peak } ],
+//     "passed": true
+//   }
+// pct_of_ref = 100 * baseline time / this time (above 100: faster than the baseline).
+// pct_of_peak = achieved rate / ceiling * 100, the ceiling named by peak_name.
+// "{gpu}" in PATH is replaced by the GPU's slug, e.g. "nvidia-h200".
+#pragma once
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "json.h"
+#include "verify.h"
+
+namespace results {
+
+struct Bench {
+  std::string name;                // "05_2d_blocktiling"
+  std::string dtype;               // "fp32", "bf16", ...
+  std::vector<long long> shape;    // e.g. {M, N, K}
+  double ms = NAN;                 // median time
+  double min_ms = NAN, max_ms = NAN;
+  int reps = 0;
+  double tflops = NAN, gbps = NAN, tokens_per_s = NAN;
+  std::string ref;                 // the baseline's name ("cuBLAS SGEMM")
+  double ref_ms = NAN;             // the baseline's median time on the same shape
+  double peak = NAN;               // ceiling, same unit as the rate (TFLOP/s or GB/s)
+  std::string peak_name;           // where the ceiling comes from
+  json::Value extra;               // anything lesson-specific (algorithm picked, workspace, ...)
+
+  double rate() const { return std::isfinite(tflops) ? tflops : gbps; }
+  double pct_of_ref() const { return 100.0 * ref_ms / ms; }
+  double pct_of_peak() const { return 100.0 * rate() / peak; }
+};
+
+inline json::Value to_json(const verify::Check& c) {
+  json::Value v = json::Value::object();
+  v["name"] = c.name;
+  v["passed"] = c.passed;
+  v["n"] = (long long)c.n;
+  v["n_bad"] = (long long)c.n_bad;
+  v["max_abs_err"] = c.max_abs_err;
+  v["max_rel_err"] = c.max_rel_err;
+  v["rel_l2"] = c.rel_l2;
+  v["atol"] = c.tol.atol;
+  v["rtol"] = c.tol.rtol;
+  v["tol"] = c.tol.precision;
+  if (!c.note.empty()) v["note"] = c.note;
+  return v;
+}
+
+inline json::Value to_json(const Bench& b) {
+  json::Value v = json::Value::object();
+  v["name"] = b.name;
+  v["dtype"] = b.dtype;
+  json::Value shape = json::Value::array();
+  for (auto d : b.shape) shape.push(d);
+  v["shape"] = shape;
+  v["ms"] = b.ms;
+  v["min_ms"] = b.min_ms;
+  v["max_ms"] = b.max_ms;
+  v["reps"] = b.reps;
+  if (std::isfinite(b.tflops)) v["tflops"] = b.tflops;
+  if (std::isfinite(b.gbps)) v["gbps"] = b.gbps;
+  if (std::isfinite(b.tokens_per_s)) v["tokens_per_s"] = b.tokens_per_s;
+  if (!b.ref.empty()) {
+    v["ref"] = b.ref;
+    v["ref_ms"] = b.ref_ms;
+    v["pct_of_ref"] = b.pct_of_ref();
+  }
+  if (std::isfinite(b.peak)) {
+    v["peak"] = b.peak;
+    v["peak_name"] = b.peak_name;
+    v["pct_of_peak"] = b.pct_of_peak();
+  }
+  if (b.extra.kind() != json::Value::Null) v["extra"] = b.extra;
+  return v;
+}
+
+// GPU name -> path-friendly slug: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3".
+inline std::string slug(const std::string& name) {
+  std::string s;
+  for (char c : name) {
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) s += c;
+    else if (c >= 'A' && c <= 'Z') s += char(c - 'A' + 'a');
+    else if (!s.empty() && s.back() != '-') s += '-';
+  }
+  while (!s.empty() && s.back() == '-') s.pop_back();
+  return s.empty() ? "unknown-gpu" : s;
+}
+
+class Results {
+ public:
+  Results(std::string lesson, std::string program) : lesson_(std::move(lesson)), program_(std::move(program)) {}
+
+  json::Value env = json::Value::object();     // common/env.cuh: collect_env()
+  json::Value config = json::Value::object();  // the arguments this run used
+  std::string mode = "run";
+
+  // Records a check and prints its line.
+  const verify::Check& add(const verify::Check& c) {
+    verify::print(c);
+    checks_.push_back(c);
+    return checks_.back();
+  }
+  void add(const Bench& b) { bench_.push_back(b); }
+
+  const std::vector<verify::Check>& checks() const { return checks_; }
+  const std::vector<Bench>& bench() const { return bench_; }
+  int failed() const {
+    int f = 0;
+    for (auto& c : checks_) f += !c.passed;
+    return f;
+  }
+  // Pass only if something was checked and nothing failed: a run with no checks proves nothing.
+  bool passed() const { return !checks_.empty() && failed() == 0; }
+  int exit_code() const { return passed() ? 0 : 1; }
+
+  json::Value to_json() const {
+    json::Value v = json::Value::object();
+    v["lesson"] = lesson_;
+    v["program"] = program_;
+    v["mode"] = mode;
+    v["config"] = config;
+    v["env"] = env;
+    json::Value cs = json::Value::array();
+    for (auto& c : checks_) cs.push(results::to_json(c));
+    v["checks"] = cs;
+    json::Value bs = json::Value::array();
+    for (auto& b : bench_) bs.push(results::to_json(b));
+    v["bench"] = bs;
+    v["passed"] = passed();
+    return v;
+  }
+
+  // Writes the file (creating folders); returns the final path. Throws on I/O failure.
+  std::string write(const std::string& path_template) const {
+    std::string path = path_template;
+    const json::Value* s = env.find("gpu_slug");
+    const std::string gpu = s ? s->str() : "unknown-gpu";
+    for (size_t p; (p = path.find("{gpu}")) != std::string::npos;) path.replace(p, 5, gpu);
+    std::filesystem::path fp(path);
+    if (fp.has_parent_path()) std::filesystem::create_directories(fp.parent_path());
+    const std::string text = to_json().dump();
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot write results file '" + path + "'");
+    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok) throw std::runtime_error("write failed for '" + path + "'");
+    return path;
+  }
+
+  // The closing summary every program prints: "RESULT: PASS (12 checks)".
+  void print_summary() const {
+    if (checks_.empty()) std::printf("RESULT: FAIL (no checks ran)\n");
+    else if (failed()) std::printf("RESULT: FAIL (%d of %zu checks failed)\n", failed(), checks_.size());
+    else std::printf("RESULT: PASS (%zu checks)\n", checks_.size());
+  }
+
+ private:
+  std::string lesson_, program_;
+  std::vector<verify::Check> checks_;
+  std::vector<Bench> bench_;
+};
+
+}  // namespace results
