@@ -33,7 +33,7 @@ LDFLAGS := $(addprefix -L,$(sort $(CUDA_LIBDIR) $(CUDNN_LIBDIR))) \
 LDLIBS := -lcublasLt -lcublas $(CUDNN_LINK)
 
 CXX := g++
-HOST_CXXFLAGS := -std=c++17 -O2 -Wall -Wextra -I$(ROOT)/common -MMD -MP
+HOST_CXXFLAGS := -std=c++17 -O2 -Wall -Wextra -pthread -I$(ROOT)/common -MMD -MP
 
 .PHONY: all run verify bench clean
 .SECONDEXPANSION:

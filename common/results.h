@@ -115,6 +115,8 @@ class Results {
     checks_.push_back(c);
     return checks_.back();
   }
+  // Records a check without printing (for checks whose passes would flood a table).
+  void add_quiet(const verify::Check& c) { checks_.push_back(c); }
   void add(const Bench& b) { bench_.push_back(b); }
 
   const std::vector<verify::Check>& checks() const { return checks_; }

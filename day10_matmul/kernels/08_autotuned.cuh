@@ -1,0 +1,41 @@
+// Step 8: the best SIMT kernel for this GPU: step 7's kernel, with the tile shape chosen
+// by measurement.
+//
+// The best shape depends on the GPU (SM count, registers, shared memory) and the problem
+// size: bigger tiles reuse more data per load but give fewer blocks to fill 132 SMs and
+// more registers per thread. We compile a handful of shapes that satisfy the constraints
+// (see WarpTileConfig's static_asserts) and time each on this GPU at run time; the
+// program prints the table and uses the winner as step 8.
+#pragma once
+#include <vector>
+
+#include "07_warptiling.cuh"
+
+struct TunedKernel {
+  const char* name;
+  void (*run)(int, int, int, const float*, const float*, float*, cudaStream_t);
+};
+
+//                         BM   BN  BK  WM  WN WNITER TM TN  NT
+using TuneA = WarpTileConfig<128, 128, 16, 64, 64, 4, 8, 4, 128>;
+using TuneB = WarpTileConfig<128, 128, 8, 64, 32, 2, 8, 4, 256>;
+using TuneC = WarpTileConfig<128, 256, 16, 64, 64, 4, 8, 4, 256>;
+using TuneD = WarpTileConfig<256, 128, 16, 64, 64, 4, 8, 4, 256>;
+using TuneE = WarpTileConfig<128, 128, 16, 32, 64, 2, 8, 4, 256>;
+using TuneF = WarpTileConfig<64, 128, 16, 32, 64, 2, 8, 4, 128>;
+using TuneG = WarpTileConfig<128, 128, 16, 64, 64, 2, 8, 8, 128>;
+using TuneH = WarpTileConfig<128, 64, 16, 64, 32, 2, 8, 4, 128>;
+
+inline const std::vector<TunedKernel>& tune_candidates() {
+  static const std::vector<TunedKernel> k = {
+      {"128x128x16 w64x64 t8x4 128thr", launch_warptile<TuneA>},
+      {"128x128x8 w64x32 t8x4 256thr", launch_warptile<TuneB>},
+      {"128x256x16 w64x64 t8x4 256thr", launch_warptile<TuneC>},
+      {"256x128x16 w64x64 t8x4 256thr", launch_warptile<TuneD>},
+      {"128x128x16 w32x64 t8x4 256thr", launch_warptile<TuneE>},
+      {"64x128x16 w32x64 t8x4 128thr", launch_warptile<TuneF>},
+      {"128x128x16 w64x64 t8x8 128thr", launch_warptile<TuneG>},
+      {"128x64x16 w64x32 t8x4 128thr", launch_warptile<TuneH>},
+  };
+  return k;
+}

@@ -1,0 +1,254 @@
+// Step 10: Hopper tensor cores at full speed: wgmma fed by TMA through an mbarrier pipeline,
+// with warp specialization. Built for sm_90a only (the "a" = arch-specific features).
+//
+// What changes from step 9, and why each matters on an H100/H200:
+//  - TMA (cp.async.bulk.tensor): one thread asks the copy engine for a whole 2D tile; no
+//    other thread spends instructions on addresses or loads. The engine also writes the
+//    tile in the 128-byte swizzled layout that wgmma reads without bank conflicts, and
+//    fills out-of-range elements with zeros (so edge tiles need no special code).
+//  - wgmma (warpgroup MMA): 4 warps (128 threads) issue one asynchronous 64x256x16 product
+//    that reads both operands straight from shared memory, instead of WMMA's per-warp
+//    16x16x16 products that go through registers. In SASS this is HGMMA.
+//  - mbarrier pipeline, STAGES deep: `full[s]` completes when TMA has written stage s;
+//    `empty[s]` completes when both consumers have finished reading it. The producer runs
+//    up to STAGES tiles ahead, so loads and math overlap.
+//  - Warp specialization: warpgroup 0 only produces (one thread issues TMA), warpgroups
+//    1 and 2 only consume (each computes 64 rows of the 128x256 block tile). setmaxnreg
+//    moves registers from the producer (40) to the consumers (232): a consumer holds a
+//    64x256 fp32 accumulator = 128 registers per thread.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+#include <cstdio>
+
+#include "10_wgmma_tma.h"
+#include "check.cuh"
+
+namespace wg {
+using bf16 = __nv_bfloat16;
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, CONSUMERS = 2;
+constexpr int NT = 128 * (1 + CONSUMERS);
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
+
+struct Smem {
+  alignas(1024) bf16 A[STAGES][BM * BK];  // 128B-swizzled tiles need 1024-byte alignment
+  alignas(1024) bf16 B[STAGES][BN * BK];
+  alignas(8) uint64_t full[STAGES];
+  alignas(8) uint64_t empty[STAGES];
+};
+constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + slack to align the dynamic base
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG_ENABLED 1
+#include "wgmma_m64n256k16.inc"
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+// Spin until the barrier's phase with this parity has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// TMA: copy the box at (inner coordinate c0, outer c1) of the tensor into shared memory;
+// completion is signalled as transaction bytes on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(
+          smem_u32(dst)),
+      "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1)
+      : "memory");
+}
+// Shared-memory matrix descriptor for a K-major tile with 128-byte swizzle: rows of
+// 64 bf16 (128 B), 8-row groups 1024 B apart (stride byte offset), swizzle mode 1.
+__device__ __forceinline__ uint64_t smem_desc(const void* p) {
+  const uint64_t addr = smem_u32(p);
+  return ((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+#else
+#define WG_ENABLED 0
+#endif
+
+__global__ void probe_sm90a(int* out) { *out = WG_ENABLED; }
+
+__global__ void __launch_bounds__(NT, 1)
+    gemm_10_wgmma(int M, int N, int K, const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
+                  bf16* __restrict__ C) {
+#if WG_ENABLED
+  extern __shared__ uint8_t smem_raw[];
+  Smem& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int wgi = threadIdx.x / 128, t = threadIdx.x % 128;
+  const int tiles_m = (M + BM - 1) / BM;
+  // Consecutive blocks take consecutive M tiles of the same N column: they share the
+  // B tile, which then comes from L2 for all but the first.
+  const int bm = blockIdx.x % tiles_m, bn = blockIdx.x / tiles_m;
+  const int ktiles = (K + BK - 1) / BK;
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; ++i) {
+      mbar_init(&s.full[i], 1);
+      mbar_init(&s.empty[i], CONSUMERS);
+    }
+    // Make the initialized barriers visible to the async proxy (the TMA unit).
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wgi == 0) {  // ---- producer warpgroup --------------------------------------------
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (t == 0) {
+      for (int kt = 0; kt < ktiles; ++kt) {
+        const int st = kt % STAGES;
+        if (kt >= STAGES) mbar_wait(&s.empty[st], ((kt / STAGES) - 1) & 1);  // consumers freed it
+        mbar_expect_tx(&s.full[st], A_BYTES + B_BYTES);
+        tma_load_2d(s.A[st], &tmA, &s.full[st], kt * BK, bm * BM);
+        tma_load_2d(s.B[st], &tmB, &s.full[st], kt * BK, bn * BN);
+      }
+    }
+  } else {  // ---- consumer warpgroups ---------------------------------------------------
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.f;
+    const int c = wgi - 1;  // this consumer's 64-row half of the block tile
+    for (int kt = 0; kt < ktiles; ++kt) {
+      const int st = kt % STAGES;
+      mbar_wait(&s.full[st], (kt / STAGES) & 1);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk)  // 16 elements = 32 bytes along K inside the swizzled rows
+        wgmma_m64n256k16(d, smem_desc(&s.A[st][c * 64 * BK + kk * 16]), smem_desc(&s.B[st][kk * 16]), 1);
+      wgmma_commit();
+      wgmma_wait0();
+      if (t == 0) mbar_arrive(&s.empty[st]);
+    }
+    // Accumulator layout of m64nN: warp w holds rows 16w..16w+15; register 4j+q of lane l
+    // is row 16w + l/4 + 8*(q/2), column 8j + 2*(l%4) + (q%2).
+    const int w = t / 32, l = t % 32;
+    const int row_a = bm * BM + c * 64 + w * 16 + l / 4;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int col = bn * BN + 8 * j + 2 * (l % 4);
+      if (col < N) {  // N % 8 == 0, so col + 1 < N too
+        if (row_a < M)
+          *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row_a) * N + col]) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
+        if (row_a + 8 < M)
+          *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row_a + 8) * N + col]) =
+              __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+      }
+    }
+  }
+#endif
+}
+
+// ---- host side ------------------------------------------------------------------------
+static PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  if (!fn) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !p) {
+      std::fprintf(stderr, "error: cuTensorMapEncodeTiled is not available from this driver\n");
+      std::exit(1);
+    }
+    fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }
+  return fn;
+}
+
+// A row-major rows x cols bf16 matrix, read in boxes of box_rows x 64 (128 bytes) with 128B swizzle.
+static CUtensorMap make_map(const bf16* ptr, int rows, int cols, int box_rows) {
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(cols) * sizeof(bf16)};
+  const cuuint32_t box[2] = {BK, cuuint32_t(box_rows)};
+  const cuuint32_t estr[2] = {1, 1};
+  CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(ptr), dims, strides, box, estr,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "error: cuTensorMapEncodeTiled failed (CUresult %d) for a %dx%d matrix\n", int(r), rows, cols);
+    std::exit(1);
+  }
+  return m;
+}
+}  // namespace wg
+
+bool wgmma_gpu_supported(std::string* why) {
+  static int state = -1;  // -1 unknown, 0 no, 1 yes
+  static std::string reason;
+  if (state < 0) {
+    int dev = 0;
+    cudaDeviceProp p;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+    cudaFuncAttributes fa;
+    if (!(p.major == 9 && p.minor == 0)) {
+      state = 0;
+      reason = std::string("needs an sm_90 GPU (H100/H200) for wgmma/TMA; this is ") + p.name;
+    } else if (cudaFuncGetAttributes(&fa, wg::probe_sm90a) != cudaSuccess) {
+      cudaGetLastError();
+      state = 0;
+      reason = "this build has no sm_90a code (rebuild with make ARCH=sm_90)";
+    } else {
+      int* d = nullptr;
+      int h = 0;
+      CUDA_CHECK(cudaMalloc(&d, sizeof(int)));
+      wg::probe_sm90a<<<1, 1>>>(d);
+      LAUNCH_CHECK();
+      CUDA_CHECK(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaFree(d));
+      state = h ? 1 : 0;
+      if (!h) reason = "this build's kernels were compiled without sm_90a features (rebuild with make ARCH=sm_90)";
+      else
+        CUDA_CHECK(cudaFuncSetAttribute(wg::gemm_10_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        int(wg::kSmemBytes)));
+    }
+  }
+  if (why) *why = reason;
+  return state == 1;
+}
+
+bool wgmma_shape_supported(int M, int N, int K, std::string* why) {
+  if (K % 8 != 0 || N % 8 != 0) {
+    if (why) *why = "TMA needs 16-byte row strides: K and N must be multiples of 8 (got " + std::to_string(M) + "x" +
+                    std::to_string(N) + "x" + std::to_string(K) + ")";
+    return false;
+  }
+  return true;
+}
+
+void run_10_wgmma(int M, int N, int K, const __nv_bfloat16* A, const __nv_bfloat16* Bt, __nv_bfloat16* C,
+                  cudaStream_t s) {
+  // Tensor maps describe (pointer, shape); rebuild them only when those change.
+  static const void *lastA = nullptr, *lastB = nullptr;
+  static int lm = -1, ln = -1, lk = -1;
+  static CUtensorMap mA, mB;
+  if (A != lastA || Bt != lastB || M != lm || N != ln || K != lk) {
+    mA = wg::make_map(A, M, K, wg::BM);
+    mB = wg::make_map(Bt, N, K, wg::BN);
+    lastA = A, lastB = Bt, lm = M, ln = N, lk = K;
+  }
+  const int grid = ceil_div(M, wg::BM) * ceil_div(N, wg::BN);
+  wg::gemm_10_wgmma<<<grid, wg::NT, wg::kSmemBytes, s>>>(M, N, K, mA, mB, C);
+  LAUNCH_CHECK();
+}

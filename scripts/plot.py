@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""scripts/plot.py: draw the results files and regenerate the README results tables.
+
+    python3 scripts/plot.py            # (= make plots)
+    python3 scripts/plot.py --no-png   # tables only (no matplotlib needed)
+
+Reads results/<gpu>/<lesson>.json (written by the programs with --json), writes
+results/<gpu>/<lesson>.png, and rewrites the text between the markers
+
+    <!-- results:LESSON -->  ...  <!-- /results:LESSON -->   (in LESSON/README.md)
+    <!-- results:summary -->  ...  <!-- /results:summary -->  (in README.md)
+
+so that every number in the notes comes from a results file, never from a hand.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+
+def load_results(root):
+    """{lesson: [(gpu_slug, data), ...]} for every results/<gpu>/<lesson>.json."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(root, "results", "*", "*.json"))):
+        with open(path) as f:
+            data = json.load(f)
+        gpu = os.path.basename(os.path.dirname(path))
+        lesson = os.path.splitext(os.path.basename(path))[0]
+        data["_path"] = os.path.relpath(path, root)
+        out.setdefault(lesson, []).append((gpu, data))
+    return out
+
+
+def fmt(x, digits=1):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}f}"
+
+
+def rate_of(b):
+    if b.get("tflops") is not None:
+        return b["tflops"], "TFLOP/s"
+    if b.get("gbps") is not None:
+        return b["gbps"], "GB/s"
+    if b.get("tokens_per_s") is not None:
+        return b["tokens_per_s"], "tok/s"
+    return None, ""
+
+
+def env_line(data):
+    e = data.get("env", {})
+    return (f"{e.get('gpu', '?')}, {e.get('sm_count', '?')} SMs, driver {e.get('driver', '?')}, "
+            f"CUDA {e.get('cuda_runtime', '?')}, cuBLAS {e.get('cublas', '?')}, cuDNN {e.get('cudnn_loaded', '?')}, "
+            f"{e.get('date', '?')[:10]}")
+
+
+def checks_line(data):
+    cs = data.get("checks", [])
+    ok = sum(1 for c in cs if c.get("passed"))
+    return f"{ok}/{len(cs)} checks passed"
+
+
+def bench_table(rows):
+    """The generic table: one line per benchmark row."""
+    lines = ["| benchmark | dtype | shape | ms | rate | % of baseline | % of peak |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for b in rows:
+        r, unit = rate_of(b)
+        shape = "×".join(str(s) for s in b.get("shape", []))
+        ref = f"{fmt(b.get('pct_of_ref'))}% of {b['ref']}" if b.get("ref") else "–"
+        lines.append(f"| {b['name']} | {b.get('dtype', '')} | {shape} | {b['ms']:.4g} | {fmt(r)} {unit} | {ref} | "
+                     f"{fmt(b.get('pct_of_peak'))}% |")
+    return lines
+
+
+# ---- lesson-specific views -----------------------------------------------------------
+# A lesson can register (table, plot, headline) functions; the generic ones serve the rest.
+
+def day01_headline(data):
+    by = {b["name"]: b for b in data.get("bench", [])}
+    cp = max((by[k]["gbps"] for k in ("copy_cudaMemcpy_d2d", "copy_kernel_float4") if k in by), default=None)
+    fp = by.get("fp32_fma_chains", {}).get("tflops")
+    return f"copy {fmt(cp)} GB/s, FP32 FMA {fmt(fp)} TFLOP/s"
+
+
+def day10_table(rows, size=4096):
+    at = [b for b in rows if b.get("shape") == [size, size, size]]
+    if not at:
+        return bench_table(rows)
+    lines = [f"At M = N = K = {size}:", "",
+             "| kernel | dtype | ms | TFLOP/s | % of cuBLAS | % of peak |", "|---|---|---:|---:|---:|---:|"]
+    for b in at:
+        ref = f"{fmt(b.get('pct_of_ref'))}% ({b['ref']})" if b.get("ref") else "–"
+        lines.append(f"| {b['name']} | {b['dtype']} | {b['ms']:.4g} | {fmt(b.get('tflops'))} | {ref} | "
+                     f"{fmt(b.get('pct_of_peak'))}% |")
+    return lines
+
+
+def day10_headline(data):
+    at = [b for b in data.get("bench", []) if b.get("shape") == [4096, 4096, 4096] and b.get("ref")]
+    simt = [b for b in at if b["dtype"] == "fp32" and not b["name"].startswith("cublas")]
+    tc = [b for b in at if b["dtype"] == "bf16" and not b["name"].startswith("cublas")]
+    parts = []
+    if simt:
+        b = max(simt, key=lambda b: b["tflops"])
+        parts.append(f"best FP32 SIMT {fmt(b['tflops'])} TFLOP/s = {fmt(b['pct_of_ref'])}% of cuBLAS")
+    if tc:
+        b = max(tc, key=lambda b: b["tflops"])
+        parts.append(f"best BF16 {fmt(b['tflops'])} TFLOP/s = {fmt(b['pct_of_ref'])}% of cuBLAS (n = 4096)")
+    return "; ".join(parts) or "–"
+
+
+def day10_plot(plt, data, png):
+    rows = [b for b in data.get("bench", []) if b.get("tflops") is not None]
+    square = [b for b in rows if len(set(b["shape"])) == 1]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6))
+    for name in dict.fromkeys(b["name"] for b in square):
+        pts = sorted((b["shape"][0], b["tflops"]) for b in square if b["name"] == name)
+        style = "--" if name.startswith("cublas") else "-"
+        ax1.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", ms=3, label=name)
+    ax1.set_xscale("log", base=2)
+    ax1.set_yscale("log")
+    ax1.set_xlabel("M = N = K")
+    ax1.set_ylabel("TFLOP/s")
+    ax1.set_title("TFLOP/s vs size")
+    ax1.legend(fontsize=7)
+    ax1.grid(True, which="both", alpha=0.3)
+    at = [b for b in rows if b["shape"] == [4096, 4096, 4096]]
+    ax2.barh([b["name"] for b in at], [b["tflops"] for b in at],
+             color=["#999" if b["name"].startswith("cublas") else "#3a7" for b in at])
+    for i, b in enumerate(at):
+        ax2.text(b["tflops"], i, f" {b['tflops']:.1f}", va="center", fontsize=7)
+    ax2.set_xscale("log")
+    ax2.invert_yaxis()
+    ax2.set_xlabel("TFLOP/s (log scale)")
+    ax2.set_title("n = 4096")
+    fig.suptitle(f"day10_matmul on {data['env'].get('gpu', '?')}")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
+def generic_plot(plt, data, png):
+    rows = [b for b in data.get("bench", []) if rate_of(b)[0] is not None]
+    if not rows:
+        return False
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
+    labels = [f"{b['name']} {'×'.join(map(str, b.get('shape', [])))}" for b in rows]
+    vals = [rate_of(b)[0] for b in rows]
+    ax.barh(labels, vals, color="#3a7")
+    for i, b in enumerate(rows):
+        pct = f" ({b['pct_of_peak']:.0f}% of peak)" if b.get("pct_of_peak") is not None else ""
+        ax.text(vals[i], i, f" {vals[i]:.1f} {rate_of(b)[1]}{pct}", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(vals) * 1.45)
+    ax.set_title(f"{data.get('lesson')} on {data['env'].get('gpu', '?')}")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    return True
+
+
+VIEWS = {
+    "day01_setup": dict(headline=day01_headline),
+    "day10_matmul": dict(table=day10_table, plot=day10_plot, headline=day10_headline),
+}
+
+
+def lesson_block(lesson, entries):
+    view = VIEWS.get(lesson, {})
+    table = view.get("table", bench_table)
+    out = []
+    for gpu, data in entries:
+        out += [f"**{data['env'].get('gpu', gpu)}** ({env_line(data)}; {checks_line(data)}; "
+                f"file `{data['_path']}`)", ""]
+        out += table(data.get("bench", []))
+        png = os.path.splitext(data["_path"])[0] + ".png"
+        out += ["", f"![{lesson} on {gpu}](../{png})", ""]
+    return out
+
+
+def summary_block(results):
+    out = ["| lesson | GPU | checks | headline | date |", "|---|---|---|---|---|"]
+    for lesson in sorted(results):
+        for gpu, data in results[lesson]:
+            head = VIEWS.get(lesson, {}).get("headline", lambda d: "–")(data)
+            out.append(f"| [{lesson}]({lesson}/README.md) | {data['env'].get('gpu', gpu)} | {checks_line(data)} | "
+                       f"{head} | {data['env'].get('date', '?')[:10]} |")
+    return out
+
+
+def replace_block(text, key, lines):
+    """Replace what stands between <!-- results:key --> and <!-- /results:key -->."""
+    pat = re.compile(r"(<!-- results:%s -->\n)(.*?)(<!-- /results:%s -->)" % (re.escape(key), re.escape(key)), re.S)
+    if not pat.search(text):
+        return text, False
+    body = "\n".join(lines) + "\n"
+    return pat.sub(lambda m: m.group(1) + body + m.group(3), text, count=1), True
+
+
+def update_readmes(root, results):
+    changed = []
+    for lesson, entries in results.items():
+        path = os.path.join(root, lesson, "README.md")
+        if os.path.exists(path):
+            text = open(path).read()
+            new, found = replace_block(text, lesson, lesson_block(lesson, entries))
+            if found and new != text:
+                open(path, "w").write(new)
+                changed.append(path)
+    path = os.path.join(root, "README.md")
+    if os.path.exists(path):
+        text = open(path).read()
+        new, found = replace_block(text, "summary", summary_block(results))
+        if found and new != text:
+            open(path, "w").write(new)
+            changed.append(path)
+    return changed
+
+
+def draw(root, results):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    written = []
+    for lesson, entries in results.items():
+        for gpu, data in entries:
+            png = os.path.join(root, os.path.splitext(data["_path"])[0] + ".png")
+            plot = VIEWS.get(lesson, {}).get("plot", generic_plot)
+            if plot(plt, data, png) is not False:
+                written.append(png)
+            plt.close("all")
+    return written
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", default=ROOT, help="repository root (default: this checkout)")
+    ap.add_argument("--no-png", action="store_true", help="only regenerate the README tables")
+    a = ap.parse_args(argv)
+    results = load_results(a.root)
+    if not results:
+        print("no results files under results/: run `make bench` on a GPU machine first")
+        return 0
+    if not a.no_png:
+        try:
+            for p in draw(a.root, results):
+                print("wrote", os.path.relpath(p, a.root))
+        except ImportError:
+            print("matplotlib is not installed (pip install matplotlib): tables only", file=sys.stderr)
+    for p in update_readmes(a.root, results):
+        print("updated", os.path.relpath(p, a.root))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
