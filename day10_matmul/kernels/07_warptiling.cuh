@@ -24,8 +24,11 @@ struct WarpTileConfig {
   static_assert((BM / WM) * (BN / WN) == NT / 32, "one warp per warp tile");
   static_assert(WMITER >= 1 && (WSUBM / TM) * (WSUBN / TN) == 32, "a sub-tile is covered by 32 threads");
   static_assert(TM % 4 == 0 && TN % 4 == 0, "float4 shared loads");
-  static constexpr int kSmemBytes = 2 * (BM + BN) * BK * 4;
-  static_assert(kSmemBytes <= 48 * 1024, "static shared memory limit");
+  // The transposed A tile gets 4 floats of padding per k-row: without it the four threads
+  // that store one float4 of A write to the same bank (BM*4 bytes apart), with it only two.
+  static constexpr int LDA = BM + 4;
+  static constexpr int kSmemBytes = 2 * (LDA + BN) * BK * 4;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
 };
 
 template <class Cfg>
@@ -33,8 +36,13 @@ __global__ void __launch_bounds__(Cfg::NT)
     sgemm_07_warptile(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, WM = Cfg::WM, WN = Cfg::WN, TM = Cfg::TM, TN = Cfg::TN;
   constexpr int WMITER = Cfg::WMITER, WNITER = Cfg::WNITER, WSUBM = Cfg::WSUBM, WSUBN = Cfg::WSUBN, NT = Cfg::NT;
-  __shared__ __align__(16) float As[2][BK * BM];
-  __shared__ __align__(16) float Bs[2][BK * BN];
+  constexpr int LDA = Cfg::LDA;
+  // Dynamic shared memory: the larger shapes need more than the 48 KB a static array may use.
+  extern __shared__ __align__(16) float smem[];
+  // Buffer b of A at smem + b * BK * LDA, of B at Bsm + b * BK * BN. (Computed, not a
+  // pointer array: an array indexed by a run-time `cur` would live in local memory.)
+  float* const Asm = smem;
+  float* const Bsm = smem + 2 * BK * LDA;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wrow = warp / (BN / WN), wcol = warp % (BN / WN);
@@ -49,8 +57,8 @@ __global__ void __launch_bounds__(Cfg::NT)
 
   la.load(A, M, K, row0, 0, a_vec);
   lb.load(B, K, N, 0, col0, b_vec);
-  la.template store_transposed<BM>(As[0]);
-  lb.store(Bs[0]);
+  la.template store_transposed<LDA>(Asm);
+  lb.store(Bsm);
   __syncthreads();
 
   const int ktiles = ceil_div(K, BK);
@@ -68,21 +76,21 @@ __global__ void __launch_bounds__(Cfg::NT)
 #pragma unroll
         for (int i = 0; i < TM; i += 4)
           *reinterpret_cast<float4*>(&ra[wm * TM + i]) =
-              *reinterpret_cast<const float4*>(&As[cur][k * BM + wrow * WM + wm * WSUBM + trow * TM + i]);
+              *reinterpret_cast<const float4*>(&Asm[cur * BK * LDA + k * LDA + wrow * WM + wm * WSUBM + trow * TM + i]);
 #pragma unroll
       for (int wn = 0; wn < WNITER; ++wn)
 #pragma unroll
         for (int j = 0; j < TN; j += 4)
           *reinterpret_cast<float4*>(&rb[wn * TN + j]) =
-              *reinterpret_cast<const float4*>(&Bs[cur][k * BN + wcol * WN + wn * WSUBN + tcol * TN + j]);
+              *reinterpret_cast<const float4*>(&Bsm[cur * BK * BN + k * BN + wcol * WN + wn * WSUBN + tcol * TN + j]);
 #pragma unroll
       for (int i = 0; i < WMITER * TM; ++i)
 #pragma unroll
         for (int j = 0; j < WNITER * TN; ++j) acc[i][j] += ra[i] * rb[j];
     }
     if (more) {
-      la.template store_transposed<BM>(As[cur ^ 1]);
-      lb.store(Bs[cur ^ 1]);
+      la.template store_transposed<LDA>(Asm + (cur ^ 1) * BK * LDA);
+      lb.store(Bsm + (cur ^ 1) * BK * BN);
     }
     __syncthreads();
   }
@@ -100,8 +108,13 @@ __global__ void __launch_bounds__(Cfg::NT)
 
 template <class Cfg>
 inline void launch_warptile(int M, int N, int K, const float* A, const float* B, float* C, cudaStream_t s) {
+  static bool attr_set = false;  // once per shape: allow more than 48 KB of dynamic shared memory
+  if (!attr_set) {
+    CUDA_CHECK(cudaFuncSetAttribute(sgemm_07_warptile<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
+    attr_set = true;
+  }
   dim3 grid(ceil_div(N, Cfg::BN), ceil_div(M, Cfg::BM));
-  sgemm_07_warptile<Cfg><<<grid, Cfg::NT, 0, s>>>(M, N, K, A, B, C);
+  sgemm_07_warptile<Cfg><<<grid, Cfg::NT, Cfg::kSmemBytes, s>>>(M, N, K, A, B, C);
   LAUNCH_CHECK();
 }
 

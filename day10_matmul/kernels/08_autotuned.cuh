@@ -25,6 +25,9 @@ using TuneE = WarpTileConfig<128, 128, 16, 32, 64, 2, 8, 4, 256>;
 using TuneF = WarpTileConfig<64, 128, 16, 32, 64, 2, 8, 4, 128>;
 using TuneG = WarpTileConfig<128, 128, 16, 64, 64, 2, 8, 8, 128>;
 using TuneH = WarpTileConfig<128, 64, 16, 64, 32, 2, 8, 4, 128>;
+using TuneI = WarpTileConfig<128, 256, 8, 64, 64, 4, 8, 4, 256>;
+using TuneJ = WarpTileConfig<256, 128, 8, 64, 64, 4, 8, 4, 256>;
+using TuneK = WarpTileConfig<128, 256, 16, 64, 64, 2, 8, 8, 256>;
 
 inline const std::vector<TunedKernel>& tune_candidates() {
   static const std::vector<TunedKernel> k = {
@@ -36,6 +39,9 @@ inline const std::vector<TunedKernel>& tune_candidates() {
       {"64x128x16 w32x64 t8x4 128thr", launch_warptile<TuneF>},
       {"128x128x16 w64x64 t8x8 128thr", launch_warptile<TuneG>},
       {"128x64x16 w64x32 t8x4 128thr", launch_warptile<TuneH>},
+      {"128x256x8 w64x64 t8x4 256thr", launch_warptile<TuneI>},
+      {"256x128x8 w64x64 t8x4 256thr", launch_warptile<TuneJ>},
+      {"128x256x16 w64x64 t8x8 256thr", launch_warptile<TuneK>},
   };
   return k;
 }

@@ -12,6 +12,8 @@
 //  - mbarrier pipeline, STAGES deep: `full[s]` completes when TMA has written stage s;
 //    `empty[s]` completes when both consumers have finished reading it. The producer runs
 //    up to STAGES tiles ahead, so loads and math overlap.
+//  - Persistent blocks: one block per SM loops over output tiles, and the pipeline runs on
+//    from one tile into the next, so the producer loads tile i+1 during tile i's epilogue.
 //  - Warp specialization: warpgroup 0 only produces (one thread issues TMA), warpgroups
 //    1 and 2 only consume (each computes 64 rows of the 128x256 block tile). setmaxnreg
 //    moves registers from the producer (40) to the consumers (232): a consumer holds a
@@ -19,6 +21,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
@@ -83,6 +86,7 @@ __device__ __forceinline__ uint64_t smem_desc(const void* p) {
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 #else
 #define WG_ENABLED 0
 #endif
@@ -96,10 +100,7 @@ __global__ void __launch_bounds__(NT, 1)
   extern __shared__ uint8_t smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int wgi = threadIdx.x / 128, t = threadIdx.x % 128;
-  const int tiles_m = (M + BM - 1) / BM;
-  // Consecutive blocks take consecutive M tiles of the same N column: they share the
-  // B tile, which then comes from L2 for all but the first.
-  const int bm = blockIdx.x % tiles_m, bn = blockIdx.x / tiles_m;
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
   const int ktiles = (K + BK - 1) / BK;
 
   if (threadIdx.x == 0) {
@@ -112,47 +113,63 @@ __global__ void __launch_bounds__(NT, 1)
   }
   __syncthreads();
 
+  // Persistent: one block per SM walks over tiles blockIdx.x, +gridDim.x, ... Tile i is
+  // (bm, bn) = (i % tiles_m, i / tiles_m): blocks running at the same time share B tiles
+  // through L2. The stage ring runs on across tiles (`it` counts k-steps of all tiles), so
+  // the producer is already loading the next tile while the consumers write this one out.
   if (wgi == 0) {  // ---- producer warpgroup --------------------------------------------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (t == 0) {
-      for (int kt = 0; kt < ktiles; ++kt) {
-        const int st = kt % STAGES;
-        if (kt >= STAGES) mbar_wait(&s.empty[st], ((kt / STAGES) - 1) & 1);  // consumers freed it
-        mbar_expect_tx(&s.full[st], A_BYTES + B_BYTES);
-        tma_load_2d(s.A[st], &tmA, &s.full[st], kt * BK, bm * BM);
-        tma_load_2d(s.B[st], &tmB, &s.full[st], kt * BK, bn * BN);
+      int it = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int bm = tile % tiles_m, bn = tile / tiles_m;
+        for (int kt = 0; kt < ktiles; ++kt, ++it) {
+          const int st = it % STAGES;
+          if (it >= STAGES) mbar_wait(&s.empty[st], ((it / STAGES) - 1) & 1);  // consumers freed it
+          mbar_expect_tx(&s.full[st], A_BYTES + B_BYTES);
+          tma_load_2d(s.A[st], &tmA, &s.full[st], kt * BK, bm * BM);
+          tma_load_2d(s.B[st], &tmB, &s.full[st], kt * BK, bn * BN);
+        }
       }
     }
   } else {  // ---- consumer warpgroups ---------------------------------------------------
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    float d[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) d[i] = 0.f;
     const int c = wgi - 1;  // this consumer's 64-row half of the block tile
-    for (int kt = 0; kt < ktiles; ++kt) {
-      const int st = kt % STAGES;
-      mbar_wait(&s.full[st], (kt / STAGES) & 1);
-      wgmma_fence();
+    float d[128];
+    int it = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const int bm = tile % tiles_m, bn = tile / tiles_m;
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk)  // 16 elements = 32 bytes along K inside the swizzled rows
-        wgmma_m64n256k16(d, smem_desc(&s.A[st][c * 64 * BK + kk * 16]), smem_desc(&s.B[st][kk * 16]), 1);
-      wgmma_commit();
+      for (int i = 0; i < 128; ++i) d[i] = 0.f;
+      for (int kt = 0; kt < ktiles; ++kt, ++it) {
+        const int st = it % STAGES;
+        mbar_wait(&s.full[st], (it / STAGES) & 1);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk)  // 16 elements = 32 bytes along K inside the swizzled rows
+          wgmma_m64n256k16(d, smem_desc(&s.A[st][c * 64 * BK + kk * 16]), smem_desc(&s.B[st][kk * 16]), 1);
+        wgmma_commit();
+        // Keep this k-step's group in flight; wait only for the previous one, then hand its
+        // stage back to the producer. The tensor cores never wait for the barrier round trip.
+        wgmma_wait1();
+        if (kt > 0 && t == 0) mbar_arrive(&s.empty[(it - 1) % STAGES]);
+      }
       wgmma_wait0();
-      if (t == 0) mbar_arrive(&s.empty[st]);
-    }
-    // Accumulator layout of m64nN: warp w holds rows 16w..16w+15; register 4j+q of lane l
-    // is row 16w + l/4 + 8*(q/2), column 8j + 2*(l%4) + (q%2).
-    const int w = t / 32, l = t % 32;
-    const int row_a = bm * BM + c * 64 + w * 16 + l / 4;
+      if (ktiles > 0 && t == 0) mbar_arrive(&s.empty[(it - 1) % STAGES]);
+      // Accumulator layout of m64nN: warp w holds rows 16w..16w+15; register 4j+q of lane l
+      // is row 16w + l/4 + 8*(q/2), column 8j + 2*(l%4) + (q%2).
+      const int w = t / 32, l = t % 32;
+      const int row_a = bm * BM + c * 64 + w * 16 + l / 4;
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int col = bn * BN + 8 * j + 2 * (l % 4);
-      if (col < N) {  // N % 8 == 0, so col + 1 < N too
-        if (row_a < M)
-          *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row_a) * N + col]) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
-        if (row_a + 8 < M)
-          *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row_a + 8) * N + col]) =
-              __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+      for (int j = 0; j < 32; ++j) {
+        const int col = bn * BN + 8 * j + 2 * (l % 4);
+        if (col < N) {  // N % 8 == 0, so col + 1 < N too
+          if (row_a < M)
+            *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row_a) * N + col]) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
+          if (row_a + 8 < M)
+            *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row_a + 8) * N + col]) =
+                __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+        }
       }
     }
   }
@@ -248,7 +265,13 @@ void run_10_wgmma(int M, int N, int K, const __nv_bfloat16* A, const __nv_bfloat
     mB = wg::make_map(Bt, N, K, wg::BN);
     lastA = A, lastB = Bt, lm = M, ln = N, lk = K;
   }
-  const int grid = ceil_div(M, wg::BM) * ceil_div(N, wg::BN);
-  wg::gemm_10_wgmma<<<grid, wg::NT, wg::kSmemBytes, s>>>(M, N, K, mA, mB, C);
+  static int sms = 0;
+  if (!sms) {
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  }
+  const int tiles = ceil_div(M, wg::BM) * ceil_div(N, wg::BN);
+  wg::gemm_10_wgmma<<<std::min(tiles, sms), wg::NT, wg::kSmemBytes, s>>>(M, N, K, mA, mB, C);
   LAUNCH_CHECK();
 }
