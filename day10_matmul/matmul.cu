@@ -3,7 +3,7 @@
 //
 // Convention (stated once, used everywhere): every matrix is row-major.
 //   Steps 1-8 (FP32 on CUDA cores):  C[M x N] = A[M x K] * B[K x N]            fp32 in/out
-//   Steps 9-10 (tensor cores, bf16): C[M x N] = A[M x K] * Bt[N x K]^T         bf16 in/out,
+//   Steps 9-11 (tensor cores, bf16): C[M x N] = A[M x K] * Bt[N x K]^T         bf16 in/out,
 //                                    fp32 accumulation (Bt: a linear layer's weight layout)
 // cuBLAS is column-major; a row-major matrix is its transpose in column-major, so
 // C = A*B is computed as C^T = B^T * A^T: cublasSgemm(N, N, n=N, m=M, k=K, B, ldb=N, A, lda=K,
@@ -13,7 +13,8 @@
 //   01 naive · 02 coalesced · 03 shared-memory tiles · 04 1D register blocking ·
 //   05 2D register blocking · 06 float4 loads + transposed A tile · 07 warp tiling +
 //   double buffering · 08 step 7 with the tile shape autotuned on this GPU ·
-//   09 WMMA bf16 tensor cores · 10 wgmma + TMA + mbarrier pipeline + warp specialization (sm_90a)
+//   09 WMMA bf16 tensor cores · 10 wgmma + TMA + mbarrier pipeline + warp specialization +
+//   persistent tiles (sm_90a) · 11 step 10 + 2-CTA clusters with TMA multicast (sm_90a)
 // Baselines in the same run: cuBLAS SGEMM (TF32 off), cuBLAS TF32, cuBLAS BF16.
 //
 // Build and run
@@ -58,6 +59,7 @@
 
 using bf16 = __nv_bfloat16;
 static const char* kProg = "matmul";
+static int g_group_m = 16;  // --group-m: tile order of steps 10 and 11
 
 struct Shape {
   int M, N, K;
@@ -191,6 +193,13 @@ static std::vector<Kernel> make_kernels(int tuned_index) {
                [](const Shape& s, std::string* why) {
                  return wgmma_gpu_supported(why) && wgmma_shape_supported(s.M, s.N, s.K, why);
                }});
+  k.push_back({"11", "11_wgmma_cluster_multicast", Kind::Bf16,
+               [](const Shape& s, Buffers& d, cudaStream_t st) {
+                 run_11_wgmma_cluster(s.M, s.N, s.K, d.Ah, d.Bth, d.Ch, g_group_m, st);
+               },
+               [](const Shape& s, std::string* why) {
+                 return wgmma_gpu_supported(why) && wgmma_shape_supported(s.M, s.N, s.K, why);
+               }});
   return k;
 }
 
@@ -243,7 +252,8 @@ int main(int argc, char** argv) {
   const bool bench_mode = args.flag("bench", "full sweep: sizes 256..8192 and GPT-shaped GEMMs, autotune, results file");
   std::vector<long long> sizes = args.int_list("sizes", {}, 1, 32768, "square sizes to time (default: 4096; --bench: 256..8192)");
   const std::vector<long long> shape_arg = args.int_list("shape", {}, 1, 32768, "one extra M,N,K shape to check and time");
-  const std::vector<long long> kernel_ids = args.int_list("kernels", {}, 1, 10, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
+  const std::vector<long long> kernel_ids = args.int_list("kernels", {}, 1, 11, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
+  const int group_m = int(args.integer("group-m", 16, 1, 1024, "step 10: rows of tiles per group in the tile order (1 = plain order)"));
   const long long seed = args.integer("seed", 20261122, 0, 1LL << 62, "random seed (inputs are fresh for every shape)");
   const std::string json_path = args.str("json", "", "write the results file here ({gpu} = GPU slug)");
   const std::string npy_dir = args.str("save-npy", "", "write A, B and C (reference and kernel 08) of the 127x129x131 check as .npy");
@@ -274,6 +284,9 @@ int main(int argc, char** argv) {
   res.mode = verify_mode ? "verify" : bench_mode ? "bench" : "run";
   res.env = env::collect(dev);
   res.config["seed"] = seed;
+  res.config["group_m"] = group_m;
+  set_wgmma_group_m(group_m);
+  g_group_m = group_m;
   env::print(res.env);
   size_t max_bytes = 0;
   for (auto& s : timed) max_bytes = std::max(max_bytes, Buffers::bytes(s));

@@ -16,9 +16,13 @@
 #pragma once
 #include "tile_io.cuh"
 
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int WNITER_, int TM_, int TN_, int NT_>
+// MINB_: blocks per SM to plan registers for (__launch_bounds__'s second argument). 2 caps
+// a 256-thread block at 128 registers per thread, so two blocks (16 warps) share an SM
+// and hide each other's shared-memory latency, at the price of a smaller register tile.
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int WNITER_, int TM_, int TN_, int NT_, int MINB_ = 1>
 struct WarpTileConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, WNITER = WNITER_, TM = TM_, TN = TN_, NT = NT_;
+  static constexpr int MINB = MINB_;
   static constexpr int WMITER = (WM * WN) / (32 * TM * TN * WNITER);
   static constexpr int WSUBM = WM / WMITER, WSUBN = WN / WNITER;
   static_assert((BM / WM) * (BN / WN) == NT / 32, "one warp per warp tile");
@@ -32,7 +36,7 @@ struct WarpTileConfig {
 };
 
 template <class Cfg>
-__global__ void __launch_bounds__(Cfg::NT)
+__global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     sgemm_07_warptile(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, WM = Cfg::WM, WN = Cfg::WN, TM = Cfg::TM, TN = Cfg::TN;
   constexpr int WMITER = Cfg::WMITER, WNITER = Cfg::WNITER, WSUBM = Cfg::WSUBM, WSUBN = Cfg::WSUBN, NT = Cfg::NT;

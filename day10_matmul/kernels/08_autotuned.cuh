@@ -28,6 +28,9 @@ using TuneH = WarpTileConfig<128, 64, 16, 64, 32, 2, 8, 4, 128>;
 using TuneI = WarpTileConfig<128, 256, 8, 64, 64, 4, 8, 4, 256>;
 using TuneJ = WarpTileConfig<256, 128, 8, 64, 64, 4, 8, 4, 256>;
 using TuneK = WarpTileConfig<128, 256, 16, 64, 64, 2, 8, 8, 256>;
+using TuneL = WarpTileConfig<128, 128, 8, 64, 32, 2, 8, 4, 256, 2>;   // two blocks per SM
+using TuneM = WarpTileConfig<128, 128, 16, 32, 64, 2, 8, 4, 256, 2>;
+using TuneN = WarpTileConfig<64, 128, 16, 32, 64, 2, 8, 4, 128, 4>;
 
 inline const std::vector<TunedKernel>& tune_candidates() {
   static const std::vector<TunedKernel> k = {
@@ -42,6 +45,9 @@ inline const std::vector<TunedKernel>& tune_candidates() {
       {"128x256x8 w64x64 t8x4 256thr", launch_warptile<TuneI>},
       {"256x128x8 w64x64 t8x4 256thr", launch_warptile<TuneJ>},
       {"128x256x16 w64x64 t8x8 256thr", launch_warptile<TuneK>},
+      {"128x128x8 w64x32 t8x4 256thr 2blk", launch_warptile<TuneL>},
+      {"128x128x16 w32x64 t8x4 256thr 2blk", launch_warptile<TuneM>},
+      {"64x128x16 w32x64 t8x4 128thr 4blk", launch_warptile<TuneN>},
   };
   return k;
 }

@@ -18,15 +18,13 @@
 //    1 and 2 only consume (each computes 64 rows of the 128x256 block tile). setmaxnreg
 //    moves registers from the producer (40) to the consumers (232): a consumer holds a
 //    64x256 fp32 accumulator = 128 registers per thread.
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
 #include "10_wgmma_tma.h"
 #include "check.cuh"
+#include "hopper.cuh"
 
 namespace wg {
 using bf16 = __nv_bfloat16;
@@ -42,51 +40,9 @@ struct Smem {
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + slack to align the dynamic base
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if HOPPER_ENABLED
+using namespace hopper;
 #define WG_ENABLED 1
-#include "wgmma_m64n256k16.inc"
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-// Spin until the barrier's phase with this parity has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-// TMA: copy the box at (inner coordinate c0, outer c1) of the tensor into shared memory;
-// completion is signalled as transaction bytes on `bar`.
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(
-          smem_u32(dst)),
-      "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1)
-      : "memory");
-}
-// Shared-memory matrix descriptor for a K-major tile with 128-byte swizzle: rows of
-// 64 bf16 (128 B), 8-row groups 1024 B apart (stride byte offset), swizzle mode 1.
-__device__ __forceinline__ uint64_t smem_desc(const void* p) {
-  const uint64_t addr = smem_u32(p);
-  return ((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 #else
 #define WG_ENABLED 0
 #endif
@@ -95,7 +51,7 @@ __global__ void probe_sm90a(int* out) { *out = WG_ENABLED; }
 
 __global__ void __launch_bounds__(NT, 1)
     gemm_10_wgmma(int M, int N, int K, const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
-                  bf16* __restrict__ C) {
+                  bf16* __restrict__ C, int group_m) {
 #if WG_ENABLED
   extern __shared__ uint8_t smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -113,16 +69,25 @@ __global__ void __launch_bounds__(NT, 1)
   }
   __syncthreads();
 
-  // Persistent: one block per SM walks over tiles blockIdx.x, +gridDim.x, ... Tile i is
-  // (bm, bn) = (i % tiles_m, i / tiles_m): blocks running at the same time share B tiles
-  // through L2. The stage ring runs on across tiles (`it` counts k-steps of all tiles), so
-  // the producer is already loading the next tile while the consumers write this one out.
+  // Persistent: one block per SM walks over tiles blockIdx.x, +gridDim.x, ... The stage
+  // ring runs on across tiles (`it` counts k-steps of all tiles), so the producer is already
+  // loading the next tile while the consumers write this one out.
+  // Tile order: tiles come in groups of `group_m` rows of tiles, column by column inside a
+  // group, so the ~132 tiles in flight at once cover a compact patch of C (e.g. 16 x 8 tiles)
+  // and read a small set of A rows and B columns that stays in L2.
+  auto tile_coords = [&](int tile, int& bm, int& bn) {
+    const int gsize = group_m * tiles_n, g = tile / gsize, first_m = g * group_m;
+    const int rows = min(group_m, tiles_m - first_m);
+    bm = first_m + (tile % gsize) % rows;
+    bn = (tile % gsize) / rows;
+  };
   if (wgi == 0) {  // ---- producer warpgroup --------------------------------------------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (t == 0) {
       int it = 0;
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const int bm = tile % tiles_m, bn = tile / tiles_m;
+        int bm, bn;
+        tile_coords(tile, bm, bn);
         for (int kt = 0; kt < ktiles; ++kt, ++it) {
           const int st = it % STAGES;
           if (it >= STAGES) mbar_wait(&s.empty[st], ((it / STAGES) - 1) & 1);  // consumers freed it
@@ -138,7 +103,8 @@ __global__ void __launch_bounds__(NT, 1)
     float d[128];
     int it = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      const int bm = tile % tiles_m, bn = tile / tiles_m;
+      int bm, bn;
+      tile_coords(tile, bm, bn);
 #pragma unroll
       for (int i = 0; i < 128; ++i) d[i] = 0.f;
       for (int kt = 0; kt < ktiles; ++kt, ++it) {
@@ -176,38 +142,6 @@ __global__ void __launch_bounds__(NT, 1)
 #endif
 }
 
-// ---- host side ------------------------------------------------------------------------
-static PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  if (!fn) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess || !p) {
-      std::fprintf(stderr, "error: cuTensorMapEncodeTiled is not available from this driver\n");
-      std::exit(1);
-    }
-    fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }
-  return fn;
-}
-
-// A row-major rows x cols bf16 matrix, read in boxes of box_rows x 64 (128 bytes) with 128B swizzle.
-static CUtensorMap make_map(const bf16* ptr, int rows, int cols, int box_rows) {
-  CUtensorMap m;
-  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(cols) * sizeof(bf16)};
-  const cuuint32_t box[2] = {BK, cuuint32_t(box_rows)};
-  const cuuint32_t estr[2] = {1, 1};
-  CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(ptr), dims, strides, box, estr,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "error: cuTensorMapEncodeTiled failed (CUresult %d) for a %dx%d matrix\n", int(r), rows, cols);
-    std::exit(1);
-  }
-  return m;
-}
 }  // namespace wg
 
 bool wgmma_gpu_supported(std::string* why) {
@@ -254,6 +188,9 @@ bool wgmma_shape_supported(int M, int N, int K, std::string* why) {
   return true;
 }
 
+static int g_group_m = 16;
+void set_wgmma_group_m(int g) { g_group_m = g; }
+
 void run_10_wgmma(int M, int N, int K, const __nv_bfloat16* A, const __nv_bfloat16* Bt, __nv_bfloat16* C,
                   cudaStream_t s) {
   // Tensor maps describe (pointer, shape); rebuild them only when those change.
@@ -261,8 +198,8 @@ void run_10_wgmma(int M, int N, int K, const __nv_bfloat16* A, const __nv_bfloat
   static int lm = -1, ln = -1, lk = -1;
   static CUtensorMap mA, mB;
   if (A != lastA || Bt != lastB || M != lm || N != ln || K != lk) {
-    mA = wg::make_map(A, M, K, wg::BM);
-    mB = wg::make_map(Bt, N, K, wg::BN);
+    mA = hopper::make_map_bf16(A, M, K, wg::BM);
+    mB = hopper::make_map_bf16(Bt, N, K, wg::BN);
     lastA = A, lastB = Bt, lm = M, ln = N, lk = K;
   }
   static int sms = 0;
@@ -272,6 +209,6 @@ void run_10_wgmma(int M, int N, int K, const __nv_bfloat16* A, const __nv_bfloat
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   }
   const int tiles = ceil_div(M, wg::BM) * ceil_div(N, wg::BN);
-  wg::gemm_10_wgmma<<<std::min(tiles, sms), wg::NT, wg::kSmemBytes, s>>>(M, N, K, mA, mB, C);
+  wg::gemm_10_wgmma<<<std::min(tiles, sms), wg::NT, wg::kSmemBytes, s>>>(M, N, K, mA, mB, C, g_group_m);
   LAUNCH_CHECK();
 }
