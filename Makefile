@@ -5,6 +5,7 @@
 #   make test       verify everything: host unit tests, every program's checks, bad-input handling
 #   make bench      full benchmarks; each program writes results/<gpu>/<lesson>.json
 #   make plots      draw results/<gpu>/*.png and regenerate the README results tables
+#   make sanitize   compute-sanitizer (memcheck, racecheck, initcheck) over every --verify (GPU machine)
 #   make dayNN_x    build one lesson (same as make -C dayNN_x)
 #   make clean
 # Options: ARCH=sm_90, CUDA_HOME=..., CUDNN_HOME=... (see common/toolchain.mk)
@@ -12,7 +13,7 @@ include common/toolchain.mk
 
 LESSONS := $(patsubst %/Makefile,%,$(sort $(wildcard day*/Makefile)))
 
-.PHONY: all run test bench plots clean $(LESSONS) common-tests
+.PHONY: all run test bench plots sanitize clean $(LESSONS) common-tests
 
 all: $(LESSONS) common-tests
 
@@ -34,6 +35,9 @@ bench: all
 
 plots:
 	python3 scripts/plot.py
+
+sanitize:
+	@bash scripts/sanitize.sh
 
 clean:
 	@for d in $(LESSONS) common/tests; do $(MAKE) --no-print-directory -C $$d clean; done

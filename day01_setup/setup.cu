@@ -64,13 +64,15 @@ int main(int argc, char** argv) {
   cli::Args args(argc, argv, "setup", "describe the GPU, run a first checked kernel, measure the ceilings");
   const bool verify_mode = args.flag("verify", "quick verification: small sizes, checks only");
   const bool bench_mode = args.flag("bench", "full-size measurements (what `make bench` runs)");
+  const bool small = args.flag("small", "with --verify: the smallest sizes (for compute-sanitizer)");
   const long n = long(args.integer("n", 50000017, 1, 1L << 30, "vector-add length (odd on purpose)"));
-  const long copy_mib = long(args.integer("copy-mib", 1024, 1, 1 << 16, "size of each copy buffer, MiB"));
+  const long copy_mib = long(args.integer("copy-mib", 1024, 1, 1 << 20, "size of each copy buffer, MiB"));
   const long long seed = args.integer("seed", 20261122, 0, (1LL << 62), "random seed for the inputs");
   const std::string json_path = args.str("json", "", "write the results file here ({gpu} = GPU slug)");
   const std::string npy_dir = args.str("save-npy", "", "write the vector-add a, b, c as .npy into this folder");
   args.finish();
   if (verify_mode && bench_mode) cli::usage_error("setup", "--verify and --bench are exclusive");
+  if (small && !verify_mode) cli::usage_error("setup", "--small goes with --verify");
   if (!npy_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(npy_dir, ec);
@@ -78,6 +80,13 @@ int main(int argc, char** argv) {
   }
 
   const int dev = env::require_gpu("setup");
+  // Refuse what cannot fit before printing or allocating anything.
+  std::vector<long> sizes = verify_mode ? std::vector<long>{1, 31, small ? 4097L : 1000003L} : std::vector<long>{1, 1000003, n};
+  long max_n = 0;
+  for (long s : sizes) max_n = std::max(max_n, s);
+  const size_t copy_bytes = verify_mode ? (small ? size_t(4) << 20 : size_t(64) << 20) : size_t(copy_mib) << 20;
+  env::require_memory("setup", size_t(max_n) * 3 * sizeof(float), "the vector add (3 arrays of " + std::to_string(max_n) + " floats)");
+  env::require_memory("setup", 2 * copy_bytes, "the copy test (2 buffers of " + std::to_string(copy_bytes >> 20) + " MiB)");
   results::Results res("day01_setup", "setup");
   res.mode = verify_mode ? "verify" : bench_mode ? "bench" : "run";
   res.env = env::collect(dev);
@@ -136,10 +145,6 @@ int main(int argc, char** argv) {
   LAUNCH_CHECK();
   CUDA_CHECK(cudaDeviceSynchronize());
 
-  std::vector<long> sizes = verify_mode ? std::vector<long>{1, 31, 1000003} : std::vector<long>{1, 1000003, n};
-  long max_n = 0;
-  for (long s : sizes) max_n = std::max(max_n, s);
-  env::require_memory("setup", size_t(max_n) * 3 * sizeof(float), "the vector add (3 arrays of " + std::to_string(max_n) + " floats)");
   float *da, *db, *dc;
   CUDA_CHECK(cudaMalloc(&da, max_n * sizeof(float)));
   CUDA_CHECK(cudaMalloc(&db, max_n * sizeof(float)));
@@ -179,8 +184,6 @@ int main(int argc, char** argv) {
 
   // ---- 4. the ceilings ----------------------------------------------------------------
   std::printf("\n4. Ceilings (median of CUDA-event timings)\n");
-  const size_t copy_bytes = verify_mode ? size_t(64) << 20 : size_t(copy_mib) << 20;
-  env::require_memory("setup", 2 * copy_bytes, "the copy test (2 buffers of " + std::to_string(copy_bytes >> 20) + " MiB)");
   ceilings::Copy cp = ceilings::copy_bandwidth(copy_bytes);
   verify::Check cc;
   cc.name = "copy reproduces its source (memcpy and kernel)";
@@ -189,7 +192,7 @@ int main(int argc, char** argv) {
   cc.n_bad = cp.exact ? 0 : 1;
   cc.tol = verify::Tol{0, 0, "exact"};
   res.add(cc);
-  ceilings::Fma fm = ceilings::fp32_fma(verify_mode ? 2048 : 65536);
+  ceilings::Fma fm = ceilings::fp32_fma(verify_mode ? (small ? 64 : 2048) : 65536);
   verify::Check fc;
   fc.name = "FMA chains match the CPU bit for bit";
   fc.passed = fm.exact;

@@ -249,9 +249,10 @@ static double published_bf16_peak(const std::string& gpu, std::string* which) {
 int main(int argc, char** argv) {
   cli::Args args(argc, argv, kProg, "the matmul ladder, from naive to wgmma, checked and timed against cuBLAS");
   const bool verify_mode = args.flag("verify", "all correctness checks (odd shapes, M/N/K = 1), no timing");
+  const bool small = args.flag("small", "with --verify: small shapes only (for compute-sanitizer, which runs kernels far slower)");
   const bool bench_mode = args.flag("bench", "full sweep: sizes 256..8192 and GPT-shaped GEMMs, autotune, results file");
-  std::vector<long long> sizes = args.int_list("sizes", {}, 1, 32768, "square sizes to time (default: 4096; --bench: 256..8192)");
-  const std::vector<long long> shape_arg = args.int_list("shape", {}, 1, 32768, "one extra M,N,K shape to check and time");
+  std::vector<long long> sizes = args.int_list("sizes", {}, 1, 46340, "square sizes to time (default: 4096; --bench: 256..8192)");
+  const std::vector<long long> shape_arg = args.int_list("shape", {}, 1, 1 << 30, "one extra M,N,K shape to check and time");
   const std::vector<long long> kernel_ids = args.int_list("kernels", {}, 1, 11, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
   const int group_m = int(args.integer("group-m", 16, 1, 1024, "step 10: rows of tiles per group in the tile order (1 = plain order)"));
   const long long seed = args.integer("seed", 20261122, 0, 1LL << 62, "random seed (inputs are fresh for every shape)");
@@ -259,6 +260,7 @@ int main(int argc, char** argv) {
   const std::string npy_dir = args.str("save-npy", "", "write A, B and C (reference and kernel 08) of the 127x129x131 check as .npy");
   args.finish();
   if (verify_mode && bench_mode) cli::usage_error(kProg, "--verify and --bench are exclusive");
+  if (small && !verify_mode) cli::usage_error(kProg, "--small goes with --verify");
   if (!shape_arg.empty() && shape_arg.size() != 3) cli::usage_error(kProg, "--shape expects three numbers M,N,K");
   if (!npy_dir.empty()) {
     std::error_code ec;
@@ -273,6 +275,11 @@ int main(int argc, char** argv) {
       for (Shape s : {Shape{16384, 1536, 384}, Shape{16384, 384, 1536}, Shape{1024, 1024, 16384}}) timed.push_back(s);
   }
   if (shape_arg.size() == 3) timed.push_back({int(shape_arg[0]), int(shape_arg[1]), int(shape_arg[2])});
+  // The kernels index within a matrix with 32-bit tile arithmetic and 64-bit offsets; keep
+  // every matrix under 2^31 elements so that no index can wrap.
+  for (const Shape& s : timed)
+    for (double e : {double(s.M) * s.K, double(s.K) * s.N, double(s.M) * s.N})
+      if (e >= 2147483648.0) cli::usage_error(kProg, "shape " + s.str() + " has a matrix of more than 2^31 elements");
   auto wanted = [&](const std::string& id) {
     if (kernel_ids.empty()) return true;
     for (auto k : kernel_ids) if (std::stoi(id) == k) return true;
@@ -287,11 +294,13 @@ int main(int argc, char** argv) {
   res.config["group_m"] = group_m;
   set_wgmma_group_m(group_m);
   g_group_m = group_m;
-  env::print(res.env);
   size_t max_bytes = 0;
-  for (auto& s : timed) max_bytes = std::max(max_bytes, Buffers::bytes(s));
+  Shape biggest{2048, 2048, 2048};
+  for (auto& s : timed)
+    if (Buffers::bytes(s) > max_bytes) max_bytes = Buffers::bytes(s), biggest = s;
   max_bytes = std::max(max_bytes, Buffers::bytes({2048, 2048, 2048}));
-  env::require_memory(kProg, max_bytes, "the largest shape's matrices (fp32 and bf16 copies)");
+  env::require_memory(kProg, max_bytes, "shape " + biggest.str() + " (A, B, C and a reference, in fp32 and bf16)");
+  env::print(res.env);
 
   Blas blas;
   verify::Rng rng{uint64_t(seed)};
@@ -304,8 +313,9 @@ int main(int argc, char** argv) {
   std::vector<Shape> cpu_shapes = {{127, 129, 131}, {1, 1, 1}, {1, 1500, 777}, {1000, 1, 777}, {129, 130, 1},
                                    {1000, 1500, 777}, {1000, 1504, 776}, {64, 8, 4104}, {256, 256, 256}};
   if (!verify_mode) cpu_shapes = {{127, 129, 131}, {1000, 1500, 777}, {1000, 1504, 776}};
+  if (small) cpu_shapes = {{127, 129, 131}, {1, 1, 1}, {1, 150, 77}, {100, 1, 77}, {129, 130, 1}, {130, 264, 72}, {64, 8, 1032}};
   std::vector<Shape> blas_shapes = {{2048, 2048, 2048}};
-  if (!verify_mode) blas_shapes.clear();
+  if (!verify_mode || small) blas_shapes.clear();
 
   // In --verify every autotune candidate is checked; otherwise only the one step 8 uses.
   int tuned = 0;

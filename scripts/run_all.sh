@@ -79,7 +79,7 @@ for dir in "${LESSONS[@]}"; do
   for p in $(var_of "$dir" PROGRAMS); do
     name="$dir/$p bad input"; log="$LOG/${dir}_${p}_bad_input.log"
     [ -x "$dir/build/$p" ] || { report FAIL "$name" "not built"; continue; }
-    if bash scripts/bad_input.sh "$dir/build/$p" "$(var_of "$dir" "BAD_ARGS_$p")" >"$log" 2>&1; then
+    if bash scripts/bad_input.sh "$dir/build/$p" "$(var_of "$dir" "BAD_ARGS_$p")" "$(var_of "$dir" "BAD_ARGS_GPU_$p")" >"$log" 2>&1; then
       report PASS "$name" "$(tail -n1 "$log")"
     else
       report FAIL "$name" "$(grep -m1 'FAIL' "$log")"

@@ -88,8 +88,8 @@ __global__ void __launch_bounds__(NT, 1)
     float d[128];
     int it = 0;
     auto release = [&](int st) {  // tell both CTAs' producers that we are done with stage st
-      if (t == 0)
-        for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(&s.empty[st], uint32_t(r));
+      if (t == 0) mbar_arrive(&s.empty[st]);                                  // ours
+      else if (t == 32) mbar_arrive_cluster(&s.empty[st], uint32_t(rank ^ 1));  // the partner's (another warp)
     };
     for (int q = cluster; q < pairs; q += nclusters) {
       int pm, bn;
@@ -160,6 +160,7 @@ void run_11_wgmma_cluster(int M, int N, int K, const __nv_bfloat16* A, const __n
       std::fprintf(stderr, "error: no 2-CTA cluster of step 11 fits on this GPU\n");
       std::exit(1);
     }
+    std::printf("  (step 11: %d two-CTA clusters fit on the GPU at once)\n", max_clusters);
   }
   const int pairs = ceil_div(ceil_div(M, wc::BM), 2) * ceil_div(N, wc::BN);
   cfg.gridDim = dim3(wc::CLUSTER * std::min(pairs, max_clusters));

@@ -74,7 +74,11 @@ __device__ __forceinline__ void cluster_sync() {
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  // Default semantics (release at CTA scope): a cluster-scope release would make the arriving
+  // thread wait for all its earlier memory operations to become visible cluster-wide, on
+  // the critical path of every k-step. The wgmma reads it protects are already complete
+  // (wgmma.wait_group) when we arrive.
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 // TMA with multicast: the box lands at the same offset in the shared memory of every CTA
 // in `mask`, and each of their barriers at `bar`'s offset receives the transaction bytes.

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# scripts/sanitize.sh: compute-sanitizer over every lesson's verification mode (`make sanitize`).
+#
+# Runs each program with `--verify --small` (small and odd shapes: the sanitizer makes
+# kernels one to two orders of magnitude slower) under memcheck (out-of-bounds and
+# misaligned accesses, leaks), racecheck (shared-memory hazards) and initcheck (reads of
+# uninitialized device memory). A program passes a tool when the tool reports 0 errors and
+# the program itself passes its checks. Needs a GPU; without one everything is SKIP.
+# Writes results/<gpu>/sanitize.json (the tools' own counts, parsed from their output) and
+# prints "N passed, N failed, N skipped".
+set -u
+cd "$(dirname "$0")/.." || exit 2
+ROOT=$PWD
+LOG=$ROOT/build/sanitize-logs
+mkdir -p "$LOG"
+export TOOLCHAIN_QUIET=1
+CS=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+TOOLS=${TOOLS:-memcheck racecheck initcheck}
+TIMEOUT=${SANITIZE_TIMEOUT:-900}
+
+LESSONS=(); for m in day*/Makefile; do [ -f "$m" ] && LESSONS+=("${m%/Makefile}"); done
+make -s all >"$LOG/build.log" 2>&1 || { echo "FAIL  build (see $LOG/build.log)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+
+pass=0; fail=0; skip=0
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)
+if [ -z "$gpu" ] || [ ! -x "$CS" ]; then
+  why=$([ -z "$gpu" ] && echo "no GPU" || echo "compute-sanitizer not found")
+  for d in "${LESSONS[@]}"; do for t in $TOOLS; do printf 'SKIP  %-40s %s\n' "$d $t" "$why"; skip=$((skip+1)); done; done
+  echo "$pass passed, $fail failed, $skip skipped"; exit 0
+fi
+slug=$(echo "$gpu" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')
+out="$ROOT/results/$slug/sanitize.json"
+mkdir -p "$(dirname "$out")"
+entries=()
+for d in "${LESSONS[@]}"; do
+  for p in $(make -s --no-print-directory -C "$d" print-PROGRAMS); do
+    for t in $TOOLS; do
+      log="$LOG/${d}_${p}_$t.log"
+      extra=(); [ "$t" = memcheck ] && extra=(--leak-check full)
+      start=$(date +%s)
+      (cd "$d" && timeout "$TIMEOUT" "$CS" --tool "$t" "${extra[@]}" "./build/$p" --verify --small) >"$log" 2>&1; rc=$?
+      secs=$(( $(date +%s) - start ))
+      errs=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$log" | tail -n1 | grep -oE '[0-9]+$')
+      [ -n "$errs" ] || errs=-1
+      result=$(grep -m1 '^RESULT' "$log" | cut -c1-60)
+      if [ "$rc" -eq 77 ]; then status=SKIP; skip=$((skip+1))
+      elif [ "$rc" -eq 0 ] && [ "$errs" = 0 ]; then status=PASS; pass=$((pass+1))
+      else status=FAIL; fail=$((fail+1)); fi
+      printf '%-5s %-40s %s errors, exit %s, %ss  %s\n' "$status" "$d/$p $t" "$errs" "$rc" "$secs" "$result"
+      [ "$status" = FAIL ] && grep -m5 -E '=========     (Invalid|Race|Uninitialized|Error|Leaked)|Program hit' "$log" | sed 's/^/        /'
+      entries+=("{\"program\": \"$d/$p\", \"tool\": \"$t\", \"args\": \"--verify --small\", \"errors\": $errs, \"exit_code\": $rc, \"seconds\": $secs, \"status\": \"$status\", \"program_result\": \"$result\"}")
+    done
+  done
+done
+{
+  echo "{"
+  echo "  \"what\": \"compute-sanitizer over every lesson's --verify --small\","
+  echo "  \"gpu\": \"$gpu\","
+  echo "  \"sanitizer\": \"$("$CS" --version 2>/dev/null | grep -m1 -oE 'Version [0-9.]+' )\","
+  echo "  \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\","
+  echo "  \"runs\": ["
+  for i in "${!entries[@]}"; do sep=$([ "$i" -lt $((${#entries[@]}-1)) ] && echo "," || echo ""); echo "    ${entries[$i]}$sep"; done
+  echo "  ],"
+  echo "  \"passed\": $([ $fail -eq 0 ] && echo true || echo false)"
+  echo "}"
+} >"$out"
+echo "wrote ${out#$ROOT/}"
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]
