@@ -37,19 +37,28 @@ struct Stats {
   int reps = 0;
 };
 
-// A device buffer of twice the L2 size, allocated once per process.
-inline void flush_l2(cudaStream_t stream) {
-  static void* buf = nullptr;
-  static size_t bytes = 0;
-  if (!buf) {
+// A device buffer of twice the L2 size, written before each repeat. It lives for one
+// time_gpu call (allocation happens outside the timed region), so nothing leaks.
+struct L2Flusher {
+  void* buf = nullptr;
+  size_t bytes = 0;
+  explicit L2Flusher(bool on) {
+    if (!on) return;
     int dev = 0, l2 = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
     bytes = std::max<size_t>(size_t(l2) * 2, size_t(64) << 20);
     CUDA_CHECK(cudaMalloc(&buf, bytes));
   }
-  CUDA_CHECK(cudaMemsetAsync(buf, 0, bytes, stream));
-}
+  void operator()(cudaStream_t stream) const {
+    if (buf) CUDA_CHECK(cudaMemsetAsync(buf, 0, bytes, stream));
+  }
+  ~L2Flusher() {
+    if (buf) CUDA_CHECK(cudaFree(buf));
+  }
+  L2Flusher(const L2Flusher&) = delete;
+  L2Flusher& operator=(const L2Flusher&) = delete;
+};
 
 template <class F>
 void invoke(F& f, int rep) {
@@ -59,13 +68,14 @@ void invoke(F& f, int rep) {
 
 template <class F>
 Stats time_gpu(F&& f, const Options& o = Options()) {
+  L2Flusher flush_l2(o.flush_l2);
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
   CUDA_CHECK(cudaEventCreate(&b));
   // Warm-up; the last one is timed to size the repeat count.
   float first = 0;
   for (int i = 0; i < std::max(1, o.warmup); ++i) {
-    if (o.flush_l2) flush_l2(o.stream);
+    flush_l2(o.stream);
     CUDA_CHECK(cudaEventRecord(a, o.stream));
     invoke(f, i);
     CUDA_CHECK(cudaEventRecord(b, o.stream));
@@ -82,7 +92,7 @@ Stats time_gpu(F&& f, const Options& o = Options()) {
     CUDA_CHECK(cudaEventCreate(&stop[i]));
   }
   for (int i = 0; i < reps; ++i) {
-    if (o.flush_l2) flush_l2(o.stream);
+    flush_l2(o.stream);
     CUDA_CHECK(cudaEventRecord(start[i], o.stream));
     invoke(f, i);
     CUDA_CHECK(cudaEventRecord(stop[i], o.stream));

@@ -40,14 +40,20 @@ for d in "${LESSONS[@]}"; do
       start=$(date +%s)
       (cd "$d" && timeout "$TIMEOUT" "$CS" --tool "$t" "${extra[@]}" "./build/$p" --verify --small) >"$log" 2>&1; rc=$?
       secs=$(( $(date +%s) - start ))
+      # memcheck/initcheck end with "ERROR SUMMARY: N errors"; racecheck with
+      # "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)": count both E and W.
       errs=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$log" | tail -n1 | grep -oE '[0-9]+$')
+      if [ -z "$errs" ]; then
+        errs=$(grep -oE 'RACECHECK SUMMARY: .*\(([0-9]+) errors, ([0-9]+) warnings\)' "$log" | tail -n1 |
+               sed -E 's/.*\(([0-9]+) errors, ([0-9]+) warnings\)/\1 \2/' | awk '{print $1 + $2}')
+      fi
       [ -n "$errs" ] || errs=-1
       result=$(grep -m1 '^RESULT' "$log" | cut -c1-60)
       if [ "$rc" -eq 77 ]; then status=SKIP; skip=$((skip+1))
       elif [ "$rc" -eq 0 ] && [ "$errs" = 0 ]; then status=PASS; pass=$((pass+1))
       else status=FAIL; fail=$((fail+1)); fi
       printf '%-5s %-40s %s errors, exit %s, %ss  %s\n' "$status" "$d/$p $t" "$errs" "$rc" "$secs" "$result"
-      [ "$status" = FAIL ] && grep -m5 -E '=========     (Invalid|Race|Uninitialized|Error|Leaked)|Program hit' "$log" | sed 's/^/        /'
+      [ "$status" = FAIL ] && grep -m5 -E '^========= +(Invalid|Race|Uninitialized|Error|Leaked|Warning)|Program hit' "$log" | sed 's/^/        /'
       entries+=("{\"program\": \"$d/$p\", \"tool\": \"$t\", \"args\": \"--verify --small\", \"errors\": $errs, \"exit_code\": $rc, \"seconds\": $secs, \"status\": \"$status\", \"program_result\": \"$result\"}")
     done
   done
