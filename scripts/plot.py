@@ -29,6 +29,8 @@ def load_results(root):
     for path in sorted(glob.glob(os.path.join(root, "results", "*", "*.json"))):
         with open(path) as f:
             data = json.load(f)
+        if not isinstance(data, dict) or "env" not in data or "bench" not in data:
+            continue  # not a program's results file (e.g. sanitize.json, written by scripts/sanitize.sh)
         gpu = os.path.basename(os.path.dirname(path))
         lesson = os.path.splitext(os.path.basename(path))[0]
         data["_path"] = os.path.relpath(path, root)
@@ -121,10 +123,13 @@ def day10_plot(plt, data, png):
     rows = [b for b in data.get("bench", []) if b.get("tflops") is not None]
     square = [b for b in rows if len(set(b["shape"])) == 1]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6))
-    for name in dict.fromkeys(b["name"] for b in square):
+    names = list(dict.fromkeys(b["name"] for b in square))
+    colors = plt.cm.tab20.colors  # 20 distinct colours: the ladder has 14 lines
+    for i, name in enumerate(names):
         pts = sorted((b["shape"][0], b["tflops"]) for b in square if b["name"] == name)
         style = "--" if name.startswith("cublas") else "-"
-        ax1.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", ms=3, label=name)
+        ax1.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", ms=3, label=name,
+                 color=colors[i % len(colors)])
     ax1.set_xscale("log", base=2)
     ax1.set_yscale("log")
     ax1.set_xlabel("M = N = K")
