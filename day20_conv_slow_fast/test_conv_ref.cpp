@@ -1,0 +1,88 @@
+// day20_conv_slow_fast/test_conv_ref.cpp: host unit tests for the conv shape logic and the
+// CPU reference (no GPU).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "conv_shape.h"
+#include "minitest.h"
+#include "verify.h"
+
+TEST(output_sizes) {
+  ConvShape a{1, 1, 1024, 2048, 1, 3, 3, 1, 1, 1};
+  EXPECT(a.P() == 1024 && a.Q() == 2048);
+  ConvShape b{32, 3, 224, 224, 64, 7, 7, 3, 2, 1};  // ResNet's first layer
+  EXPECT(b.P() == 112 && b.Q() == 112);
+  ConvShape c{1, 1, 10, 10, 1, 3, 3, 0, 1, 2};  // dilation 2: a 5x5 footprint
+  EXPECT(c.P() == 6 && c.Q() == 6);
+  EXPECT(a.invalid().empty() && b.invalid().empty());
+  ConvShape bad{1, 1, 2, 2, 1, 5, 5, 0, 1, 1};
+  EXPECT(!bad.invalid().empty());  // filter larger than the padded input
+  ConvShape neg{1, 1, 8, 8, 1, 3, 3, -1, 1, 1};
+  EXPECT(!neg.invalid().empty());
+}
+
+TEST(known_values) {
+  // 1x1x3x3 input 1..9, 2x2 filter of ones, no padding: each output sums a 2x2 window.
+  ConvShape s{1, 1, 3, 3, 1, 2, 2, 0, 1, 1};
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9}, w = {1, 1, 1, 1};
+  std::vector<double> y(4);
+  ref::conv_full(s, x.data(), w.data(), y.data());
+  EXPECT(y[0] == 12 && y[1] == 16 && y[2] == 24 && y[3] == 28);
+  // Cross-correlation, not convolution: a filter [1 0; 0 0] picks the top-left of each window.
+  std::vector<float> w2 = {1, 0, 0, 0};
+  ref::conv_full(s, x.data(), w2.data(), y.data());
+  EXPECT(y[0] == 1 && y[1] == 2 && y[2] == 4 && y[3] == 5);
+}
+
+TEST(padding_stride_dilation) {
+  // Padding 1 around a 2x2 image of ones with a 3x3 filter of ones: corner outputs see 4 ones.
+  ConvShape s{1, 1, 2, 2, 1, 3, 3, 1, 1, 1};
+  std::vector<float> x(4, 1.f), w(9, 1.f);
+  std::vector<double> y(4);
+  ref::conv_full(s, x.data(), w.data(), y.data());
+  EXPECT(y[0] == 4 && y[3] == 4);
+  // Stride 2 and dilation 2 against a direct evaluation of the formula.
+  ConvShape t{2, 3, 11, 13, 4, 3, 3, 2, 2, 2};
+  verify::Rng rng(3);
+  std::vector<float> xs(t.x_elems()), ws(t.w_elems());
+  verify::fill_uniform(xs, rng);
+  verify::fill_uniform(ws, rng);
+  std::vector<double> ys(t.y_elems());
+  ref::conv_full(t, xs.data(), ws.data(), ys.data());
+  const int P = t.P(), Q = t.Q();
+  bool ok = true;
+  for (int n = 0; n < t.N; ++n)
+    for (int k = 0; k < t.K; ++k)
+      for (int p = 0; p < P; ++p)
+        for (int q = 0; q < Q; ++q) {
+          double a = 0;
+          for (int c = 0; c < t.C; ++c)
+            for (int r = 0; r < 3; ++r)
+              for (int u = 0; u < 3; ++u) {
+                int h = p * 2 - 2 + r * 2, v = q * 2 - 2 + u * 2;
+                if (h >= 0 && h < t.H && v >= 0 && v < t.W)
+                  a += double(xs[((n * t.C + c) * t.H + h) * t.W + v]) * ws[((k * t.C + c) * 3 + r) * 3 + u];
+              }
+          ok = ok && std::fabs(a - ys[((n * t.K + k) * P + p) * Q + q]) < 1e-12;
+        }
+  EXPECT(ok);
+}
+
+TEST(sampled_matches_full) {
+  ConvShape t{2, 5, 9, 7, 3, 3, 3, 1, 1, 1};
+  verify::Rng rng(9);
+  std::vector<float> xs(t.x_elems()), ws(t.w_elems());
+  verify::fill_uniform(xs, rng);
+  verify::fill_uniform(ws, rng);
+  std::vector<double> full(t.y_elems());
+  ref::conv_full(t, xs.data(), ws.data(), full.data());
+  std::vector<size_t> idx;
+  std::vector<double> val;
+  ref::conv_sampled(t, xs.data(), ws.data(), 50, 1, idx, val);
+  bool ok = idx.size() == 50 && idx[0] == 0 && idx[1] == t.y_elems() - 1;
+  for (size_t i = 0; i < idx.size(); ++i) ok = ok && val[i] == full[idx[i]];
+  EXPECT(ok);
+}
+
+int main() { return minitest::run_all(); }
