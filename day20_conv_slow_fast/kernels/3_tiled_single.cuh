@@ -30,11 +30,29 @@ __global__ void __launch_bounds__(TW * TH)
   const int n = blockIdx.z, p0 = blockIdx.y * OH, q0 = blockIdx.x * TW;
   const float* xn = x + size_t(n) * H * W;
   // Load the tile and its halo: rows p0-pad .. p0-pad+IH-1, columns q0-pad .. q0-pad+IW-1.
-  for (int r = threadIdx.y; r < IH; r += TH) {
-    const int h = p0 - pad + r;
-    for (int c = threadIdx.x; c < IW; c += TW) {
-      const int v = q0 - pad + c;
-      tile[r * IW + c] = (h >= 0 && h < H && v >= 0 && v < W) ? xn[size_t(h) * W + v] : 0.f;
+  if constexpr (RS > 0) {
+    // Compile-time tile: every thread issues all its loads first, then stores them. A loop
+    // with a run-time trip count stores each value before loading the next, which leaves one
+    // DRAM round trip in flight per thread: this memory-bound kernel then waits on latency,
+    // not bandwidth (the README has the numbers for both versions).
+    constexpr int CIW = TW + RS - 1, CIH = OH + RS - 1, NT = TW * TH, TOTAL = CIW * CIH, PER = (TOTAL + NT - 1) / NT;
+    const int tid = threadIdx.y * TW + threadIdx.x;
+    float v[PER];
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int e = tid + i * NT, r = e / CIW, c = e % CIW, h = p0 - pad + r, u = q0 - pad + c;
+      v[i] = (e < TOTAL && h >= 0 && h < H && u >= 0 && u < W) ? xn[size_t(h) * W + u] : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < PER; ++i)
+      if (tid + i * NT < TOTAL) tile[tid + i * NT] = v[i];
+  } else {
+    for (int r = threadIdx.y; r < IH; r += TH) {
+      const int h = p0 - pad + r;
+      for (int c = threadIdx.x; c < IW; c += TW) {
+        const int v = q0 - pad + c;
+        tile[r * IW + c] = (h >= 0 && h < H && v >= 0 && v < W) ? xn[size_t(h) * W + v] : 0.f;
+      }
     }
   }
   __syncthreads();
