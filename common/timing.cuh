@@ -29,6 +29,7 @@ struct Options {
   int min_reps = 5;
   double budget_ms = 1500.0;  // total timed work per measurement, roughly
   bool flush_l2 = false;
+  bool flush_by_write = false;  // flush with a memset instead (leaves dirty lines: for comparison only)
   cudaStream_t stream = 0;
 };
 
@@ -37,21 +38,47 @@ struct Stats {
   int reps = 0;
 };
 
-// A device buffer of twice the L2 size, written before each repeat. It lives for one
-// time_gpu call (allocation happens outside the timed region), so nothing leaks.
+// Reads every byte of `buf`; writes only if the sum is an impossible value, so the loads
+// cannot be optimized away and no line becomes dirty.
+__global__ void l2_flush_read(const float4* __restrict__ buf, size_t n4, float* sink) {
+  float acc = 0.f;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n4; i += size_t(gridDim.x) * blockDim.x) {
+    const float4 v = buf[i];
+    acc += v.x + v.y + v.z + v.w;
+  }
+  if (acc == 1234.5f) *sink = acc;  // the buffer holds zeros: never taken
+}
+
+// A device buffer of twice the L2 size, *read* before each repeat so that the timed work
+// finds nothing of its own in L2. Reading, not writing, matters: a memset would leave L2
+// full of dirty lines whose write-back to DRAM would then be charged to the timed kernel
+// (day20's `--flush-by-write` keeps the old memset flush so the difference can be measured).
+// It lives for one time_gpu call (allocated outside the timed region), so nothing leaks.
 struct L2Flusher {
   void* buf = nullptr;
   size_t bytes = 0;
-  explicit L2Flusher(bool on) {
+  int sms = 1;
+  bool by_write = false;
+  explicit L2Flusher(bool on, bool write = false) : by_write(write) {
     if (!on) return;
     int dev = 0, l2 = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-    bytes = std::max<size_t>(size_t(l2) * 2, size_t(64) << 20);
-    CUDA_CHECK(cudaMalloc(&buf, bytes));
+    bytes = std::max<size_t>(size_t(l2) * 2, size_t(64) << 20) / 16 * 16;
+    CUDA_CHECK(cudaMalloc(&buf, bytes + 16));
+    CUDA_CHECK(cudaMemset(buf, 0, bytes + 16));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
   void operator()(cudaStream_t stream) const {
-    if (buf) CUDA_CHECK(cudaMemsetAsync(buf, 0, bytes, stream));
+    if (!buf) return;
+    if (by_write) {
+      CUDA_CHECK(cudaMemsetAsync(buf, 0, bytes, stream));
+      return;
+    }
+    l2_flush_read<<<sms * 4, 512, 0, stream>>>(static_cast<const float4*>(buf), bytes / 16,
+                                               reinterpret_cast<float*>(static_cast<char*>(buf) + bytes));
+    LAUNCH_CHECK();
   }
   ~L2Flusher() {
     if (buf) CUDA_CHECK(cudaFree(buf));
@@ -68,7 +95,7 @@ void invoke(F& f, int rep) {
 
 template <class F>
 Stats time_gpu(F&& f, const Options& o = Options()) {
-  L2Flusher flush_l2(o.flush_l2);
+  L2Flusher flush_l2(o.flush_l2, o.flush_by_write);
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
   CUDA_CHECK(cudaEventCreate(&b));

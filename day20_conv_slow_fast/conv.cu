@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
   const std::vector<long long> conv_arg =
       args.int_list("conv", {}, 0, 1 << 20, "one more shape: N,C,H,W,K,R,S,pad,stride,dil");
   const std::vector<long long> variant_ids = args.int_list("variants", {}, 2, 7, "variants to run, e.g. 3,6,7 (default: all)");
+  const bool flush_by_write = args.flag("flush-by-write", "flush L2 with a memset instead of a read (to see what dirty lines cost a short kernel)");
   const long long seed = args.integer("seed", 20261122, 0, 1LL << 62, "random seed (inputs are fresh for every shape)");
   const std::string json_path = args.str("json", "", "write the results file here ({gpu} = GPU slug)");
   const std::string npy_dir = args.str("save-npy", "", "write x, w, the reference y and variant 6's y of the first shape as .npy");
@@ -214,6 +215,8 @@ int main(int argc, char** argv) {
   topt.min_reps = 5;
   topt.reps = 50;
   topt.budget_ms = 500;
+  topt.flush_by_write = flush_by_write;
+  res.config["l2_flush"] = flush_by_write ? "memset (dirty lines)" : "read";
 
   json::Value refused = json::Value::array(), cudnn_choices = json::Value::array();
   bool first_shape = true;
