@@ -50,9 +50,10 @@ __global__ void l2_flush_read(const float4* __restrict__ buf, size_t n4, float* 
 }
 
 // A device buffer of twice the L2 size, *read* before each repeat so that the timed work
-// finds nothing of its own in L2. Reading, not writing, matters: a memset would leave L2
-// full of dirty lines whose write-back to DRAM would then be charged to the timed kernel
-// (day20's `--flush-by-write` keeps the old memset flush so the difference can be measured).
+// finds nothing of its own in L2. Reading rather than writing: a memset leaves L2 full of
+// dirty lines whose write-back to DRAM is then charged to the timed kernel. Measured on an
+// H200 with day20's `--flush-by-write`, the effect on 11-16 us kernels was 2-9%: small, but
+// the read flush is the one that charges the timed kernel nothing that is not its own.
 // It lives for one time_gpu call (allocated outside the timed region), so nothing leaks.
 struct L2Flusher {
   void* buf = nullptr;

@@ -1,0 +1,77 @@
+// Variant 3, continued: the single-channel 3x3 "same" convolution as a register sliding window.
+//
+// The textbook kernel (3_tiled_single.cuh) moves each input byte from DRAM once, yet stays
+// far from copy bandwidth: per output it spends 9 shared-memory loads, 9 FMAs, and the
+// index arithmetic and bounds tests of the halo load, so instruction issue, not DRAM, is
+// its limit. This version drops shared memory:
+//  - a thread owns 4 adjacent columns (one float4 load per input row, plus the two
+//    neighbouring columns, which its neighbours' float4 loads have just brought into L1);
+//  - it walks down ROWS output rows keeping the last three input rows in registers (a
+//    sliding window), so each input row is loaded once per thread and used three times;
+//  - per 4 outputs: 36 FMAs, 3 loads and one float4 store.
+// The loop is unrolled, so the compiler can issue the loads of later rows while earlier rows
+// are still in flight.
+#pragma once
+#include "3_tiled_single.cuh"
+
+template <int ROWS>
+__global__ void __launch_bounds__(128)
+    conv_03b_strip(int H, int W, const float* __restrict__ x, float* __restrict__ y) {
+  const int W4 = W / 4, q4 = blockIdx.x * blockDim.x + threadIdx.x;
+  if (q4 >= W4) return;
+  const int q = 4 * q4, p0 = blockIdx.y * ROWS;
+  const float* xn = x + size_t(blockIdx.z) * H * W;
+  float* yn = y + size_t(blockIdx.z) * H * W;
+  float f[9];
+#pragma unroll
+  for (int i = 0; i < 9; ++i) f[i] = c_filter[i];
+  // win[j] = input row, columns q-1 .. q+4 (zero outside the image: the padding)
+  auto load_row = [&](int h, float (&r)[6]) {
+    if (h < 0 || h >= H) {
+#pragma unroll
+      for (int j = 0; j < 6; ++j) r[j] = 0.f;
+      return;
+    }
+    const float* row = xn + size_t(h) * W;
+    const float4 v = *reinterpret_cast<const float4*>(row + q);
+    r[0] = q > 0 ? row[q - 1] : 0.f;
+    r[1] = v.x; r[2] = v.y; r[3] = v.z; r[4] = v.w;
+    r[5] = q + 4 < W ? row[q + 4] : 0.f;
+  };
+  float win[3][6];
+  load_row(p0 - 1, win[0]);
+  load_row(p0, win[1]);
+#pragma unroll
+  for (int i = 0; i < ROWS; ++i) {
+    const int p = p0 + i;
+    load_row(p + 1, win[(i + 2) % 3]);  // indices are compile-time: the window stays in registers
+    if (p < H) {
+      float o[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float a = 0.f;
+#pragma unroll
+        for (int r = 0; r < 3; ++r)
+#pragma unroll
+          for (int t = 0; t < 3; ++t) a += win[(i + r) % 3][j + t] * f[r * 3 + t];
+        o[j] = a;
+      }
+      *reinterpret_cast<float4*>(yn + size_t(p) * W + q) = make_float4(o[0], o[1], o[2], o[3]);
+    }
+  }
+}
+
+inline bool supports_03b(const ConvShape& s, std::string* why) {
+  if (s.C != 1 || s.K != 1 || s.R != 3 || s.S != 3 || s.stride != 1 || s.dil != 1 || s.pad != 1 || s.W % 4 != 0) {
+    *why = "register strip kernel: needs C = K = 1, a 3x3 filter, pad 1, stride 1, dilation 1, W a multiple of 4";
+    return false;
+  }
+  return true;
+}
+
+template <int ROWS>
+inline void run_03b_strip(const ConvShape& s, const float* x, float* y, cudaStream_t st) {
+  dim3 block(128), grid(ceil_div(s.W / 4, 128), ceil_div(s.H, ROWS), s.N);
+  conv_03b_strip<ROWS><<<grid, block, 0, st>>>(s.H, s.W, x, y);
+  LAUNCH_CHECK();
+}
