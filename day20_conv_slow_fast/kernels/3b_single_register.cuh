@@ -1,4 +1,4 @@
-// Variant 3, continued: the single-channel 3x3 "same" convolution as a register sliding window.
+// Variant 3, continued: the single-channel 3x3 "same" convolution as a register window.
 //
 // The textbook kernel (3_tiled_single.cuh) moves each input byte from DRAM once, yet stays
 // far from copy bandwidth: per output it spends 9 shared-memory loads, 9 FMAs, and the
@@ -6,11 +6,9 @@
 // its limit. This version drops shared memory:
 //  - a thread owns 4 adjacent columns (one float4 load per input row, plus the two
 //    neighbouring columns, which its neighbours' float4 loads have just brought into L1);
-//  - it walks down ROWS output rows keeping the last three input rows in registers (a
-//    sliding window), so each input row is loaded once per thread and used three times;
+//  - it computes ROWS output rows from ROWS + 2 input rows held in registers, so each input
+//    row is loaded once per thread and used up to three times;
 //  - per 4 outputs: 36 FMAs, 3 loads and one float4 store.
-// The loop is unrolled, so the compiler can issue the loads of later rows while earlier rows
-// are still in flight.
 #pragma once
 #include "3_tiled_single.cuh"
 
@@ -38,13 +36,15 @@ __global__ void __launch_bounds__(128)
     r[1] = v.x; r[2] = v.y; r[3] = v.z; r[4] = v.w;
     r[5] = q + 4 < W ? row[q + 4] : 0.f;
   };
-  float win[3][6];
-  load_row(p0 - 1, win[0]);
-  load_row(p0, win[1]);
+  // All ROWS + 2 input rows are loaded first, then used: every load is independent and in
+  // flight at once. (Loading each row just before its use left one row's latency exposed
+  // per output row: 16 or 32 rows per thread ran slower than 8.)
+  float win[ROWS + 2][6];
+#pragma unroll
+  for (int i = 0; i < ROWS + 2; ++i) load_row(p0 - 1 + i, win[i]);
 #pragma unroll
   for (int i = 0; i < ROWS; ++i) {
     const int p = p0 + i;
-    load_row(p + 1, win[(i + 2) % 3]);  // indices are compile-time: the window stays in registers
     if (p < H) {
       float o[4];
 #pragma unroll
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int r = 0; r < 3; ++r)
 #pragma unroll
-          for (int t = 0; t < 3; ++t) a += win[(i + r) % 3][j + t] * f[r * 3 + t];
+          for (int t = 0; t < 3; ++t) a += win[i + r][j + t] * f[r * 3 + t];
         o[j] = a;
       }
       *reinterpret_cast<float4*>(yn + size_t(p) * W + q) = make_float4(o[0], o[1], o[2], o[3]);
