@@ -346,6 +346,18 @@ int main(int argc, char** argv) {
       ex["algo"] = dn.algo_name();
       ex["workspace_bytes"] = (long long)dn.workspace();
       row("cudnn_best [" + dn.algo_name() + "]", tc, NAN, ex);
+      if (memory_bound) {
+        // The practical floor at this size: copying x into y moves the same bytes, with the
+        // same launch and drain costs, and computes nothing.
+        timing::Stats tf = timing::time_gpu([&] {
+          CUDA_CHECK(cudaMemcpyAsync(b.y, b.x, std::min(s.x_elems(), s.y_elems()) * 4, cudaMemcpyDeviceToDevice, 0));
+        }, topt);
+        std::printf("  (floor from the measured copy bandwidth: %.1f us; a cudaMemcpy of the same bytes: %.1f us)\n",
+                    s.min_bytes() / (copy_peak * 1e9) * 1e6, tf.median_ms * 1e3);
+        json::Value fe = json::Value::object();
+        fe["note"] = "cudaMemcpy of x into y: the same bytes moved, nothing computed";
+        row("copy_floor [cudaMemcpy same bytes]", tf, tc.median_ms, fe);
+      }
       for (const Variant* v : ok_variants) {
         v->prepare(s, b);
         poison(b.y, s.y_elems() * 4);

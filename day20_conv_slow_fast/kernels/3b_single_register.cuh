@@ -4,8 +4,8 @@
 // far from copy bandwidth: per output it spends 9 shared-memory loads, 9 FMAs, and the
 // index arithmetic and bounds tests of the halo load, so instruction issue, not DRAM, is
 // its limit. This version drops shared memory:
-//  - a thread owns 4 adjacent columns (one float4 load per input row, plus the two
-//    neighbouring columns, which its neighbours' float4 loads have just brought into L1);
+//  - a thread owns 4 adjacent columns: one float4 load per input row, and the two
+//    neighbouring columns taken from the adjacent lanes' registers with warp shuffles;
 //  - it computes ROWS output rows from ROWS + 2 input rows held in registers, so each input
 //    row is loaded once per thread and used up to three times;
 //  - per 4 outputs: 36 FMAs, 3 loads and one float4 store.
@@ -15,26 +15,28 @@
 template <int ROWS>
 __global__ void __launch_bounds__(128)
     conv_03b_strip(int H, int W, const float* __restrict__ x, float* __restrict__ y) {
-  const int W4 = W / 4, q4 = blockIdx.x * blockDim.x + threadIdx.x;
-  if (q4 >= W4) return;
+  const int W4 = W / 4, q4 = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x % 32;
+  // No early return: the whole warp takes part in the shuffles below. A lane past the
+  // right edge loads zeros, which is exactly the padding its left neighbour needs.
+  const bool valid = q4 < W4;
   const int q = 4 * q4, p0 = blockIdx.y * ROWS;
   const float* xn = x + size_t(blockIdx.z) * H * W;
   float* yn = y + size_t(blockIdx.z) * H * W;
   float f[9];
 #pragma unroll
   for (int i = 0; i < 9; ++i) f[i] = c_filter[i];
-  // win[j] = input row, columns q-1 .. q+4 (zero outside the image: the padding)
+  // r = input row h, columns q-1 .. q+4 (zero outside the image: the padding). The two
+  // neighbouring columns come from the adjacent lanes' float4 (warp shuffles); only lanes
+  // 0 and 31 load theirs from memory.
   auto load_row = [&](int h, float (&r)[6]) {
-    if (h < 0 || h >= H) {
-#pragma unroll
-      for (int j = 0; j < 6; ++j) r[j] = 0.f;
-      return;
-    }
-    const float* row = xn + size_t(h) * W;
-    const float4 v = *reinterpret_cast<const float4*>(row + q);
-    r[0] = q > 0 ? row[q - 1] : 0.f;
-    r[1] = v.x; r[2] = v.y; r[3] = v.z; r[4] = v.w;
-    r[5] = q + 4 < W ? row[q + 4] : 0.f;
+    const bool ok = valid && h >= 0 && h < H;
+    const float* row = xn + ptrdiff_t(h) * W;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (ok) v = *reinterpret_cast<const float4*>(row + q);
+    float left = __shfl_up_sync(0xffffffffu, v.w, 1), right = __shfl_down_sync(0xffffffffu, v.x, 1);
+    if (lane == 0) left = (ok && q > 0) ? row[q - 1] : 0.f;
+    if (lane == 31) right = (ok && q + 4 < W) ? row[q + 4] : 0.f;
+    r[0] = left; r[1] = v.x; r[2] = v.y; r[3] = v.z; r[4] = v.w; r[5] = right;
   };
   // All ROWS + 2 input rows are loaded first, then used: every load is independent and in
   // flight at once. (Loading each row just before its use left one row's latency exposed
@@ -45,7 +47,7 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
   for (int i = 0; i < ROWS; ++i) {
     const int p = p0 + i;
-    if (p < H) {
+    if (valid && p < H) {
       float o[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
