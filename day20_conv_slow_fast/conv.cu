@@ -341,10 +341,33 @@ int main(int argc, char** argv) {
                     std::isfinite(ref_ms) ? (std::to_string(r.pct_of_ref()).substr(0, 5) + "%").c_str() : "–", r.pct_of_peak());
       };
       std::printf("  %-44s %13s %17s %11s %10s\n", "variant", "time", "rate", "% of cuDNN", "% of peak");
-      timing::Stats tc = timing::time_gpu([&] { dn.run(b.x, b.w, b.yref, 0); }, topt);
+      // cuDNN's best: every algorithm Find ran, re-timed with our harness; the fastest wins.
+      const std::string find_pick = dn.algo_name();
+      timing::Stats tc;
+      tc.median_ms = 1e30;
+      size_t best = 0;
+      json::Value retimed = json::Value::array();
+      for (size_t i = 0; i < dn.algos().size(); ++i) {
+        if (!dn.algos()[i].ok) continue;
+        dn.use(i);
+        timing::Stats t = timing::time_gpu([&] { dn.run(b.x, b.w, b.yref, 0); }, topt);
+        json::Value a = json::Value::object();
+        a["algo"] = dn.algos()[i].name;
+        a["ms"] = t.median_ms;
+        retimed.push(a);
+        if (t.median_ms < tc.median_ms) tc = t, best = i;
+      }
+      dn.use(best);
+      std::printf("  cuDNN re-timed: fastest is %s (Find's first choice was %s)\n", dn.algo_name().c_str(), find_pick.c_str());
+      poison(b.yref, s.y_elems() * 4);
+      dn.run(b.x, b.w, b.yref, 0);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      res.add(ref.check("cudnn " + dn.algo_name() + " (fastest re-timed) " + s.str(), download(b.yref, s.y_elems()), tol));
       json::Value ex = json::Value::object();
       ex["algo"] = dn.algo_name();
+      ex["find_first_choice"] = find_pick;
       ex["workspace_bytes"] = (long long)dn.workspace();
+      ex["retimed"] = retimed;
       row("cudnn_best [" + dn.algo_name() + "]", tc, NAN, ex);
       if (memory_bound) {
         // The practical floor at this size: copying x into y moves the same bytes, with the

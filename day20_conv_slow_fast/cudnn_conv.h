@@ -3,8 +3,10 @@
 // Fair-baseline rules: the same NCHW fp32 tensors, CUDNN_CROSS_CORRELATION (what our kernels
 // compute, no flipped filter), FP32 FMA math only (CUDNN_FMA_MATH: no TF32 tensor cores, which
 // CUDNN_DEFAULT_MATH would allow on Ampere and later), every algorithm measured by
-// cudnnFindConvolutionForwardAlgorithmEx with a real workspace, and the fastest one kept and
-// named. day30 takes this API apart step by step; here it is only the yardstick.
+// cudnnFindConvolutionForwardAlgorithmEx with a real workspace. Find times each algorithm
+// once; for problems of a few microseconds that single run is noisy (seen: its first choice
+// ran 6x slower than its third under repeated timing), so the runner re-times every
+// algorithm that worked with the same harness as our kernels and keeps the fastest. day30 takes this API apart step by step; here it is only the yardstick.
 #pragma once
 #include <cudnn.h>
 
@@ -29,6 +31,7 @@ inline const char* cudnn_fwd_algo_name(cudnnConvolutionFwdAlgo_t a) {
 }
 
 struct CudnnAlgoResult {
+  cudnnConvolutionFwdAlgo_t algo;
   std::string name;
   float ms;  // cuDNN's own measurement inside Find (one run)
   size_t workspace;
@@ -68,7 +71,7 @@ class CudnnConv {
                                                        &got, perf, tmp, offer));
     CUDA_CHECK(cudaFree(tmp));
     for (int i = 0; i < got; ++i) {
-      algos_.push_back({cudnn_fwd_algo_name(perf[i].algo), perf[i].time, perf[i].memory,
+      algos_.push_back({perf[i].algo, cudnn_fwd_algo_name(perf[i].algo), perf[i].time, perf[i].memory,
                         perf[i].status == CUDNN_STATUS_SUCCESS});
       // Results come sorted by time; keep the first that ran, in FMA math.
       if (!found_ && perf[i].status == CUDNN_STATUS_SUCCESS) {
@@ -81,7 +84,10 @@ class CudnnConv {
       std::fprintf(stderr, "error: cuDNN found no working forward algorithm for %s\n", s.str().c_str());
       std::exit(1);
     }
-    if (ws_bytes_) CUDA_CHECK(cudaMalloc(&ws_, ws_bytes_));  // allocated once, reused by every run
+    // One workspace, large enough for every algorithm that ran, allocated once and reused.
+    for (auto& a : algos_)
+      if (a.ok) ws_alloc_ = std::max(ws_alloc_, a.workspace);
+    if (ws_alloc_) CUDA_CHECK(cudaMalloc(&ws_, ws_alloc_));
   }
   ~CudnnConv() {
     if (ws_) cudaFree(ws_);
@@ -98,6 +104,11 @@ class CudnnConv {
     CUDNN_CHECK(cudnnSetStream(h_, st));
     CUDNN_CHECK(cudnnConvolutionForward(h_, &one, xd_, x, wd_, w, cd_, algo_, ws_, ws_bytes_, &zero, yd_, y));
   }
+  // Switch to algorithm i of algos() (one that ran in Find).
+  void use(size_t i) {
+    algo_ = algos_.at(i).algo;
+    ws_bytes_ = algos_[i].workspace;
+  }
   std::string algo_name() const { return cudnn_fwd_algo_name(algo_); }
   size_t workspace() const { return ws_bytes_; }
   const std::vector<CudnnAlgoResult>& algos() const { return algos_; }
@@ -110,6 +121,6 @@ class CudnnConv {
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   bool found_ = false;
   void* ws_ = nullptr;
-  size_t ws_bytes_ = 0;
+  size_t ws_bytes_ = 0, ws_alloc_ = 0;
   std::vector<CudnnAlgoResult> algos_;
 };
