@@ -4,8 +4,9 @@
 // compute, no flipped filter), FP32 FMA math only (CUDNN_FMA_MATH: no TF32 tensor cores, which
 // CUDNN_DEFAULT_MATH would allow on Ampere and later), every algorithm measured by
 // cudnnFindConvolutionForwardAlgorithmEx with a real workspace. Find times each algorithm
-// once; for problems of a few microseconds that single run is noisy (seen: its first choice
-// ran 6x slower than its third under repeated timing), so the runner re-times every
+// once; for problems of a few microseconds that single run is noisy (seen on the 1024x2048
+// single-channel case: one run's first choice took 152 us under repeated timing, where
+// another run's first choice took 23 us), so the runner re-times every
 // algorithm that worked with the same harness as our kernels and keeps the fastest. day30 takes this API apart step by step; here it is only the yardstick.
 #pragma once
 #include <cudnn.h>
