@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "json.h"
 #include "verify.h"
 
@@ -162,6 +163,21 @@ class Results {
     ok = (std::fclose(f) == 0) && ok;
     if (!ok) throw std::runtime_error("write failed for '" + path + "'");
     return path;
+  }
+
+  // The end of every program: write the results file if asked (an unwritable path is a usage
+  // error), print the summary line, and return the exit code (0 pass, 1 a check failed).
+  int finish(const std::string& prog, const std::string& json_path) const {
+    std::printf("\n");
+    if (!json_path.empty()) {
+      try {
+        std::printf("wrote %s\n", write(json_path).c_str());
+      } catch (const std::exception& e) {
+        cli::usage_error(prog, std::string("--json: ") + e.what());
+      }
+    }
+    print_summary();
+    return exit_code();
   }
 
   // The closing summary every program prints: "RESULT: PASS (12 checks)".

@@ -227,14 +227,5 @@ int main(int argc, char** argv) {
   std::printf("  -> ceilings for later lessons: copy %.0f GB/s, FP32 %.1f TFLOP/s\n", cp.best(), fm.tflops);
   if (verify_mode) std::printf("  (--verify uses small sizes: these rates are not the ceilings; run --bench)\n");
 
-  std::printf("\n");
-  if (!json_path.empty()) {
-    try {
-      std::printf("wrote %s\n", res.write(json_path).c_str());
-    } catch (const std::exception& e) {
-      cli::usage_error("setup", std::string("--json: ") + e.what());
-    }
-  }
-  res.print_summary();
-  return res.exit_code();
+  return res.finish("setup", json_path);
 }

@@ -486,14 +486,5 @@ int main(int argc, char** argv) {
     res.config["refused"] = r;
   }
 
-  std::printf("\n");
-  if (!json_path.empty()) {
-    try {
-      std::printf("wrote %s\n", res.write(json_path).c_str());
-    } catch (const std::exception& e) {
-      cli::usage_error(kProg, std::string("--json: ") + e.what());
-    }
-  }
-  res.print_summary();
-  return res.exit_code();
+  return res.finish(kProg, json_path);
 }

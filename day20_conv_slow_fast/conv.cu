@@ -412,14 +412,5 @@ int main(int argc, char** argv) {
   CUBLAS_CHECK(cublasDestroy(b.blas));
   CUDNN_CHECK(cudnnDestroy(dnn));
 
-  std::printf("\n");
-  if (!json_path.empty()) {
-    try {
-      std::printf("wrote %s\n", res.write(json_path).c_str());
-    } catch (const std::exception& e) {
-      cli::usage_error(kProg, std::string("--json: ") + e.what());
-    }
-  }
-  res.print_summary();
-  return res.exit_code();
+  return res.finish(kProg, json_path);
 }
