@@ -16,7 +16,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -100,6 +102,30 @@ inline std::string slug(const std::string& name) {
   }
   while (!s.empty() && s.back() == '-') s.pop_back();
   return s.empty() ? "unknown-gpu" : s;
+}
+
+// Output folders are checked before any GPU work, so a bad path costs one line, not a whole
+// benchmark: `--json` (its folder up to the "{gpu}" part) and `--save-npy` must be creatable
+// and writable. Anything else: one line and exit 2.
+inline void require_writable_dir(const std::string& prog, const std::string& flag, const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path d = dir.empty() ? std::filesystem::path(".") : std::filesystem::path(dir);
+  std::filesystem::create_directories(d, ec);
+  if (!std::filesystem::is_directory(d, ec)) cli::usage_error(prog, flag + ": cannot create folder '" + d.string() + "'");
+  const std::filesystem::path probe = d / (".write_test_" + std::to_string(uint64_t(std::hash<std::string>{}(prog))));
+  FILE* f = std::fopen(probe.string().c_str(), "w");
+  if (!f) cli::usage_error(prog, flag + ": folder '" + d.string() + "' is not writable");
+  std::fclose(f);
+  std::filesystem::remove(probe, ec);
+}
+
+// For `--json PATH`: the folder that must exist before the GPU's name is known.
+inline void require_writable_json(const std::string& prog, const std::string& path_template) {
+  if (path_template.empty()) return;
+  std::string fixed = path_template;
+  const size_t g = fixed.find("{gpu}");
+  if (g != std::string::npos) fixed = fixed.substr(0, g) + "x";  // only the part before {gpu} must exist now
+  require_writable_dir(prog, "--json", std::filesystem::path(fixed).parent_path().string());
 }
 
 class Results {

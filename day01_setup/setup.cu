@@ -16,7 +16,6 @@
 //   ./build/setup --help
 // Exit codes: 0 pass, 1 a check failed, 2 usage/input error, 77 skipped (no GPU).
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -73,11 +72,8 @@ int main(int argc, char** argv) {
   args.finish();
   if (verify_mode && bench_mode) cli::usage_error("setup", "--verify and --bench are exclusive");
   if (small && !verify_mode) cli::usage_error("setup", "--small goes with --verify");
-  if (!npy_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(npy_dir, ec);
-    if (!std::filesystem::is_directory(npy_dir)) cli::usage_error("setup", "--save-npy: cannot create folder '" + npy_dir + "'");
-  }
+  if (!npy_dir.empty()) results::require_writable_dir("setup", "--save-npy", npy_dir);
+  results::require_writable_json("setup", json_path);
 
   const int dev = env::require_gpu("setup");
   // Refuse what cannot fit before printing or allocating anything.

@@ -29,7 +29,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -160,11 +159,8 @@ int main(int argc, char** argv) {
   args.finish();
   if (verify_mode && bench_mode) cli::usage_error(kProg, "--verify and --bench are exclusive");
   if (small && !verify_mode) cli::usage_error(kProg, "--small goes with --verify");
-  if (!npy_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(npy_dir, ec);
-    if (!std::filesystem::is_directory(npy_dir)) cli::usage_error(kProg, "--save-npy: cannot create folder '" + npy_dir + "'");
-  }
+  if (!npy_dir.empty()) results::require_writable_dir(kProg, "--save-npy", npy_dir);
+  results::require_writable_json(kProg, json_path);
 
   std::vector<ConvShape> shapes;
   if (verify_mode) {

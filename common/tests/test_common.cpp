@@ -241,4 +241,15 @@ TEST(results_file) {
   fs::remove_all(dir);
 }
 
+TEST(output_paths_checked_up_front) {
+  fs::path dir = fs::temp_directory_path() / ("outtest_" + std::to_string(getpid()));
+  EXPECT(exit_code_of([&] { results::require_writable_json("p", (dir / "{gpu}" / "x.json").string()); }) == 0);
+  EXPECT(fs::is_directory(dir));  // the part before {gpu} was created
+  EXPECT(exit_code_of([&] { results::require_writable_dir("p", "--save-npy", (dir / "npy").string()); }) == 0);
+  EXPECT(exit_code_of([&] { results::require_writable_json("p", ""); }) == 0);
+  EXPECT(exit_code_of([&] { results::require_writable_dir("p", "--save-npy", "/proc/no-such-dir"); }) == cli::kUsage);
+  EXPECT(exit_code_of([&] { results::require_writable_json("p", "/proc/no-such-dir/{gpu}/x.json"); }) == cli::kUsage);
+  fs::remove_all(dir);
+}
+
 int main() { return minitest::run_all(); }

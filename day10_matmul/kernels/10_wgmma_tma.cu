@@ -122,21 +122,7 @@ __global__ void __launch_bounds__(NT, 1)
       }
       wgmma_wait0();
       if (ktiles > 0 && t == 0) mbar_arrive(&s.empty[(it - 1) % STAGES]);
-      // Accumulator layout of m64nN: warp w holds rows 16w..16w+15; register 4j+q of lane l
-      // is row 16w + l/4 + 8*(q/2), column 8j + 2*(l%4) + (q%2).
-      const int w = t / 32, l = t % 32;
-      const int row_a = bm * BM + c * 64 + w * 16 + l / 4;
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const int col = bn * BN + 8 * j + 2 * (l % 4);
-        if (col < N) {  // N % 8 == 0, so col + 1 < N too
-          if (row_a < M)
-            *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row_a) * N + col]) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
-          if (row_a + 8 < M)
-            *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row_a + 8) * N + col]) =
-                __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
-        }
-      }
+      store_m64n256_bf16(d, C, M, N, bm * BM + c * 64, bn * BN, t);
     }
   }
 #endif

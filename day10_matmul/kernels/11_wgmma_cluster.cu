@@ -110,19 +110,7 @@ __global__ void __launch_bounds__(NT, 1)
       }
       wgmma_wait0();
       if (ktiles > 0) release((it - 1) % STAGES);
-      const int w = t / 32, l = t % 32;
-      const int row_a = bm * BM + c * 64 + w * 16 + l / 4;
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const int col = bn * BN + 8 * j + 2 * (l % 4);
-        if (col < N) {
-          if (row_a < M)
-            *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row_a) * N + col]) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
-          if (row_a + 8 < M)
-            *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row_a + 8) * N + col]) =
-                __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
-        }
-      }
+      store_m64n256_bf16(d, C, M, N, bm * BM + c * 64, bn * BN, t);
     }
   }
   cluster_sync();  // no CTA exits while its partner may still multicast into it or arrive on its barriers

@@ -60,6 +60,26 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 
+// The epilogue of a 64x256 fp32 accumulator (one consumer warpgroup's wgmma m64n256 result)
+// into a row-major bf16 C. Accumulator layout of m64nN: warp w holds rows 16w..16w+15;
+// register 4j+q of lane l is row 16w + l/4 + 8*(q/2), column 8j + 2*(l%4) + (q%2).
+// row0/col0: where this warpgroup's 64x256 block starts. Requires N % 8 == 0 (so a column
+// pair never straddles the edge). Rows and columns past M and N are not written.
+__device__ __forceinline__ void store_m64n256_bf16(const float (&d)[128], bf16* __restrict__ C, int M, int N, int row0,
+                                                   int col0, int t) {
+  const int w = t / 32, l = t % 32;
+  const int row = row0 + w * 16 + l / 4;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int col = col0 + 8 * j + 2 * (l % 4);
+    if (col < N) {
+      if (row < M) *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row) * N + col]) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
+      if (row + 8 < M)
+        *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row + 8) * N + col]) = __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+    }
+  }
+}
+
 // ---- clusters (step 11) -----------------------------------------------------------------
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t r;
