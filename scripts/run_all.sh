@@ -52,7 +52,7 @@ done
 # The plotting script's table generation (and drawing, where matplotlib is installed).
 if command -v python3 >/dev/null; then
   python3 scripts/test_plot.py >"$LOG/test_plot.log" 2>&1; rc=$?
-  if [ $rc -eq 0 ]; then report PASS "scripts/test_plot.py" "$(grep -c '^ok' "$LOG/test_plot.log") checks; $(grep -m1 '^note' "$LOG/test_plot.log")"
+  if [ $rc -eq 0 ]; then report PASS "scripts/test_plot.py" "$(grep -c '^ok' "$LOG/test_plot.log") checks$(grep -m1 '^note' "$LOG/test_plot.log" | sed 's/^note */; /')"
   else report FAIL "scripts/test_plot.py" "$(grep -m1 FAIL "$LOG/test_plot.log")"; fi
 else
   report SKIP "scripts/test_plot.py" "python3 not found"
