@@ -2,13 +2,18 @@
 //
 //   ceilings::Copy c = ceilings::copy_bandwidth(bytes);  // device memory GB/s, read + write
 //   ceilings::Fma  f = ceilings::fp32_fma();             // FP32 FMA TFLOP/s on CUDA cores
+//   ceilings::Gemm g = ceilings::tensor_gemm(CUDA_R_16BF); // tensor cores, through cuBLAS
 //
 // day01_setup introduces them; later lessons call them again in their own run, so each
 // results file's "% of peak" is against the GPU as it was during that run. Both verify
 // their own output (an exact copy, a bit-exact FMA recurrence) and say so in `.exact`.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "check.cuh"
@@ -150,6 +155,81 @@ inline Fma fp32_fma(int iters = 65536) {
   }
   r.exact = ok;
   CUDA_CHECK(cudaFree(out));
+  return r;
+}
+
+// ---- The tensor-core ceiling, as cuBLAS reaches it ----------------------------------
+// No simple kernel of ours reaches the tensor cores' peak, so the practical ceiling for
+// fp16/bf16/TF32 work is cuBLAS on a large square GEMM (n = 8192, fp32 accumulation).
+// Inputs are small integers in [-2, 2], exact in every one of these types, so every
+// product and every sum (|C| <= 4n < 2^24) is exact in fp32: the result is checked
+// bit for bit on a sample of entries.
+template <class T>
+__global__ void fill_small_ints(T* x, size_t n, unsigned salt) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    x[i] = T(float(int((i * 2654435761u + salt) % 5u) - 2));
+}
+inline float small_int_at(size_t i, unsigned salt) { return float(int((i * 2654435761u + salt) % 5u) - 2); }
+
+struct Gemm {
+  double tflops = 0;
+  timing::Stats t;
+  int n = 0;
+  bool exact = false;
+  std::string what;
+};
+
+// type: CUDA_R_16BF, CUDA_R_16F, or CUDA_R_32F (run as TF32).
+inline Gemm tensor_gemm(cudaDataType_t type, int n = 8192) {
+  const size_t elems = size_t(n) * n, in_bytes = type == CUDA_R_32F ? 4 : 2;
+  void *a, *b;
+  float* c;
+  CUDA_CHECK(cudaMalloc(&a, elems * in_bytes));
+  CUDA_CHECK(cudaMalloc(&b, elems * in_bytes));
+  CUDA_CHECK(cudaMalloc(&c, elems * sizeof(float)));
+  auto fill = [&](void* p, unsigned salt) {
+    if (type == CUDA_R_16BF) fill_small_ints<<<1024, 256>>>(static_cast<__nv_bfloat16*>(p), elems, salt);
+    else if (type == CUDA_R_16F) fill_small_ints<<<1024, 256>>>(static_cast<__half*>(p), elems, salt);
+    else fill_small_ints<<<1024, 256>>>(static_cast<float*>(p), elems, salt);
+    LAUNCH_CHECK();
+  };
+  fill(a, 1);
+  fill(b, 2);
+  cublasHandle_t h;
+  CUBLAS_CHECK(cublasCreate(&h));
+  const cublasComputeType_t ct = type == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const float one = 1.f, zero = 0.f;
+  // Column-major C = A * B (n x n each).
+  auto gemm = [&] {
+    CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, type, n, b, type, n, &zero, c, CUDA_R_32F, n, ct,
+                              CUBLAS_GEMM_DEFAULT));
+  };
+  timing::Options o;
+  o.warmup = 3;
+  o.reps = 20;
+  o.budget_ms = 1000;
+  Gemm r;
+  poison(c, elems * sizeof(float));
+  r.t = timing::time_gpu(gemm, o);
+  r.n = n;
+  r.tflops = 2.0 * double(n) * n * n / (r.t.median_ms * 1e-3) / 1e12;
+  r.what = std::string("cuBLAS ") + (type == CUDA_R_16BF ? "BF16" : type == CUDA_R_16F ? "FP16" : "TF32") + " GEMM n=" +
+           std::to_string(n);
+  // Check 32 entries of C(i, j) = sum_k A(i, k) B(k, j), column-major.
+  std::vector<float> col(n);
+  bool ok = true;
+  for (int t = 0; t < 32; ++t) {
+    const int i = (t * 977) % n, j = (t * 3571 + 11) % n;
+    CUDA_CHECK(cudaMemcpy(col.data(), c + size_t(j) * n, sizeof(float) * n, cudaMemcpyDeviceToHost));
+    double want = 0;
+    for (int k = 0; k < n; ++k) want += double(small_int_at(size_t(k) * n + i, 1)) * small_int_at(size_t(j) * n + k, 2);
+    ok = ok && col[i] == float(want);
+  }
+  r.exact = ok;
+  CUBLAS_CHECK(cublasDestroy(h));
+  CUDA_CHECK(cudaFree(a));
+  CUDA_CHECK(cudaFree(b));
+  CUDA_CHECK(cudaFree(c));
   return r;
 }
 

@@ -8,6 +8,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -63,3 +65,48 @@ inline void poison(void* dev_ptr, size_t bytes, cudaStream_t stream = 0) {
 
 // Ceiling division, for grid sizes.
 template <class T> __host__ __device__ constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
+
+// Copy n elements of a device array to a new host vector (synchronous).
+template <class T>
+std::vector<T> to_host(const T* dev, size_t n) {
+  std::vector<T> h(n);
+  CUDA_CHECK(cudaMemcpy(h.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// Copy a host vector into device memory that the caller already allocated.
+template <class T>
+void to_device(T* dev, const std::vector<T>& h) {
+  CUDA_CHECK(cudaMemcpy(dev, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+// A device allocation that frees itself (move-only). `as<T>()` gives a typed pointer.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) { alloc(bytes); }
+  ~DeviceBuffer() {
+    if (p_) cudaFree(p_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr, o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void alloc(size_t bytes) {
+    if (p_) CUDA_CHECK(cudaFree(p_));
+    p_ = nullptr;
+    bytes_ = bytes;
+    if (bytes) CUDA_CHECK(cudaMalloc(&p_, bytes));
+  }
+  template <class T = void>
+  T* as() const { return static_cast<T*>(p_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};

@@ -202,4 +202,36 @@ class Args {
   std::vector<std::pair<std::string, std::string>> help_;
 };
 
+// The flags every lesson program shares, declared in one place so that their names, help
+// texts and rules are the same everywhere:
+//   --verify   the quick checks that `make test` runs (no timing)
+//   --small    with --verify: the smallest shapes only (for compute-sanitizer)
+//   --bench    the full benchmark (what `make bench` runs, with --json)
+//   --seed N   the random seed (printed, so a run can be reproduced)
+//   --json P   the results file ({gpu} is replaced by the GPU's slug)
+//   --save-npy D  (only where the program offers it) inputs and outputs as .npy files
+// Declare the lesson's own options, call Args::finish(), then Standard::validate().
+struct Standard {
+  bool verify = false, small = false, bench = false;
+  long long seed = 0;
+  std::string json, npy_dir;
+  const char* mode() const { return verify ? "verify" : bench ? "bench" : "run"; }
+  // The rules between the flags (call after Args::finish, before any GPU work).
+  void validate(const std::string& prog) const {
+    if (verify && bench) usage_error(prog, "--verify and --bench are exclusive");
+    if (small && !verify) usage_error(prog, "--small goes with --verify");
+  }
+};
+
+inline Standard standard_flags(Args& a, long long default_seed, const std::string& npy_help = "") {
+  Standard s;
+  s.verify = a.flag("verify", "quick checks on odd and small shapes; no timing (what `make test` runs)");
+  s.small = a.flag("small", "with --verify: only the smallest cases (for compute-sanitizer)");
+  s.bench = a.flag("bench", "the full benchmark (what `make bench` runs, with --json)");
+  s.seed = a.integer("seed", default_seed, 0, 1LL << 62, "random seed (inputs are fresh for every check)");
+  s.json = a.str("json", "", "write the results file here ({gpu} = the GPU's slug)");
+  if (!npy_help.empty()) s.npy_dir = a.str("save-npy", "", npy_help);
+  return s;
+}
+
 }  // namespace cli

@@ -128,6 +128,12 @@ inline void require_writable_json(const std::string& prog, const std::string& pa
   require_writable_dir(prog, "--json", std::filesystem::path(fixed).parent_path().string());
 }
 
+// The standard flags' output paths (--json, --save-npy), checked before any GPU work.
+inline void require_outputs(const std::string& prog, const cli::Standard& st) {
+  if (!st.npy_dir.empty()) require_writable_dir(prog, "--save-npy", st.npy_dir);
+  require_writable_json(prog, st.json);
+}
+
 class Results {
  public:
   Results(std::string lesson, std::string program) : lesson_(std::move(lesson)), program_(std::move(program)) {}

@@ -61,19 +61,15 @@ static int fp32_lanes_per_sm(int major, int minor) {
 
 int main(int argc, char** argv) {
   cli::Args args(argc, argv, "setup", "describe the GPU, run a first checked kernel, measure the ceilings");
-  const bool verify_mode = args.flag("verify", "quick verification: small sizes, checks only");
-  const bool bench_mode = args.flag("bench", "full-size measurements (what `make bench` runs)");
-  const bool small = args.flag("small", "with --verify: the smallest sizes (for compute-sanitizer)");
+  const cli::Standard st = cli::standard_flags(args, 20261122, "write the vector-add a, b, c as .npy into this folder");
+  const bool verify_mode = st.verify, small = st.small;
+  const long long seed = st.seed;
+  const std::string &json_path = st.json, &npy_dir = st.npy_dir;
   const long n = long(args.integer("n", 50000017, 1, 1L << 30, "vector-add length (odd on purpose)"));
   const long copy_mib = long(args.integer("copy-mib", 1024, 1, 1 << 20, "size of each copy buffer, MiB"));
-  const long long seed = args.integer("seed", 20261122, 0, (1LL << 62), "random seed for the inputs");
-  const std::string json_path = args.str("json", "", "write the results file here ({gpu} = GPU slug)");
-  const std::string npy_dir = args.str("save-npy", "", "write the vector-add a, b, c as .npy into this folder");
   args.finish();
-  if (verify_mode && bench_mode) cli::usage_error("setup", "--verify and --bench are exclusive");
-  if (small && !verify_mode) cli::usage_error("setup", "--small goes with --verify");
-  if (!npy_dir.empty()) results::require_writable_dir("setup", "--save-npy", npy_dir);
-  results::require_writable_json("setup", json_path);
+  st.validate("setup");
+  results::require_outputs("setup", st);
 
   const int dev = env::require_gpu("setup");
   // Refuse what cannot fit before printing or allocating anything.
@@ -84,7 +80,7 @@ int main(int argc, char** argv) {
   env::require_memory("setup", size_t(max_n) * 3 * sizeof(float), "the vector add (3 arrays of " + std::to_string(max_n) + " floats)");
   env::require_memory("setup", 2 * copy_bytes, "the copy test (2 buffers of " + std::to_string(copy_bytes >> 20) + " MiB)");
   results::Results res("day01_setup", "setup");
-  res.mode = verify_mode ? "verify" : bench_mode ? "bench" : "run";
+  res.mode = st.mode();
   res.env = env::collect(dev);
   res.config["n"] = n;
   res.config["copy_mib"] = copy_mib;

@@ -210,14 +210,9 @@ static std::vector<Kernel> make_kernels(int tuned_index) {
 static verify::Tol tol_fp32(const Shape& s) { return verify::kFp32.scaled(std::sqrt(double(s.K))); }
 static verify::Tol tol_bf16(const Shape& s) { return verify::Tol{1e-3 * std::sqrt(double(s.K)), verify::kBf16.rtol, "bf16"}; }
 
-static std::vector<float> download_f32(const float* d, size_t n) {
-  std::vector<float> h(n);
-  CUDA_CHECK(cudaMemcpy(h.data(), d, n * 4, cudaMemcpyDeviceToHost));
-  return h;
-}
+static std::vector<float> download_f32(const float* d, size_t n) { return to_host(d, n); }
 static std::vector<float> download_bf16(const bf16* d, size_t n) {
-  std::vector<bf16> h(n);
-  CUDA_CHECK(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
+  const std::vector<bf16> h = to_host(d, n);
   std::vector<float> f(n);
   for (size_t i = 0; i < n; ++i) f[i] = __bfloat162float(h[i]);
   return f;
@@ -247,22 +242,18 @@ static double published_bf16_peak(const std::string& gpu, std::string* which) {
 
 int main(int argc, char** argv) {
   cli::Args args(argc, argv, kProg, "the matmul ladder, from naive to wgmma, checked and timed against cuBLAS");
-  const bool verify_mode = args.flag("verify", "all correctness checks (odd shapes, M/N/K = 1), no timing");
-  const bool small = args.flag("small", "with --verify: small shapes only (for compute-sanitizer, which runs kernels far slower)");
-  const bool bench_mode = args.flag("bench", "full sweep: sizes 256..8192 and GPT-shaped GEMMs, autotune, results file");
+  const cli::Standard st = cli::standard_flags(args, 20261122, "write A, B and C (reference and kernel 08) of the 127x129x131 check as .npy");
+  const bool verify_mode = st.verify, small = st.small, bench_mode = st.bench;
+  const long long seed = st.seed;
+  const std::string &json_path = st.json, &npy_dir = st.npy_dir;
   std::vector<long long> sizes = args.int_list("sizes", {}, 1, 46340, "square sizes to time (default: 4096; --bench: 256..8192)");
   const std::vector<long long> shape_arg = args.int_list("shape", {}, 1, 1 << 30, "one extra M,N,K shape to check and time");
   const std::vector<long long> kernel_ids = args.int_list("kernels", {}, 1, 11, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
   const int group_m = int(args.integer("group-m", 16, 1, 1024, "step 10: rows of tiles per group in the tile order (1 = plain order)"));
-  const long long seed = args.integer("seed", 20261122, 0, 1LL << 62, "random seed (inputs are fresh for every shape)");
-  const std::string json_path = args.str("json", "", "write the results file here ({gpu} = GPU slug)");
-  const std::string npy_dir = args.str("save-npy", "", "write A, B and C (reference and kernel 08) of the 127x129x131 check as .npy");
   args.finish();
-  if (verify_mode && bench_mode) cli::usage_error(kProg, "--verify and --bench are exclusive");
-  if (small && !verify_mode) cli::usage_error(kProg, "--small goes with --verify");
+  st.validate(kProg);
   if (!shape_arg.empty() && shape_arg.size() != 3) cli::usage_error(kProg, "--shape expects three numbers M,N,K");
-  if (!npy_dir.empty()) results::require_writable_dir(kProg, "--save-npy", npy_dir);
-  results::require_writable_json(kProg, json_path);
+  results::require_outputs(kProg, st);
   if (sizes.empty()) sizes = bench_mode ? std::vector<long long>{256, 512, 1024, 2048, 4096, 8192} : std::vector<long long>{4096};
   std::vector<Shape> timed;
   if (!verify_mode) {
@@ -284,7 +275,7 @@ int main(int argc, char** argv) {
 
   const int dev = env::require_gpu(kProg);
   results::Results res("day10_matmul", kProg);
-  res.mode = verify_mode ? "verify" : bench_mode ? "bench" : "run";
+  res.mode = st.mode();
   res.env = env::collect(dev);
   res.config["seed"] = seed;
   res.config["group_m"] = group_m;

@@ -38,7 +38,7 @@
 #include "check.cuh"
 #include "cli.h"
 #include "conv_shape.h"
-#include "cudnn_conv.h"
+#include "cudnn_conv.cuh"
 #include "env.cuh"
 #include "npy.h"
 #include "results.h"
@@ -121,12 +121,6 @@ static std::vector<Variant> make_variants() {
   return v;
 }
 
-static std::vector<float> download(const float* d, size_t n) {
-  std::vector<float> h(n);
-  CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
-  return h;
-}
-
 // fp32 tolerance: a C*R*S-long dot product of O(1) numbers grows like sqrt(C*R*S).
 static verify::Tol tol_for(const ConvShape& s) { return verify::kFp32.scaled(std::sqrt(double(s.C) * s.R * s.S)); }
 
@@ -146,21 +140,17 @@ struct Reference {
 
 int main(int argc, char** argv) {
   cli::Args args(argc, argv, kProg, "2D convolution six ways, checked against a CPU reference and cuDNN");
-  const bool verify_mode = args.flag("verify", "checks on odd shapes, strides and dilations; no timing");
-  const bool small = args.flag("small", "with --verify: only the smallest shapes (for compute-sanitizer)");
-  const bool bench_mode = args.flag("bench", "time every variant on the default shapes and write the results file");
+  const cli::Standard st = cli::standard_flags(args, 20261122, "write x, w, the reference y and variant 6's y of the first shape as .npy");
+  const bool verify_mode = st.verify, small = st.small;
+  const long long seed = st.seed;
+  const std::string &json_path = st.json, &npy_dir = st.npy_dir;
   const std::vector<long long> conv_arg =
       args.int_list("conv", {}, 0, 1 << 20, "one more shape: N,C,H,W,K,R,S,pad,stride,dil");
   const std::vector<long long> variant_ids = args.int_list("variants", {}, 2, 7, "variants to run, e.g. 3,6,7 (default: all)");
   const bool flush_by_write = args.flag("flush-by-write", "flush L2 with a memset instead of a read (to see what dirty lines cost a short kernel)");
-  const long long seed = args.integer("seed", 20261122, 0, 1LL << 62, "random seed (inputs are fresh for every shape)");
-  const std::string json_path = args.str("json", "", "write the results file here ({gpu} = GPU slug)");
-  const std::string npy_dir = args.str("save-npy", "", "write x, w, the reference y and variant 6's y of the first shape as .npy");
   args.finish();
-  if (verify_mode && bench_mode) cli::usage_error(kProg, "--verify and --bench are exclusive");
-  if (small && !verify_mode) cli::usage_error(kProg, "--small goes with --verify");
-  if (!npy_dir.empty()) results::require_writable_dir(kProg, "--save-npy", npy_dir);
-  results::require_writable_json(kProg, json_path);
+  st.validate(kProg);
+  results::require_outputs(kProg, st);
 
   std::vector<ConvShape> shapes;
   if (verify_mode) {
@@ -196,13 +186,14 @@ int main(int argc, char** argv) {
   }
   env::require_memory(kProg, need, "shape " + biggest.str() + " (x, w and two outputs)");
   results::Results res("day20_conv_slow_fast", kProg);
-  res.mode = verify_mode ? "verify" : bench_mode ? "bench" : "run";
+  res.mode = st.mode();
   res.env = env::collect(dev);
   res.config["seed"] = seed;
   env::print(res.env);
 
-  cudnnHandle_t dnn;
-  CUDNN_CHECK(cudnnCreate(&dnn));
+  cudnnHandle_t handle;
+  CUDNN_CHECK(cudnnCreate(&handle));
+  dnn::Workspace dws;  // one cuDNN workspace, grown as needed, outside timed regions
   Bufs b;
   CUBLAS_CHECK(cublasCreate(&b.blas));
   CUBLAS_CHECK(cublasSetMathMode(b.blas, CUBLAS_DEFAULT_MATH));  // fp32 FMA: no TF32
@@ -261,29 +252,44 @@ int main(int argc, char** argv) {
     }
     const verify::Tol tol = tol_for(s);
 
-    // cuDNN: let Find measure every algorithm, keep the fastest, check it like any variant.
+    // cuDNN: fp32 NCHW, cross-correlation, FMA math (no TF32: the same arithmetic as ours).
+    // Find measures every algorithm once; its first that ran is checked like any variant.
+    dnn::ConvDesc dd(s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, CUDNN_FMA_MATH);
+    if (!dd.ok()) {
+      std::fprintf(stderr, "error: cuDNN refused %s: %s\n", s.str().c_str(), dd.error.c_str());
+      return cli::kFail;
+    }
+    const dnn::Operands ops{b.x, b.w, b.yref};
+    const size_t offer = dnn::workspace_budget(size_t(1) << 30);
     poison(b.yref, s.y_elems() * 4);
-    CudnnConv dn(dnn, s, b.x, b.w, b.yref);
+    const std::vector<dnn::AlgoPerf> found = dnn::find(handle, dd, dnn::Dir::Fwd, ops, dws.get(offer), offer);
+    const dnn::AlgoPerf* pick = nullptr;
+    for (const auto& a : found)
+      if (a.ok() && !pick) pick = &a;
+    if (!pick) {
+      std::fprintf(stderr, "error: cuDNN found no working forward algorithm for %s\n", s.str().c_str());
+      return cli::kFail;
+    }
     poison(b.yref, s.y_elems() * 4);
-    dn.run(b.x, b.w, b.yref, 0);
+    CUDNN_CHECK(dnn::run(handle, dd, dnn::Dir::Fwd, pick->algo, pick->math, ops, dws.get(pick->workspace), pick->workspace));
     CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<float> ycudnn = download(b.yref, s.y_elems());
-    res.add(ref.check("cudnn " + dn.algo_name() + " " + s.str(), ycudnn, tol));
-    std::printf("  cuDNN picked %s (workspace %.1f MiB); Find measured:", dn.algo_name().c_str(), dn.workspace() / 1048576.0);
+    const std::vector<float> ycudnn = to_host(b.yref, s.y_elems());
+    res.add(ref.check("cudnn " + pick->name + " " + s.str(), ycudnn, tol));
+    std::printf("  cuDNN picked %s (workspace %.1f MiB); Find measured:", pick->name.c_str(), pick->workspace / 1048576.0);
     json::Value algos = json::Value::array();
-    for (auto& a : dn.algos()) {
-      std::printf(" %s %s", a.name.c_str(), a.ok ? (std::to_string(a.ms * 1000).substr(0, 6) + "us").c_str() : "(n/a)");
+    for (auto& a : found) {
+      std::printf(" %s %s", a.name.c_str(), a.ok() ? (std::to_string(a.ms * 1000).substr(0, 6) + "us").c_str() : "(n/a)");
       json::Value j = json::Value::object();
       j["algo"] = a.name;
-      j["ms"] = a.ok ? json::Value(double(a.ms)) : json::Value();
+      j["ms"] = a.ok() ? json::Value(double(a.ms)) : json::Value();
       j["workspace_bytes"] = (long long)a.workspace;
-      j["status_ok"] = a.ok;
+      j["status_ok"] = a.ok();
       algos.push(j);
     }
     std::printf("\n");
     json::Value choice = json::Value::object();
     choice["shape"] = s.str();
-    choice["picked"] = dn.algo_name();
+    choice["picked"] = pick->name;
     choice["find"] = algos;
     cudnn_choices.push(choice);
 
@@ -304,7 +310,7 @@ int main(int argc, char** argv) {
       poison(b.y, s.y_elems() * 4);
       v.run(s, b, 0);
       CUDA_CHECK(cudaDeviceSynchronize());
-      const std::vector<float> out = download(b.y, s.y_elems());
+      const std::vector<float> out = to_host(b.y, s.y_elems());
       res.add(ref.check(v.name + " " + s.str(), out, tol));
       res.add(verify::compare(v.name + " " + s.str() + " vs cuDNN", out.data(), ycudnn.data(), out.size(), tol));
       ok_variants.push_back(&v);
@@ -324,47 +330,44 @@ int main(int argc, char** argv) {
     // Timing: cuDNN's pick first (the denominator), then every variant, re-checked afterwards.
     if (!verify_mode) {
       std::vector<long long> shp = {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.pad, s.stride, s.dil};
+      std::string best_name;  // cuDNN's fastest algorithm, named in every row's "% of cuDNN"
       auto row = [&](const std::string& name, const timing::Stats& t, double ref_ms, json::Value extra) {
         results::Bench r;
         r.name = name; r.dtype = "fp32"; r.shape = shp;
         r.ms = t.median_ms; r.min_ms = t.min_ms; r.max_ms = t.max_ms; r.reps = t.reps;
         if (memory_bound) { r.gbps = s.min_bytes() / (t.median_ms * 1e-3) / 1e9; r.peak = copy_peak; r.peak_name = "measured copy bandwidth"; }
         else { r.tflops = s.flops() / (t.median_ms * 1e-3) / 1e12; r.peak = fp32_peak; r.peak_name = "measured FP32 FMA ceiling"; }
-        if (std::isfinite(ref_ms)) { r.ref = "cudnn " + dn.algo_name(); r.ref_ms = ref_ms; }
+        if (std::isfinite(ref_ms)) { r.ref = "cudnn " + best_name; r.ref_ms = ref_ms; }
         r.extra = extra;
         res.add(r);
         std::printf("  %-44s %10.1f us %9.2f %-7s %11s %9.1f%%\n", name.c_str(), r.ms * 1e3, r.rate(), memory_bound ? "GB/s" : "TFLOP/s",
                     std::isfinite(ref_ms) ? (std::to_string(r.pct_of_ref()).substr(0, 5) + "%").c_str() : "–", r.pct_of_peak());
       };
       std::printf("  %-44s %13s %17s %11s %10s\n", "variant", "time", "rate", "% of cuDNN", "% of peak");
-      // cuDNN's best: every algorithm Find ran, re-timed with our harness; the fastest wins.
-      const std::string find_pick = dn.algo_name();
-      timing::Stats tc;
-      tc.median_ms = 1e30;
-      size_t best = 0;
+      // cuDNN's best: every algorithm Find ran, re-timed with our harness (Find times each once,
+      // which is noisy for a problem of a few microseconds); the fastest wins.
+      const std::vector<dnn::Timed> retimed_all = dnn::retime(handle, dd, dnn::Dir::Fwd, found, ops, dws, offer, topt);
+      const dnn::Timed& best = retimed_all.front();
+      const timing::Stats tc = best.t;
+      best_name = best.algo.name;
       json::Value retimed = json::Value::array();
-      for (size_t i = 0; i < dn.algos().size(); ++i) {
-        if (!dn.algos()[i].ok) continue;
-        dn.use(i);
-        timing::Stats t = timing::time_gpu([&] { dn.run(b.x, b.w, b.yref, 0); }, topt);
+      for (const auto& r : retimed_all) {
         json::Value a = json::Value::object();
-        a["algo"] = dn.algos()[i].name;
-        a["ms"] = t.median_ms;
+        a["algo"] = r.algo.name;
+        a["ms"] = r.t.median_ms;
         retimed.push(a);
-        if (t.median_ms < tc.median_ms) tc = t, best = i;
       }
-      dn.use(best);
-      std::printf("  cuDNN re-timed: fastest is %s (Find's first choice was %s)\n", dn.algo_name().c_str(), find_pick.c_str());
+      std::printf("  cuDNN re-timed: fastest is %s (Find's first choice was %s)\n", best.algo.name.c_str(), pick->name.c_str());
       poison(b.yref, s.y_elems() * 4);
-      dn.run(b.x, b.w, b.yref, 0);
+      CUDNN_CHECK(dnn::run(handle, dd, dnn::Dir::Fwd, best.algo.algo, best.algo.math, ops, dws.get(best.algo.workspace), best.algo.workspace));
       CUDA_CHECK(cudaDeviceSynchronize());
-      res.add(ref.check("cudnn " + dn.algo_name() + " (fastest re-timed) " + s.str(), download(b.yref, s.y_elems()), tol));
+      res.add(ref.check("cudnn " + best.algo.name + " (fastest re-timed) " + s.str(), to_host(b.yref, s.y_elems()), tol));
       json::Value ex = json::Value::object();
-      ex["algo"] = dn.algo_name();
-      ex["find_first_choice"] = find_pick;
-      ex["workspace_bytes"] = (long long)dn.workspace();
+      ex["algo"] = best.algo.name;
+      ex["find_first_choice"] = pick->name;
+      ex["workspace_bytes"] = (long long)best.algo.workspace;
       ex["retimed"] = retimed;
-      row("cudnn_best [" + dn.algo_name() + "]", tc, NAN, ex);
+      row("cudnn_best [" + best.algo.name + "]", tc, NAN, ex);
       if (memory_bound) {
         // The practical floor at this size: copying x into y moves the same bytes, with the
         // same launch and drain costs, and computes nothing.
@@ -386,7 +389,7 @@ int main(int argc, char** argv) {
         if (v->id == 7) e["workspace_bytes"] = (long long)wino::workspace_bytes(s);
         row(v->name, t, tc.median_ms, e);
         CUDA_CHECK(cudaDeviceSynchronize());
-        verify::Check c = verify::compare(v->name + " " + s.str() + " after timing vs cuDNN", download(b.y, s.y_elems()).data(),
+        verify::Check c = verify::compare(v->name + " " + s.str() + " after timing vs cuDNN", to_host(b.y, s.y_elems()).data(),
                                           ycudnn.data(), s.y_elems(), tol);
         if (!c.passed) verify::print(c);
         res.add_quiet(c);
@@ -406,7 +409,7 @@ int main(int argc, char** argv) {
   res.config["cudnn"] = cudnn_choices;
   res.config["refused"] = refused;
   CUBLAS_CHECK(cublasDestroy(b.blas));
-  CUDNN_CHECK(cudnnDestroy(dnn));
+  CUDNN_CHECK(cudnnDestroy(handle));
 
   return res.finish(kProg, json_path);
 }

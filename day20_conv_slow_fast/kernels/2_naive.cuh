@@ -5,7 +5,7 @@
 // the weights are the same for the whole warp (a broadcast). What is missing is reuse:
 // each input value is fetched again for every k and every (r, s) that touches it.
 #pragma once
-#include "../conv_shape.h"
+#include "conv_shape.h"
 #include "check.cuh"
 
 __global__ void conv_02_naive(ConvShape s, const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y) {

@@ -12,7 +12,7 @@
 // The image is memory-bound: 9 FMAs per 8 bytes moved, far below the GPU's ~14 FLOP/byte
 // balance, so the goal is to move each byte once, at full bandwidth.
 #pragma once
-#include "../conv_shape.h"
+#include "conv_shape.h"
 #include "check.cuh"
 
 constexpr int kMaxConstFilter = 15 * 15;

@@ -9,7 +9,7 @@
 // block: a broadcast) feeds TW*TH. Compare with variant 2, where every FMA needed its own
 // global load.
 #pragma once
-#include "../conv_shape.h"
+#include "conv_shape.h"
 #include "check.cuh"
 
 namespace direct {

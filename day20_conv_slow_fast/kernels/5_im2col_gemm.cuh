@@ -9,7 +9,7 @@
 #pragma once
 #include <cublas_v2.h>
 
-#include "../conv_shape.h"
+#include "conv_shape.h"
 #include "check.cuh"
 
 inline size_t im2col_bytes(const ConvShape& s) { return sizeof(float) * size_t(s.N) * s.C * s.R * s.S * s.P() * s.Q(); }

@@ -15,7 +15,7 @@
 #pragma once
 #include <vector>
 
-#include "../conv_shape.h"
+#include "conv_shape.h"
 #include "check.cuh"
 
 namespace igemm {

@@ -21,7 +21,7 @@
 #pragma once
 #include <cublas_v2.h>
 
-#include "../conv_shape.h"
+#include "conv_shape.h"
 #include "check.cuh"
 
 namespace wino {

@@ -1,4 +1,4 @@
-// day20_conv_slow_fast/test_conv_ref.cpp: host unit tests for the conv shape logic and the
+// common/tests/test_conv_ref.cpp: host unit tests for the conv shape logic and the CPU references
 // CPU reference (no GPU).
 #include <algorithm>
 #include <cmath>
@@ -83,6 +83,52 @@ TEST(sampled_matches_full) {
   bool ok = idx.size() == 50 && idx[0] == 0 && idx[1] == t.y_elems() - 1;
   for (size_t i = 0; i < idx.size(); ++i) ok = ok && val[i] == full[idx[i]];
   EXPECT(ok);
+}
+
+// The backward references are the adjoints of the forward: for any dy,
+//   <dy, conv(x, w)> = <bwd_data(dy, w), x> = <bwd_filter(x, dy), w>.
+// Checked on shapes with padding, stride and dilation, where an off-by-one in the index
+// algebra breaks the identity by O(1).
+TEST(backward_is_the_adjoint) {
+  const ConvShape shapes[] = {{2, 3, 11, 9, 4, 3, 3, 1, 1, 1}, {1, 2, 13, 10, 3, 5, 3, 2, 2, 1},
+                              {2, 2, 12, 12, 2, 3, 3, 2, 1, 2}, {1, 4, 7, 8, 5, 1, 1, 0, 2, 1}};
+  verify::Rng rng(7);
+  for (const ConvShape& s : shapes) {
+    std::vector<float> x(s.x_elems()), w(s.w_elems()), dy(s.y_elems());
+    verify::fill_uniform(x, rng);
+    verify::fill_uniform(w, rng);
+    verify::fill_uniform(dy, rng);
+    std::vector<double> y(s.y_elems());
+    ref::conv_full(s, x.data(), w.data(), y.data());
+    double lhs = 0, rd = 0, rf = 0;
+    for (size_t i = 0; i < y.size(); ++i) lhs += double(dy[i]) * y[i];
+    const std::vector<double> dx = ref::bwd_data_sampled(s, dy.data(), w.data(), ref::sample_indices(s.x_elems(), s.x_elems(), 0));
+    const std::vector<double> dw = ref::bwd_filter_sampled(s, x.data(), dy.data(), ref::sample_indices(s.w_elems(), s.w_elems(), 0));
+    for (size_t i = 0; i < dx.size(); ++i) rd += dx[i] * x[i];
+    for (size_t i = 0; i < dw.size(); ++i) rf += dw[i] * w[i];
+    EXPECT(std::fabs(lhs - rd) <= 1e-9 * (1 + std::fabs(lhs)));
+    EXPECT(std::fabs(lhs - rf) <= 1e-9 * (1 + std::fabs(lhs)));
+  }
+}
+
+// A known backward value: 1x1x3x3 input, 2x2 filter of ones, no padding, dy all ones.
+// dx counts how many windows cover each input; dw sums the 2x2 windows' inputs.
+TEST(backward_known_values) {
+  ConvShape s{1, 1, 3, 3, 1, 2, 2, 0, 1, 1};
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9}, w = {1, 1, 1, 1}, dy = {1, 1, 1, 1};
+  const std::vector<double> dx = ref::bwd_data_sampled(s, dy.data(), w.data(), ref::sample_indices(9, 9, 0));
+  const double want_dx[9] = {1, 2, 1, 2, 4, 2, 1, 2, 1};
+  for (int i = 0; i < 9; ++i) EXPECT(dx[i] == want_dx[i]);
+  const std::vector<double> dw = ref::bwd_filter_sampled(s, x.data(), dy.data(), ref::sample_indices(4, 4, 0));
+  EXPECT(dw[0] == 1 + 2 + 4 + 5 && dw[1] == 2 + 3 + 5 + 6 && dw[2] == 4 + 5 + 7 + 8 && dw[3] == 5 + 6 + 8 + 9);
+}
+
+TEST(layout_round_trip) {
+  std::vector<int> a(2 * 3 * 4 * 5);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = int(i);
+  const std::vector<int> b = ref::nchw_to_nhwc(a, 2, 3, 4, 5);
+  EXPECT(b[1] == a[20]);  // NHWC: channel is the fastest index; (n0,h0,w0,c1) = NCHW offset 1*4*5
+  EXPECT(ref::nhwc_to_nchw(b, 2, 3, 4, 5) == a);
 }
 
 int main() { return minitest::run_all(); }
