@@ -46,6 +46,7 @@
 #include "conv_shape.h"
 #include "cudnn_conv.cuh"
 #include "env.cuh"
+#include "host_tensor.cuh"
 #include "results.h"
 #include "timing.cuh"
 #include "verify.h"
@@ -92,52 +93,15 @@ static verify::Tol tol_for(const Config& c, double len) {
   return base.scaled(std::sqrt(len));
 }
 
-// ---- Host data in the three element types and two layouts ---------------------------------------
+// ---- Host data in the three element types and two layouts (common/host_tensor.cuh) -----------
 
-struct Dims {
-  int n, c, h, w;
-  size_t count() const { return size_t(n) * c * h * w; }
-};
-
-// Round to the storage type and back, so the CPU reference sees exactly what the GPU sees.
-static void round_to(std::vector<float>& v, cudnnDataType_t dt) {
-  if (dt == CUDNN_DATA_HALF)
-    for (auto& x : v) x = __half2float(__float2half(x));
-  else if (dt == CUDNN_DATA_BFLOAT16)
-    for (auto& x : v) x = __bfloat162float(__float2bfloat16(x));
-}
-
-// An NCHW fp32 host tensor, stored on the device as `dt` in layout `fmt`.
+using ht::Dims;
+using ht::round_to;
 static DeviceBuffer upload(const std::vector<float>& nchw, Dims d, const Config& c) {
-  const std::vector<float> v = c.fmt == CUDNN_TENSOR_NHWC ? ref::nchw_to_nhwc(nchw, d.n, d.c, d.h, d.w) : nchw;
-  DeviceBuffer buf(v.size() * dnn::dtype_bytes(c.dt));
-  if (c.dt == CUDNN_DATA_FLOAT) {
-    to_device(buf.as<float>(), v);
-  } else if (c.dt == CUDNN_DATA_HALF) {
-    std::vector<__half> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = __float2half(v[i]);
-    to_device(buf.as<__half>(), h);
-  } else {
-    std::vector<__nv_bfloat16> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = __float2bfloat16(v[i]);
-    to_device(buf.as<__nv_bfloat16>(), h);
-  }
-  return buf;
+  return ht::upload(nchw, d, c.dt, c.fmt == CUDNN_TENSOR_NHWC);
 }
-
-// The device tensor back as NCHW floats.
 static std::vector<float> download(const DeviceBuffer& buf, Dims d, const Config& c) {
-  std::vector<float> v(d.count());
-  if (c.dt == CUDNN_DATA_FLOAT) {
-    v = to_host(buf.as<float>(), d.count());
-  } else if (c.dt == CUDNN_DATA_HALF) {
-    const std::vector<__half> h = to_host(buf.as<__half>(), d.count());
-    for (size_t i = 0; i < h.size(); ++i) v[i] = __half2float(h[i]);
-  } else {
-    const std::vector<__nv_bfloat16> h = to_host(buf.as<__nv_bfloat16>(), d.count());
-    for (size_t i = 0; i < h.size(); ++i) v[i] = __bfloat162float(h[i]);
-  }
-  return c.fmt == CUDNN_TENSOR_NHWC ? ref::nhwc_to_nchw(v, d.n, d.c, d.h, d.w) : v;
+  return ht::download(buf, d, c.dt, c.fmt == CUDNN_TENSOR_NHWC);
 }
 
 // ---- The program's shared state --------------------------------------------------------------------
