@@ -252,11 +252,13 @@ class Graph {
     cudnnStatus_t st = graph_.finalize();
     if (st != CUDNN_STATUS_SUCCESS) return "the operation graph was refused: " + status_text(st);
     std::string last_refusal;
+    int offered = 0, refused_by_rule = 0;
     for (cudnnBackendHeurMode_t mode : opt.modes) {
       std::vector<Desc> cfgs = heuristics(mode, &last_refusal);
       int tried_here = 0;
       for (size_t i = 0; i < cfgs.size(); ++i) {
         Engine e = describe(cfgs[i], mode, int(i));
+        ++offered;
         const bool want_plan = !plan_ready_ || (opt.explore && tried_here < opt.explore_max);
         if (!want_plan) {
           engines_.push_back(e);
@@ -264,6 +266,7 @@ class Graph {
         }
         if (opt.accept && !opt.accept(e)) {
           e.status = "refused by this program (see its accept rule)";
+          ++refused_by_rule;
           engines_.push_back(e);
           continue;
         }
@@ -292,6 +295,8 @@ class Graph {
       }
     }
     if (plan_ready_) return "";
+    if (offered > 0 && refused_by_rule == offered)
+      return "all " + std::to_string(offered) + " configurations offered were refused by this program's rule";
     return engines_.empty() ? "no engine configuration offered (" + last_refusal + ")"
                             : "no offered configuration finalized (last: " + last_refusal + ")";
   }
