@@ -705,6 +705,8 @@ static void refusals(Ctx& cx) {
     }
     note("workspace each algorithm asks for, " + s.str(), reqs);
     DeviceBuffer x(s.x_elems() * 4), w(s.w_elems() * 4), y(s.y_elems() * 4);
+    CUDA_CHECK(cudaMemset(x.as(), 0, x.bytes()));  // Find runs every algorithm on these: give it defined inputs
+    CUDA_CHECK(cudaMemset(w.as(), 0, w.bytes()));
     const size_t offer = size_t(1) << 20;
     const auto found = dnn::find(cx.dnn, d, Dir::Fwd, {x.as(), w.as(), y.as()}, cx.ws.get(offer), offer);
     std::string ok, skipped;
@@ -794,16 +796,18 @@ int main(int argc, char** argv) {
     // Odd sizes, stride, dilation, a 5x5 and a 1x1: not tile multiples anywhere.
     fwd_shapes = {{2, 3, 17, 19, 4, 3, 3, 1, 2, 1}, {1, 5, 23, 21, 7, 5, 5, 2, 1, 1}, {3, 8, 13, 11, 6, 3, 3, 1, 1, 2}, {2, 16, 9, 9, 24, 1, 1, 0, 1, 1}};
     bwd_shapes = {{2, 3, 17, 19, 4, 3, 3, 1, 2, 1}, {1, 8, 15, 13, 12, 3, 3, 1, 1, 1}};
-    if (st.small) fwd_shapes.resize(2), bwd_shapes.resize(1);
+    if (st.small) fwd_shapes.resize(1), bwd_shapes.resize(1);  // (compute-sanitizer runs every algorithm 10-100x slower)
   } else {
     fwd_shapes = {{32, 64, 56, 56, 64, 3, 3, 1, 1, 1}};
     bwd_shapes = {{32, 64, 56, 56, 64, 3, 3, 1, 1, 1}};
   }
   if (has_extra) fwd_shapes.push_back(extra), bwd_shapes.push_back(extra);
+  const std::vector<Config> fwd_cfgs = st.small ? std::vector<Config>{kFp32Fma, kFp16Nhwc} : all_cfgs;
+  const std::vector<Config> bwd_cfgs = st.small ? std::vector<Config>{kFp32Fma} : std::vector<Config>{kFp32Fma, kFp16Nhwc};
   for (const ConvShape& s : fwd_shapes)
-    for (const Config& c : all_cfgs) survey(cx, s, c, Dir::Fwd);
+    for (const Config& c : fwd_cfgs) survey(cx, s, c, Dir::Fwd);
   for (const ConvShape& s : bwd_shapes)
-    for (const Config& c : {kFp32Fma, kFp16Nhwc})
+    for (const Config& c : bwd_cfgs)
       for (Dir d : {Dir::BwdData, Dir::BwdFilter}) survey(cx, s, c, d);
 
   // 3. The contest.
@@ -813,7 +817,7 @@ int main(int argc, char** argv) {
     if (st.verify) {
       // Odd heights, widths that are multiples of 8 but not of the block's columns, a batch.
       cases = {{"(a) odd", {2, 1, 37, 72, 1, 3, 3, 1, 1, 1}}, {"(a) odd", {1, 1, 5, 200, 1, 3, 3, 1, 1, 1}}, {"(b) odd", {2, 16, 13, 11, 20, 3, 3, 1, 1, 1}}};
-      if (st.small) cases.resize(2);
+      if (st.small) cases = {cases[0], cases[2]};
     } else {
       cases = {{"(a)", {1, 1, 1024, 2048, 1, 3, 3, 1, 1, 1}},
                {"(b1)", {1, 64, 56, 56, 64, 3, 3, 1, 1, 1}},

@@ -279,7 +279,10 @@ static void batchnorm(Ctx& cx, T4 d, cudnnBatchNormMode_t mode) {
   DeviceBuffer x = upload(hx), dy = upload(hdy), sc = upload(scale), bi = upload(bias), y(n * 4), dx(n * 4), rm(d.c * 4),
                rv(d.c * 4), sm(d.c * 4), sv(d.c * 4), ds(d.c * 4), db(d.c * 4), rm0 = upload(rmean0), rv0 = upload(rvar0);
   const float one = 1.f, zero = 0.f;
-  // Ask once: a mode cuDNN does not support for this shape is reported and skipped.
+  // Ask once: a mode cuDNN does not support for this shape is reported and skipped. (The call
+  // reads the running averages to update them: give it initialized ones.)
+  CUDA_CHECK(cudaMemcpy(rm.as(), rm0.as(), rm.bytes(), cudaMemcpyDeviceToDevice));
+  CUDA_CHECK(cudaMemcpy(rv.as(), rv0.as(), rv.bytes(), cudaMemcpyDeviceToDevice));
   const cudnnStatus_t probe = cudnnBatchNormalizationForwardTraining(cx.h, mode, &one, &zero, tx.d, x.as(), tx.d, y.as(), bd, sc.as(), bi.as(),
                                                                      factor, rm.as(), rv.as(), eps, sm.as(), sv.as());
   if (probe != CUDNN_STATUS_SUCCESS) {

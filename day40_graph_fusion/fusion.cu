@@ -624,6 +624,7 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt, i
   run_fused();
   const std::vector<float> yf = out();
   add_check(cx, check_at(tag + " fused vs CPU", yf, idx, want, tol));
+  poison(C.as(), C.bytes());  // the unfused path's intermediate is an output too
   poison(Y.as(), Y.bytes());
   run_unfused();
   const std::vector<float> yu = out();
