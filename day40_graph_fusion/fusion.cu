@@ -175,7 +175,8 @@ static Row timed_row(Ctx& cx, const std::string& name, const std::vector<long lo
 }
 
 static void summary(Ctx& cx, const std::string& pattern, const char* dtype, const std::string& shape, double fused_ms, double unfused_ms,
-                    double other_ms, const std::string& other_name, const cg::Graph& g, const std::string& goal, bool met) {
+                    double other_ms, const std::string& other_name, const cg::Graph& g, const std::string& goal, bool met,
+                    bool tf32 = false) {
   json::Value j = json::Value::object();
   j["pattern"] = pattern;
   j["dtype"] = dtype;
@@ -189,6 +190,7 @@ static void summary(Ctx& cx, const std::string& pattern, const char* dtype, cons
   j["plan_build_ms"] = g.chosen().build_ms;
   j["goal"] = goal;
   j["goal_met"] = met;
+  j["tf32"] = tf32;  // fp32 data run on TF32 engines (both fused and unfused), because no true-fp32 engine was offered
   cx.patterns.push(j);
   cx.table.push_back({pattern, dtype, shape, fused_ms, unfused_ms, g.chosen().build_ms, (long long)g.chosen().global_index,
                       g.chosen().runtime_compiled});
@@ -345,8 +347,8 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
   // that leaves none (then accept them, and run the unfused path in TF32 too, so both do the same math).
   bool tf32 = false;
   auto fp32_only = [dt](const cg::Engine& e) { return dt != CUDNN_DATA_FLOAT || !(e.tensor_core || e.down_convert); };
-  auto make_cbr = [&] {
-    auto g = std::make_unique<cg::Graph>(cx.dnn, "conv+bias+relu " + std::string(dt_name(dt)) + " " + layout + " " + shape);
+  auto make_cbr = [&](const std::string& suffix) {
+    auto g = std::make_unique<cg::Graph>(cx.dnn, "conv+bias+relu " + std::string(dt_name(dt)) + " " + layout + " " + shape + suffix);
     g->tensor("x", dims(xd), strides(xd), dt), g->tensor("w", dims(wd), strides(wd), dt);
     g->tensor("bias", {1, s.K, 1, 1}, strides({1, s.K, 1, 1}), dt), g->tensor("y", dims(yd), strides(yd), dt);
     g->virt("conv", dims(yd), strides(yd)), g->virt("biased", dims(yd), strides(yd));
@@ -357,10 +359,10 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
   };
   const std::string key = "cbr " + std::string(dt_name(dt)) + " " + layout + " " + shape;
   std::string why;
-  cg::Graph* fused = plan(cx, key, make_cbr, &why, fp32_only);
+  cg::Graph* fused = plan(cx, key, [&] { return make_cbr(""); }, &why, fp32_only);
   if (!fused && dt == CUDNN_DATA_FLOAT) {
     std::printf("  no true-fp32 engine for the fused graph (%s); trying TF32 engines\n", why.c_str());
-    fused = plan(cx, key + " tf32", make_cbr, &why);
+    fused = plan(cx, key + " tf32", [&] { return make_cbr(" (TF32 engines allowed)"); }, &why);
     tf32 = fused != nullptr;
   }
   if (!fused) {
@@ -494,7 +496,7 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
     std::printf("  fused %.2fx faster than unfused (goal >= 1.3x: %s); the bias + ReLU passes cost %.1f us of the unfused %.1f us\n",
                 unf / fz, unf / fz >= 1.3 ? "met" : "missed", (unf - conv_only) * 1e3, unf * 1e3);
     summary(cx, "conv+bias+relu", dt_name(dt), layout + " " + shape, fz, unf, conv_only, "conv_alone", *fused, ">= 1.3x unfused",
-            unf / fz >= 1.3);
+            unf / fz >= 1.3, tf32);
     if (pre) {
       const double pu = timed_row(cx, "relu-then-conv " + tag.substr(15) + " unfused (relu + legacy conv)", shp, dt_name(dt), 0, s.flops(),
                                   peak, peak_name, NAN, "", run_pre_unfused).t.median_ms;
@@ -545,8 +547,8 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt, i
   std::printf("\n== 3. matmul + bias + GELU (tanh), %s, %s\n", dt_name(dt), shape.c_str());
   bool tf32 = false;
   auto fp32_only = [dt](const cg::Engine& e) { return dt != CUDNN_DATA_FLOAT || !(e.tensor_core || e.down_convert); };
-  auto make = [&] {
-    auto g = std::make_unique<cg::Graph>(cx.dnn, "matmul+bias+gelu " + std::string(dt_name(dt)) + " " + shape);
+  auto make = [&](const std::string& suffix) {
+    auto g = std::make_unique<cg::Graph>(cx.dnn, "matmul+bias+gelu " + std::string(dt_name(dt)) + " " + shape + suffix);
     g->tensor("A", {1, M, K}, {int64_t(M) * K, K, 1}, dt), g->tensor("B", {1, K, N}, {int64_t(K) * N, N, 1}, dt);
     g->tensor("bias", {1, 1, N}, {N, N, 1}, dt), g->tensor("Y", {1, M, N}, {int64_t(M) * N, N, 1}, dt);
     g->virt("C", {1, M, N}, {int64_t(M) * N, N, 1}), g->virt("Cb", {1, M, N}, {int64_t(M) * N, N, 1});
@@ -557,10 +559,10 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt, i
   };
   const std::string key = "mbg " + std::string(dt_name(dt)) + " " + shape;
   std::string why;
-  cg::Graph* fused = plan(cx, key, make, &why, fp32_only);
+  cg::Graph* fused = plan(cx, key, [&] { return make(""); }, &why, fp32_only);
   if (!fused && dt == CUDNN_DATA_FLOAT) {
     std::printf("  no true-fp32 engine for the fused graph (%s); trying TF32 engines\n", why.c_str());
-    fused = plan(cx, key + " tf32", make, &why);
+    fused = plan(cx, key + " tf32", [&] { return make(" (TF32 engines allowed)"); }, &why);
     tf32 = fused != nullptr;
   }
   if (!fused) {
@@ -661,7 +663,8 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt, i
     }
     std::printf("  fused %.2fx faster than unfused (goal >= 1.3x: %s); the separate bias/GELU pass costs %.1f us\n", unf / fz,
                 unf / fz >= 1.3 ? "met" : "missed", (unf - g_only) * 1e3);
-    summary(cx, "matmul+bias+gelu", dt_name(dt), shape, fz, unf, lt_ms, "cublaslt_epilogue", *fused, ">= 1.3x unfused", unf / fz >= 1.3);
+    summary(cx, "matmul+bias+gelu", dt_name(dt), shape, fz, unf, lt_ms, "cublaslt_epilogue", *fused, ">= 1.3x unfused", unf / fz >= 1.3,
+            tf32);
   }
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));

@@ -348,7 +348,8 @@ def day40_block(data):
                 other = f"{label} {p[k] * 1e3:.1f} µs"
         kind = "runtime-compiled" if p.get("engine_runtime_compiled") else "pre-compiled"
         goal = f"{p['goal']}: {'met' if p['goal_met'] else 'missed'}" if not p["goal"].startswith("(") else p["goal"]
-        out.append(f"| {p['pattern']} | {p['dtype']} | {p['shape']} | {p['fused_ms'] * 1e3:.1f} | {p['unfused_ms'] * 1e3:.1f} | "
+        dtype = p["dtype"] + (" (TF32)" if p.get("tf32") else "")
+        out.append(f"| {p['pattern']} | {dtype} | {p['shape']} | {p['fused_ms'] * 1e3:.1f} | {p['unfused_ms'] * 1e3:.1f} | "
                    f"{p['speedup']:.2f}× | {other} | {p['engine_global_index']} ({kind}) | {p['plan_build_ms']:.1f} ms | {goal} |")
     out += ["", "Rates for every row (including the unfused parts):", ""] + bench_table(data.get("bench", []))
     return out + [""]
