@@ -13,11 +13,15 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "check.cuh"
+#include "json.h"
 #include "timing.cuh"
+#include "verify.h"
 
 namespace ceilings {
 
@@ -231,6 +235,60 @@ inline Gemm tensor_gemm(cudaDataType_t type, int n = 8192) {
   CUDA_CHECK(cudaFree(b));
   CUDA_CHECK(cudaFree(c));
   return r;
+}
+
+// ---- All of them, for a lesson whose "% of peak" needs several ------------------------
+// Measured in the program's own run; `checks()` turns each ceiling's self-check into a
+// result check, `to_json()` is what goes into the results file's config.ceilings.
+struct All {
+  Copy copy;
+  Fma fma;
+  std::map<std::string, Gemm> gemm;  // "fp16", "bf16", "tf32"
+  double tensor(const std::string& key) const {
+    auto it = gemm.find(key);
+    return it == gemm.end() ? NAN : it->second.tflops;
+  }
+  std::vector<verify::Check> checks() const {
+    std::vector<verify::Check> v;
+    auto one = [&](const std::string& name, bool ok) {
+      verify::Check c;
+      c.name = name;
+      c.passed = ok, c.n = 1, c.n_bad = ok ? 0 : 1;
+      v.push_back(c);
+    };
+    one("ceiling: copy reproduced its source exactly", copy.exact);
+    one("ceiling: FP32 FMA chains match the CPU bit for bit", fma.exact);
+    for (const auto& [k, g] : gemm) one("ceiling: " + g.what + " exact on small integers", g.exact);
+    return v;
+  }
+  json::Value to_json() const {
+    json::Value j = json::Value::object();
+    j["copy_gbps"] = copy.best();
+    j["fp32_fma_tflops"] = fma.tflops;
+    for (const auto& [k, g] : gemm) j[k + "_gemm_tflops"] = g.tflops;
+    return j;
+  }
+  // Into a results::Results (a template, so this header needs no results.h): checks, config, a line.
+  template <class Results>
+  void record(Results& res) const {
+    for (const auto& c : checks()) res.add_quiet(c);
+    res.config["ceilings"] = to_json();
+    print();
+  }
+  void print() const {
+    std::printf("ceilings measured in this run: copy %.0f GB/s, FP32 FMA %.1f TFLOP/s, cuBLAS GEMM fp16 %.0f / bf16 %.0f / tf32 %.0f TFLOP/s\n",
+                copy.best(), fma.tflops, tensor("fp16"), tensor("bf16"), tensor("tf32"));
+  }
+};
+
+inline All measure_all() {
+  All a;
+  a.copy = copy_bandwidth(size_t(1) << 30);
+  a.fma = fp32_fma();
+  a.gemm["fp16"] = tensor_gemm(CUDA_R_16F);
+  a.gemm["bf16"] = tensor_gemm(CUDA_R_16BF);
+  a.gemm["tf32"] = tensor_gemm(CUDA_R_32F);
+  return a;
 }
 
 }  // namespace ceilings

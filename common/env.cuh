@@ -153,4 +153,16 @@ inline void print(const json::Value& e) {
               e.find("cublas")->str().c_str(), e.find("cudnn_loaded")->str().c_str());
 }
 
+
+// The opening of every lesson program, after its arguments are parsed: the GPU (or a SKIP line
+// and exit 77), then the results record: mode, environment (printed), seed. Returns the device.
+inline int begin(results::Results& res, const cli::Standard& st) {
+  const int dev = require_gpu(res.program());
+  res.mode = st.mode();
+  res.env = collect(dev);
+  res.config["seed"] = st.seed;
+  print(res.env);
+  return dev;
+}
+
 }  // namespace env

@@ -137,6 +137,7 @@ inline void require_outputs(const std::string& prog, const cli::Standard& st) {
 class Results {
  public:
   Results(std::string lesson, std::string program) : lesson_(std::move(lesson)), program_(std::move(program)) {}
+  const std::string& program() const { return program_; }
 
   json::Value env = json::Value::object();     // common/env.cuh: collect_env()
   json::Value config = json::Value::object();  // the arguments this run used

@@ -734,16 +734,12 @@ int main(int argc, char** argv) {
     if (!bad.empty()) cli::usage_error(kProg, "--conv " + extra.str() + ": " + bad);
   }
 
-  const int dev = env::require_gpu(kProg);
+  results::Results res("day30_conv_vs_cudnn", kProg);
+  env::begin(res, st);
   if (has_extra)
     env::require_memory(kProg, 4 * (extra.x_elems() + extra.w_elems() + extra.y_elems()) * 2,
                         "--conv " + extra.str() + " (operands and result, fp32, twice)");
-  results::Results res("day30_conv_vs_cudnn", kProg);
-  res.mode = st.mode();
-  res.env = env::collect(dev);
-  res.config["seed"] = st.seed;
   res.config["workspace_limit_mib"] = ws_mib;
-  env::print(res.env);
   verify::Rng rng{uint64_t(st.seed)};
 
   Ctx cx;
@@ -762,25 +758,11 @@ int main(int argc, char** argv) {
   std::printf("workspace offered to cuDNN: up to %.0f MiB\n", cx.ws_limit / 1048576.0);
 
   if (cx.timed) {
-    const ceilings::Fma f = ceilings::fp32_fma();
-    const ceilings::Copy c = ceilings::copy_bandwidth(size_t(1) << 30);
-    cx.fp32_peak = f.tflops;
-    cx.copy_peak = c.best();
-    json::Value ce = json::Value::object();
-    ce["fp32_fma_tflops"] = f.tflops;
-    ce["copy_gbps"] = c.best();
-    for (auto [key, type] : {std::pair<const char*, cudaDataType_t>{"fp16", CUDA_R_16F}, {"bf16", CUDA_R_16BF}, {"tf32", CUDA_R_32F}}) {
-      const ceilings::Gemm g = ceilings::tensor_gemm(type);
-      verify::Check c2;
-      c2.name = "ceiling " + g.what + " exact on small integers";
-      c2.passed = g.exact, c2.n = 32, c2.n_bad = g.exact ? 0 : 1;
-      res.add_quiet(c2);
-      cx.tensor_peak[key] = g.tflops;
-      ce[std::string(key) + "_gemm_tflops"] = g.tflops;
-    }
-    res.config["ceilings"] = ce;
-    std::printf("ceilings measured in this run: FP32 FMA %.1f TFLOP/s, copy %.0f GB/s, cuBLAS GEMM fp16 %.0f / bf16 %.0f / tf32 %.0f TFLOP/s\n",
-                cx.fp32_peak, cx.copy_peak, cx.tensor_peak["fp16"], cx.tensor_peak["bf16"], cx.tensor_peak["tf32"]);
+    const ceilings::All ce = ceilings::measure_all();
+    cx.copy_peak = ce.copy.best();
+    cx.fp32_peak = ce.fma.tflops;
+    for (const auto& [k, g] : ce.gemm) cx.tensor_peak[k] = g.tflops;
+    ce.record(res);
   }
 
   // 1. Descriptors.

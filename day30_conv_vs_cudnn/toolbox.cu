@@ -367,13 +367,9 @@ int main(int argc, char** argv) {
     act = {3, 5, 7, 9}, pool = {2, 3, 11, 13}, sm_inst = {5, 37, 3, 1}, sm_chan = {2, 7, 5, 3}, bn = {3, 5, 7, 9};
     if (!st.small) act = {3, 5, 37, 41}, bn = {4, 7, 33, 35}, sm_inst = {17, 1001, 1, 1};
   }
-  const int dev = env::require_gpu(kProg);
-  env::require_memory(kProg, 4 * pool.count() * 4, "the pooling tensors");
   results::Results res("day30_conv_vs_cudnn", kProg);
-  res.mode = st.mode();
-  res.env = env::collect(dev);
-  res.config["seed"] = st.seed;
-  env::print(res.env);
+  env::begin(res, st);
+  env::require_memory(kProg, 4 * pool.count() * 4, "the pooling tensors");
   verify::Rng rng{uint64_t(st.seed)};
   Ctx cx;
   cx.res = &res;

@@ -692,13 +692,9 @@ int main(int argc, char** argv) {
   }
   results::require_outputs(kProg, st);
 
-  const int dev = env::require_gpu(kProg);
-  env::require_memory(kProg, 6 * pwd.count() * 4, "the pointwise tensors (fp32: a, b, c, y and two temporaries)");
   results::Results res("day40_graph_fusion", kProg);
-  res.mode = st.mode();
-  res.env = env::collect(dev);
-  res.config["seed"] = st.seed;
-  env::print(res.env);
+  const int dev = env::begin(res, st);
+  env::require_memory(kProg, 6 * pwd.count() * 4, "the pointwise tensors (fp32: a, b, c, y and two temporaries)");
   verify::Rng rng{uint64_t(st.seed)};
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -717,23 +713,11 @@ int main(int argc, char** argv) {
   cx.topt.reps = 50;
   cx.topt.budget_ms = 400;
   if (cx.timed) {
-    cx.copy_peak = ceilings::copy_bandwidth(size_t(1) << 30).best();
-    cx.fp32_peak = ceilings::fp32_fma().tflops;
-    json::Value ce = json::Value::object();
-    ce["copy_gbps"] = cx.copy_peak;
-    ce["fp32_fma_tflops"] = cx.fp32_peak;
-    for (auto [key, type] : {std::pair<const char*, cudaDataType_t>{"fp16", CUDA_R_16F}, {"bf16", CUDA_R_16BF}, {"tf32", CUDA_R_32F}}) {
-      const ceilings::Gemm g = ceilings::tensor_gemm(type);
-      verify::Check c;
-      c.name = "ceiling " + g.what + " exact on small integers";
-      c.passed = g.exact, c.n = 32, c.n_bad = g.exact ? 0 : 1;
-      res.add_quiet(c);
-      cx.tensor_peak[key] = g.tflops;
-      ce[std::string(key) + "_gemm_tflops"] = g.tflops;
-    }
-    res.config["ceilings"] = ce;
-    std::printf("ceilings measured in this run: copy %.0f GB/s, FP32 FMA %.1f TFLOP/s, cuBLAS GEMM fp16 %.0f / bf16 %.0f / tf32 %.0f TFLOP/s\n",
-                cx.copy_peak, cx.fp32_peak, cx.tensor_peak["fp16"], cx.tensor_peak["bf16"], cx.tensor_peak["tf32"]);
+    const ceilings::All ce = ceilings::measure_all();
+    cx.copy_peak = ce.copy.best();
+    cx.fp32_peak = ce.fma.tflops;
+    for (const auto& [k, g] : ce.gemm) cx.tensor_peak[k] = g.tflops;
+    ce.record(res);
   }
   auto want = [&](const char* p) { return only.empty() || only == p; };
   if (want("pointwise"))
