@@ -139,6 +139,10 @@ static cg::Graph* plan(Ctx& cx, const std::string& key, const std::function<std:
   if (cx.first_key.empty()) cx.first_key = key;
   const int before = cx.plans.builds();
   cx.plans.opt.explore = cx.explore;
+  // Exploring, ask all three heuristics: A (quick), B (a costlier model, meant to rank better) and
+  // FALLBACK (engines that almost always work); otherwise A, then FALLBACK if A offers nothing that builds.
+  if (cx.explore) cx.plans.opt.modes = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK};
+  else cx.plans.opt.modes = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
   cx.plans.opt.accept = accept;
   cg::Graph& g = cx.plans.get(key, make, why);
   if (cx.plans.builds() != before) record_engines(cx, g);
