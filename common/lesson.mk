@@ -68,11 +68,13 @@ verify: all
 	@for p in $(PROGRAMS); do ./$(BUILD)/$$p --verify; rc=$$?; \
 	  if [ $$rc -ne 0 ] && [ $$rc -ne 77 ]; then exit $$rc; fi; done
 
-# `make bench`: the full benchmark; each program writes results/<gpu>/<lesson>[-<program>].json
-# ({gpu} is filled in by the program from the GPU's name).
+# `make bench`: the full benchmark. The lesson's first program writes results/<gpu>/<lesson>.json,
+# any other program results/<gpu>/<lesson>-<program>.json ({gpu} is filled in by the program
+# from the GPU's name).
 bench: all
 	@for p in $(PROGRAMS); do \
-	  json="$(ROOT)/results/{gpu}/$(LESSON)$(if $(word 2,$(PROGRAMS)),-$$p).json"; \
+	  if [ "$$p" = "$(firstword $(PROGRAMS))" ]; then json="$(ROOT)/results/{gpu}/$(LESSON).json"; \
+	  else json="$(ROOT)/results/{gpu}/$(LESSON)-$$p.json"; fi; \
 	  ./$(BUILD)/$$p --bench $(BENCH_ARGS_$$p) --json "$$json"; rc=$$?; \
 	  if [ $$rc -eq 77 ]; then echo "   (skipped)"; elif [ $$rc -ne 0 ]; then exit $$rc; fi; \
 	done

@@ -22,7 +22,7 @@
 //   make                       # in this folder
 //   make run                   # the survey, the contest and the refusals on the default shapes
 //   ./build/conv_cudnn --verify            # every algorithm and kernel checked on odd shapes; no timing
-//   ./build/conv_cudnn --bench --json ../results/{gpu}/day30_conv_vs_cudnn-conv_cudnn.json
+//   ./build/conv_cudnn --bench --json ../results/{gpu}/day30_conv_vs_cudnn.json
 //   ./build/conv_cudnn --conv 8,32,28,28,64,3,3,1,1,1   # survey one more shape: N,C,H,W,K,R,S,pad,stride,dil
 //   ./build/conv_cudnn --workspace-mib 0               # what cuDNN can do with no workspace at all
 // Exit codes: 0 pass, 1 a check failed, 2 usage/input error, 77 skipped (no GPU).

@@ -395,7 +395,7 @@ def day40_plot(plt, data, png):
 VIEWS = {
     "day01_setup": dict(headline=day01_headline),
     "day40_graph_fusion": dict(block=day40_block, plot=day40_plot, headline=day40_headline),
-    "day30_conv_vs_cudnn-conv_cudnn": dict(block=day30_conv_block, plot=day30_conv_plot, headline=day30_conv_headline),
+    "day30_conv_vs_cudnn": dict(block=day30_conv_block, plot=day30_conv_plot, headline=day30_conv_headline),
     "day30_conv_vs_cudnn-toolbox": dict(headline=day30_toolbox_headline),
     "day10_matmul": dict(table=day10_table, plot=day10_plot, headline=day10_headline),
     "day20_conv_slow_fast": dict(table=day20_table, plot=day20_plot, headline=day20_headline),
