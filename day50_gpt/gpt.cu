@@ -210,14 +210,156 @@ static int verify_tiny(results::Results& res, uint64_t seed) {
   return 0;
 }
 
+// Mean loss over the batch now in the model (forward + loss only).
+static double batch_loss(Model& m) {
+  m.forward();
+  m.loss_and_dlogits();
+  const std::vector<float> l = to_host(m.loss.as<float>(), size_t(m.N));
+  double s = 0;
+  for (float x : l) s += x;
+  return s / double(l.size());
+}
+
+struct TrainOptions {
+  std::string data, save, resume, log;
+  int batch = 64, steps = 2000, warmup = 100, val_every = 250, val_batches = 8, log_every = 50;
+  double lr = 1e-3, lr_min_frac = 0.1, clip = 1.0, weight_decay = 0.1;
+};
+
+static int train_run(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, const train::Corpus& data, uint64_t seed) {
+  std::printf("data: %s, %zu training bytes, %zu validation bytes\n", o.data.c_str(), data.train.size(), data.val.size());
+  const int B = o.batch, T = cfg.context;
+  Model m(cfg, B, T);
+  verify::Rng rng(seed);
+  int64_t step = 0;
+  uint64_t pos = 0;
+  if (!o.resume.empty()) {
+    ckpt::Checkpoint k;
+    try {
+      k = ckpt::load(o.resume, &cfg);
+    } catch (const std::exception& e) {
+      cli::usage_error(kProg, e.what());
+    }
+    to_device(m.params.as<float>(), k.params), to_device(m.m.as<float>(), k.m), to_device(m.v.as<float>(), k.v);
+    step = k.step, pos = k.data_pos, rng = verify::Rng(k.rng_state);
+    std::printf("resumed from %s at step %lld\n", o.resume.c_str(), (long long)step);
+  } else {
+    to_device(m.params.as<float>(), gpt::init_params(cfg, rng));
+  }
+  std::printf("model: %d layers, %d heads, width %d, context %d: %zu parameters; batch %d\n", cfg.layers, cfg.heads, cfg.width,
+              cfg.context, m.lay.total, B);
+  FILE* log = o.log.empty() ? nullptr : std::fopen(o.log.c_str(), step ? "a" : "w");
+  if (!o.log.empty() && !log) cli::usage_error(kProg, "--log: cannot write " + o.log);
+  train::AdamW opt;
+  opt.lr = o.lr, opt.weight_decay = o.weight_decay;
+  DeviceBuffer sq(4);
+  std::vector<int> tok, tgt;
+  const auto t0 = std::chrono::steady_clock::now();
+  double last_loss = NAN, val_loss = NAN;
+  const int64_t first = step;
+  for (; step < o.steps; ++step) {
+    pos = train::batch(data.train, pos, B, T, tok, tgt);
+    to_device(m.tok.as<int>(), tok), to_device(m.tgt.as<int>(), tgt);
+    m.forward();
+    m.loss_and_dlogits();
+    m.backward();
+    // Gradient norm and clipping (folded into the AdamW kernel as a scale).
+    CUDA_CHECK(cudaMemsetAsync(sq.as(), 0, 4));
+    k::sum_squares<<<grid_for(m.lay.total), 256>>>(m.grads.as<float>(), m.lay.total, sq.as<float>());
+    LAUNCH_CHECK();
+    const float norm = std::sqrt(to_host(sq.as<float>(), 1)[0]);
+    const float gscale = norm > o.clip ? float(o.clip / norm) : 1.f;
+    const double lr = train::lr_at(step, o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
+    const int64_t t = step + 1;
+    k::adamw<<<grid_for(m.lay.total), 256>>>(m.params.as<float>(), m.grads.as<float>(), m.m.as<float>(), m.v.as<float>(),
+                                             m.decay.as<unsigned char>(), m.lay.total, float(lr), float(opt.beta1), float(opt.beta2),
+                                             float(opt.eps), float(opt.weight_decay), float(1 - std::pow(opt.beta1, double(t))),
+                                             float(1 - std::pow(opt.beta2, double(t))), gscale);
+    LAUNCH_CHECK();
+    const std::vector<float> l = to_host(m.loss.as<float>(), size_t(m.N));
+    double s = 0;
+    for (float x : l) s += x;
+    last_loss = s / double(l.size());
+    if (!std::isfinite(last_loss)) {
+      std::fprintf(stderr, "error: the loss became %g at step %lld\n", last_loss, (long long)step);
+      return cli::kFail;
+    }
+    if (log) std::fprintf(log, "%lld %.6f\n", (long long)step, last_loss);
+    if ((step + 1) % o.val_every == 0 || step + 1 == o.steps) {
+      uint64_t vpos = 0;
+      double vs = 0;
+      for (int i = 0; i < o.val_batches; ++i) {
+        vpos = train::batch(data.val, vpos, B, T, tok, tgt);
+        to_device(m.tok.as<int>(), tok), to_device(m.tgt.as<int>(), tgt);
+        vs += batch_loss(m);
+      }
+      val_loss = vs / o.val_batches;
+      if (log) std::fprintf(log, "%lld val %.6f\n", (long long)step, val_loss);
+    }
+    if ((step + 1) % o.log_every == 0 || step + 1 == o.steps) {
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double tps = double(step + 1 - first) * B * T / el;
+      std::printf("step %6lld/%d  loss %.4f  val %.4f  lr %.2e  |g| %.2f  %.0f tok/s  %.0f s elapsed, ETA %.0f s\n", (long long)step + 1,
+                  o.steps, last_loss, val_loss, lr, norm, tps, el, el / double(step + 1 - first) * double(o.steps - step - 1));
+      std::fflush(stdout);
+    }
+  }
+  if (log) std::fclose(log);
+  if (!o.save.empty()) {
+    ckpt::Checkpoint k;
+    k.config = cfg, k.step = step, k.data_pos = pos, k.rng_state = rng.next();
+    k.params = to_host(m.params.as<float>(), m.lay.total), k.m = to_host(m.m.as<float>(), m.lay.total), k.v = to_host(m.v.as<float>(), m.lay.total);
+    try {
+      ckpt::save(o.save, k);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return cli::kFail;
+    }
+    std::printf("saved %s (step %lld)\n", o.save.c_str(), (long long)step);
+  }
+  res.config["final_train_loss"] = last_loss;
+  res.config["final_val_loss"] = val_loss;
+  return 0;
+}
+
 int main(int argc, char** argv) {
   cli::Args args(argc, argv, kProg, "a small GPT trained on any text (work in progress: fp32 path)");
   const cli::Standard st = cli::standard_flags(args, 20261150);
+  gpt::Config cfg;
+  cfg.layers = int(args.integer("layers", 6, 1, 96, "transformer blocks"));
+  cfg.heads = int(args.integer("heads", 6, 1, 128, "attention heads (must divide the width)"));
+  cfg.width = int(args.integer("width", 384, 8, 8192, "model width C"));
+  cfg.context = int(args.integer("context", 256, 2, 8192, "context length T"));
+  TrainOptions o;
+  o.batch = int(args.integer("batch", 64, 1, 4096, "sequences per step"));
+  o.steps = int(args.integer("steps", 2000, 1, 100000000, "training steps"));
+  o.warmup = int(args.integer("warmup", 100, 1, 100000000, "warm-up steps"));
+  o.lr = args.real("lr", 1e-3, 1e-7, 1.0, "peak learning rate");
+  o.data = args.str("data", "data/corpus.txt", "the text to train on");
+  o.save = args.str("save", "", "write a checkpoint here at the end");
+  o.resume = args.str("resume", "", "continue from this checkpoint");
+  o.log = args.str("log", "", "write the loss log here (step loss / step val loss)");
   args.finish();
   st.validate(kProg);
+  const std::string bad = cfg.invalid();
+  if (!bad.empty()) cli::usage_error(kProg, bad);
   results::require_outputs(kProg, st);
+  // The data file is checked before the GPU is touched, like every other input.
+  train::Corpus data;
+  if (!st.verify) {
+    try {
+      data = train::split_bytes(train::read_file(o.data), cfg.context);
+    } catch (const std::exception& e) {
+      cli::usage_error(kProg, e.what());
+    }
+  }
   results::Results res("day50_gpt", kProg);
   env::begin(res, st);
-  verify_tiny(res, uint64_t(st.seed));
+  if (st.verify) {
+    verify_tiny(res, uint64_t(st.seed));
+  } else {
+    const int rc = train_run(res, cfg, o, data, uint64_t(st.seed));
+    if (rc) return rc;
+  }
   return res.finish(kProg, st.json);
 }
