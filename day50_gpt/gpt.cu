@@ -12,6 +12,7 @@
 // Exit codes: 0 pass, 1 a check failed, 2 usage/input error, 77 skipped (no GPU).
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -210,6 +211,98 @@ static int verify_tiny(results::Results& res, uint64_t seed) {
   return 0;
 }
 
+
+// ---- Generation with a KV cache --------------------------------------------------------------------
+// Each new token runs one position through the model: its key and value are appended to the
+// layer's cache, and its query attends to the cache. A token costs O(t) attention work and one
+// row of every matmul, instead of re-running the whole context.
+struct Generator {
+  gpt::Config c;
+  gpt::Layout lay;
+  cublasHandle_t blas;
+  DeviceBuffer params, x, ln, qkv, att, tmp, fc, gl, logits, mean, rstd;
+  std::vector<DeviceBuffer> kc, vc;
+  explicit Generator(const ckpt::Checkpoint& k) : c(k.config), lay(k.config) {
+    CUBLAS_CHECK(cublasCreate(&blas));
+    const size_t C = size_t(c.width);
+    params.alloc(lay.total * 4);
+    to_device(params.as<float>(), k.params);
+    x.alloc(C * 4), ln.alloc(C * 4), qkv.alloc(3 * C * 4), att.alloc(C * 4), tmp.alloc(C * 4), fc.alloc(4 * C * 4), gl.alloc(4 * C * 4);
+    logits.alloc(size_t(c.vocab) * 4), mean.alloc(4), rstd.alloc(4);
+    for (int l = 0; l < c.layers; ++l) kc.emplace_back(size_t(c.context) * C * 4), vc.emplace_back(size_t(c.context) * C * 4);
+  }
+  ~Generator() { cublasDestroy(blas); }
+  float* P(size_t off) const { return params.as<float>() + off; }
+  void linear(const float* in, size_t w, size_t b, float* out, int I, int O) {
+    matmul_fwd(blas, in, P(w), out, 1, I, O);
+    if (b != size_t(-1)) {
+      k::add_bias<<<grid_for(size_t(O)), 256>>>(out, P(b), 1, O);
+      LAUNCH_CHECK();
+    }
+  }
+  // Logits for `token` at position `pos` (the cache holds positions 0..pos-1).
+  std::vector<float> step(int token, int pos) {
+    const int C = c.width;
+    k::embed_one<<<grid_for(size_t(C)), 256>>>(token, pos, P(lay.wte), P(lay.wpe), x.as<float>(), C);
+    LAUNCH_CHECK();
+    for (int l = 0; l < c.layers; ++l) {
+      const auto& W = lay.layer[size_t(l)];
+      k::layernorm_fwd<<<1, 32>>>(x.as<float>(), P(W.ln1_w), P(W.ln1_b), ln.as<float>(), mean.as<float>(), rstd.as<float>(), 1, C);
+      LAUNCH_CHECK();
+      linear(ln.as<float>(), W.qkv_w, W.qkv_b, qkv.as<float>(), C, 3 * C);
+      k::attention_decode<<<(c.heads + 7) / 8, 256>>>(qkv.as<float>(), kc[size_t(l)].as<float>(), vc[size_t(l)].as<float>(), att.as<float>(), pos,
+                                                      C, c.heads);
+      LAUNCH_CHECK();
+      linear(att.as<float>(), W.proj_w, W.proj_b, tmp.as<float>(), C, C);
+      k::add_inplace<<<grid_for(size_t(C)), 256>>>(x.as<float>(), tmp.as<float>(), size_t(C));
+      k::layernorm_fwd<<<1, 32>>>(x.as<float>(), P(W.ln2_w), P(W.ln2_b), ln.as<float>(), mean.as<float>(), rstd.as<float>(), 1, C);
+      linear(ln.as<float>(), W.fc_w, W.fc_b, fc.as<float>(), C, 4 * C);
+      k::gelu_fwd<<<grid_for(size_t(4 * C)), 256>>>(fc.as<float>(), gl.as<float>(), size_t(4 * C));
+      linear(gl.as<float>(), W.fc2_w, W.fc2_b, tmp.as<float>(), 4 * C, C);
+      k::add_inplace<<<grid_for(size_t(C)), 256>>>(x.as<float>(), tmp.as<float>(), size_t(C));
+      LAUNCH_CHECK();
+    }
+    k::layernorm_fwd<<<1, 32>>>(x.as<float>(), P(lay.lnf_w), P(lay.lnf_b), ln.as<float>(), mean.as<float>(), rstd.as<float>(), 1, C);
+    LAUNCH_CHECK();
+    linear(ln.as<float>(), lay.wte, size_t(-1), logits.as<float>(), C, c.vocab);
+    return to_host(logits.as<float>(), size_t(c.vocab));
+  }
+};
+
+// Temperature and top-k: keep the k largest logits, softmax(logit / temperature), draw one.
+static int sample_token(const std::vector<float>& logits, double temperature, int top_k, verify::Rng& rng) {
+  std::vector<int> idx(logits.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = int(i);
+  const int k = std::min<int>(top_k, int(idx.size()));
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) { return logits[size_t(a)] > logits[size_t(b)]; });
+  auto w = std::vector<double>(size_t(k));
+  double sum = 0;
+  for (int i = 0; i < k; ++i) sum += (w[size_t(i)] = std::exp((logits[size_t(idx[size_t(i)])] - logits[size_t(idx[0])]) / temperature));
+  double r = double(rng.next() >> 11) / 9007199254740992.0 * sum;
+  for (int i = 0; i < k; ++i)
+    if ((r -= w[size_t(i)]) <= 0) return idx[size_t(i)];
+  return idx[size_t(k - 1)];
+}
+
+static int sample_run(const ckpt::Checkpoint& k, const std::string& prompt, int n, double temperature, int top_k, uint64_t seed) {
+  Generator g(k);
+  verify::Rng rng(seed);
+  std::string out = prompt;
+  std::vector<float> logits;
+  for (size_t i = 0; i < prompt.size(); ++i) logits = g.step(int(static_cast<unsigned char>(prompt[i])), int(i));
+  const auto t0 = std::chrono::steady_clock::now();
+  int made = 0;
+  for (int pos = int(prompt.size()); made < n && pos < k.config.context; ++made, ++pos) {
+    const int tok = sample_token(logits, temperature, top_k, rng);
+    out.push_back(char(tok));
+    if (pos + 1 < k.config.context) logits = g.step(tok, pos);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%s\n\n(%d tokens in %.3f s: %.0f tokens/s%s)\n", out.c_str(), made, s, made / s,
+              made < n ? "; stopped at the context length" : "");
+  return 0;
+}
+
 // Mean loss over the batch now in the model (forward + loss only).
 static double batch_loss(Model& m) {
   m.forward();
@@ -339,6 +432,11 @@ int main(int argc, char** argv) {
   o.save = args.str("save", "", "write a checkpoint here at the end");
   o.resume = args.str("resume", "", "continue from this checkpoint");
   o.log = args.str("log", "", "write the loss log here (step loss / step val loss)");
+  const std::string sample = args.str("sample", "", "generate from this checkpoint instead of training");
+  const std::string prompt = args.str("prompt", "The ", "with --sample: the text to continue");
+  const int ntok = int(args.integer("tokens", 200, 1, 1 << 20, "with --sample: bytes to generate"));
+  const double temperature = args.real("temperature", 0.8, 0.01, 10.0, "with --sample: softmax temperature");
+  const int top_k = int(args.integer("top-k", 40, 1, 256, "with --sample: sample among the k likeliest bytes"));
   args.finish();
   st.validate(kProg);
   const std::string bad = cfg.invalid();
@@ -346,6 +444,20 @@ int main(int argc, char** argv) {
   results::require_outputs(kProg, st);
   // The data file is checked before the GPU is touched, like every other input.
   train::Corpus data;
+  if (!sample.empty()) {
+    // The checkpoint and the prompt are checked before the GPU is touched.
+    ckpt::Checkpoint k;
+    try {
+      k = ckpt::load(sample);
+    } catch (const std::exception& e) {
+      cli::usage_error(kProg, e.what());
+    }
+    if (prompt.empty()) cli::usage_error(kProg, "--prompt must not be empty");
+    if (int(prompt.size()) >= k.config.context) cli::usage_error(kProg, "--prompt is longer than the model's context");
+    results::Results res("day50_gpt", kProg);
+    env::begin(res, st);
+    return sample_run(k, prompt, ntok, temperature, top_k, uint64_t(st.seed));
+  }
   if (!st.verify) {
     try {
       data = train::split_bytes(train::read_file(o.data), cfg.context);

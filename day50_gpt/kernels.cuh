@@ -28,6 +28,10 @@ __global__ void embed_fwd(const int* tok, const float* wte, const float* wpe, fl
     x[i] = wte[size_t(tok[n]) * C + c] + wpe[size_t(n % T) * C + c];
   }
 }
+// One position for generation: x[c] = wte[tok][c] + wpe[pos][c]
+__global__ void embed_one(int tok, int pos, const float* wte, const float* wpe, float* x, int C) {
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) x[c] = wte[size_t(tok) * C + c] + wpe[size_t(pos) * C + c];
+}
 // dwte[tok[n]] += dx[n], dwpe[n % T] += dx[n] (atomics: several positions share a token)
 __global__ void embed_bwd(const int* tok, const float* dx, float* dwte, float* dwpe, int N, int T, int C) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < size_t(N) * C; i += size_t(gridDim.x) * blockDim.x) {
@@ -208,6 +212,43 @@ __global__ void sum_squares(const float* g, size_t n, float* out) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) s += g[i] * g[i];
   s = warp_sum(s);
   if (threadIdx.x % kWarp == 0) atomicAdd(out, s);
+}
+
+// Generation with a KV cache: one new position `t` attends to cached keys/values 0..t. One warp per
+// head. qkv: this position's [q | k | v] (3C); kcache/vcache: [T][C], row t is written here first.
+__global__ void attention_decode(const float* qkv, float* kcache, float* vcache, float* out, int t, int C, int H) {
+  const int hs = C / H, h = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (h >= H) return;
+  for (int i = lane; i < hs; i += kWarp) {
+    kcache[size_t(t) * C + h * hs + i] = qkv[C + h * hs + i];
+    vcache[size_t(t) * C + h * hs + i] = qkv[2 * C + h * hs + i];
+  }
+  __syncwarp();
+  const float scale = rsqrtf(float(hs));
+  const float* q = qkv + h * hs;
+  // Two passes over the cache (max, then sum and output) keep it to registers: no score buffer.
+  float mx = -INFINITY;
+  for (int s = lane; s <= t; s += kWarp) {
+    float d = 0;
+    for (int i = 0; i < hs; ++i) d += q[i] * kcache[size_t(s) * C + h * hs + i];
+    mx = fmaxf(mx, d * scale);
+  }
+  mx = warp_max(mx);
+  float sum = 0;
+  for (int s = lane; s <= t; s += kWarp) {
+    float d = 0;
+    for (int i = 0; i < hs; ++i) d += q[i] * kcache[size_t(s) * C + h * hs + i];
+    sum += __expf(d * scale - mx);
+  }
+  sum = warp_sum(sum);
+  for (int i = lane; i < hs; i += kWarp) out[h * hs + i] = 0.f;
+  __syncwarp();
+  for (int s = 0; s <= t; ++s) {
+    float d = 0;
+    for (int i = lane; i < hs; i += kWarp) d += q[i] * kcache[size_t(s) * C + h * hs + i];
+    const float w = __expf(warp_sum(d) * scale - mx) / sum;
+    for (int i = lane; i < hs; i += kWarp) out[h * hs + i] += w * vcache[size_t(s) * C + h * hs + i];
+  }
 }
 
 }  // namespace k
