@@ -269,19 +269,8 @@ struct Generator {
   }
 };
 
-// Temperature and top-k: keep the k largest logits, softmax(logit / temperature), draw one.
 static int sample_token(const std::vector<float>& logits, double temperature, int top_k, verify::Rng& rng) {
-  std::vector<int> idx(logits.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = int(i);
-  const int k = std::min<int>(top_k, int(idx.size()));
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) { return logits[size_t(a)] > logits[size_t(b)]; });
-  auto w = std::vector<double>(size_t(k));
-  double sum = 0;
-  for (int i = 0; i < k; ++i) sum += (w[size_t(i)] = std::exp((logits[size_t(idx[size_t(i)])] - logits[size_t(idx[0])]) / temperature));
-  double r = double(rng.next() >> 11) / 9007199254740992.0 * sum;
-  for (int i = 0; i < k; ++i)
-    if ((r -= w[size_t(i)]) <= 0) return idx[size_t(i)];
-  return idx[size_t(k - 1)];
+  return gpt::sample_top_k(logits, temperature, top_k, double(rng.next() >> 11) / 9007199254740992.0);
 }
 
 static int sample_run(const ckpt::Checkpoint& k, const std::string& prompt, int n, double temperature, int top_k, uint64_t seed) {

@@ -11,6 +11,7 @@
 // and PyTorch's nn.Linear do): y = x W^T + b.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -335,6 +336,75 @@ inline std::vector<double> backward(const Config& c, const std::vector<float>& p
       }
     }
   return g;
+}
+
+// ---- Generation with a KV cache (the reference for the GPU's --sample path) --------------------
+// One position at a time: the new token's key and value are appended to each layer's cache and
+// its query attends to positions 0..pos. The logits must equal the full forward's at that position
+// (test_gpt_ref.cpp checks it): the cache is an optimization, not an approximation.
+struct KVCache {
+  std::vector<std::vector<double>> k, v;  // per layer: [context][C]
+  explicit KVCache(const Config& c)
+      : k(size_t(c.layers), std::vector<double>(size_t(c.context) * c.width)), v(size_t(c.layers), std::vector<double>(size_t(c.context) * c.width)) {}
+};
+
+inline std::vector<double> decode_step(const Config& c, const std::vector<float>& p, KVCache& cache, int token, int pos) {
+  using namespace detail;
+  if (pos >= c.context) throw std::invalid_argument("position beyond the context");
+  const Layout lay(c);
+  const size_t C = size_t(c.width), H = size_t(c.heads), hs = C / H, V = size_t(c.vocab);
+  std::vector<double> x(C), ln(C), qkv(3 * C), att(C), y(C), fc(4 * C);
+  double mean, rstd;
+  for (size_t i = 0; i < C; ++i) x[i] = double(p[lay.wte + size_t(token) * C + i]) + double(p[lay.wpe + size_t(pos) * C + i]);
+  for (int l = 0; l < c.layers; ++l) {
+    const auto& L = lay.layer[size_t(l)];
+    layernorm(x.data(), &p[L.ln1_w], &p[L.ln1_b], ln.data(), &mean, &rstd, 1, C);
+    linear(ln.data(), &p[L.qkv_w], &p[L.qkv_b], qkv.data(), 1, C, 3 * C);
+    for (size_t i = 0; i < C; ++i) cache.k[size_t(l)][size_t(pos) * C + i] = qkv[C + i], cache.v[size_t(l)][size_t(pos) * C + i] = qkv[2 * C + i];
+    for (size_t h = 0; h < H; ++h) {
+      std::vector<double> w(size_t(pos) + 1);
+      double mx = -1e300, sum = 0;
+      for (int s = 0; s <= pos; ++s) {
+        double d = 0;
+        for (size_t i = 0; i < hs; ++i) d += qkv[h * hs + i] * cache.k[size_t(l)][size_t(s) * C + h * hs + i];
+        w[size_t(s)] = d / std::sqrt(double(hs));
+        mx = std::max(mx, w[size_t(s)]);
+      }
+      for (auto& e : w) sum += (e = std::exp(e - mx));
+      for (size_t i = 0; i < hs; ++i) {
+        double a = 0;
+        for (int s = 0; s <= pos; ++s) a += w[size_t(s)] / sum * cache.v[size_t(l)][size_t(s) * C + h * hs + i];
+        att[h * hs + i] = a;
+      }
+    }
+    linear(att.data(), &p[L.proj_w], &p[L.proj_b], y.data(), 1, C, C);
+    for (size_t i = 0; i < C; ++i) x[i] += y[i];
+    layernorm(x.data(), &p[L.ln2_w], &p[L.ln2_b], ln.data(), &mean, &rstd, 1, C);
+    linear(ln.data(), &p[L.fc_w], &p[L.fc_b], fc.data(), 1, C, 4 * C);
+    for (auto& e : fc) e = gelu(e);
+    linear(fc.data(), &p[L.fc2_w], &p[L.fc2_b], y.data(), 1, 4 * C, C);
+    for (size_t i = 0; i < C; ++i) x[i] += y[i];
+  }
+  layernorm(x.data(), &p[lay.lnf_w], &p[lay.lnf_b], ln.data(), &mean, &rstd, 1, C);
+  std::vector<double> logits(V);
+  linear(ln.data(), &p[lay.wte], nullptr, logits.data(), 1, C, V);
+  return logits;
+}
+
+// Temperature and top-k sampling: keep the k largest logits, softmax(logit / temperature), and
+// draw with `u` uniform in [0, 1). Shared by the GPU program's --sample and the host tests.
+inline int sample_top_k(const std::vector<float>& logits, double temperature, int top_k, double u) {
+  std::vector<int> idx(logits.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = int(i);
+  const int k = std::max(1, std::min<int>(top_k, int(idx.size())));
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) { return logits[size_t(a)] > logits[size_t(b)]; });
+  auto w = std::vector<double>(size_t(k));
+  double sum = 0;
+  for (int i = 0; i < k; ++i) sum += (w[size_t(i)] = std::exp((logits[size_t(idx[size_t(i)])] - logits[size_t(idx[0])]) / temperature));
+  double r = u * sum;
+  for (int i = 0; i < k; ++i)
+    if ((r -= w[size_t(i)]) < 0) return idx[size_t(i)];
+  return idx[size_t(k - 1)];
 }
 
 }  // namespace gpt

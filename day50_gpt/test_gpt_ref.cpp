@@ -102,4 +102,31 @@ TEST(initial_loss_is_uniform_guess) {
   EXPECT(std::fabs(loss - std::log(256.0)) < 0.05);
 }
 
+TEST(kv_cache_decoding_equals_the_full_forward) {
+  const gpt::Config c = tiny();
+  verify::Rng rng(14);
+  const std::vector<float> p = random_params(c, rng);
+  const std::vector<int> tok = {3, 1, 4, 1, 5, 9};
+  gpt::Activations a;
+  gpt::forward(c, p, tok, {}, 1, 6, a);
+  gpt::KVCache cache(c);
+  double worst = 0;
+  for (int t = 0; t < 6; ++t) {
+    const std::vector<double> l = gpt::decode_step(c, p, cache, tok[size_t(t)], t);
+    for (int v = 0; v < c.vocab; ++v) worst = std::fmax(worst, std::fabs(l[size_t(v)] - a.logits[size_t(t) * c.vocab + v]));
+  }
+  EXPECT(worst < 1e-12);
+}
+
+TEST(top_k_sampling) {
+  const std::vector<float> logits = {0.f, 3.f, 1.f, 2.9f, -5.f};
+  EXPECT(gpt::sample_top_k(logits, 1.0, 1, 0.99) == 1);  // k = 1 is argmax, whatever the draw
+  verify::Rng rng(15);
+  int counts[5] = {0, 0, 0, 0, 0};
+  for (int i = 0; i < 20000; ++i) ++counts[gpt::sample_top_k(logits, 1.0, 2, double(rng.next() >> 11) / 9007199254740992.0)];
+  EXPECT(counts[0] == 0 && counts[2] == 0 && counts[4] == 0);  // outside the top 2: never
+  const double p1 = std::exp(3.0) / (std::exp(3.0) + std::exp(2.9));  // 0.525
+  EXPECT(std::fabs(counts[1] / 20000.0 - p1) < 0.02);
+}
+
 int main() { return minitest::run_all(); }
