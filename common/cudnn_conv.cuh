@@ -277,8 +277,9 @@ class Workspace {
       if (p_) CUDA_CHECK(cudaFree(p_));
       p_ = nullptr;
       CUDA_CHECK(cudaMalloc(&p_, bytes));
-      // Zeroed once, outside any timing: some library kernels read parts of their scratch space
-      // before writing them, which compute-sanitizer's initcheck reports against our program.
+      // Zeroed once, outside any timing, so that the scratch space is defined memory. (Added while
+      // chasing initcheck reports in day30; those turned out to come from undefined *inputs*, and
+      // whether cuDNN ever reads scratch it has not written was not established.)
       CUDA_CHECK(cudaMemset(p_, 0, bytes));
       bytes_ = bytes;
     }

@@ -33,6 +33,18 @@ struct Options {
   cudaStream_t stream = 0;
 };
 
+// The lessons' usual setting: L2 flushed before every repeat (inputs come from device memory),
+// at most `reps` repeats and roughly `budget_ms` of timed work, at least 5.
+inline Options flushed(int reps, double budget_ms, int warmup = 2) {
+  Options o;
+  o.flush_l2 = true;
+  o.warmup = warmup;
+  o.min_reps = 5;
+  o.reps = reps;
+  o.budget_ms = budget_ms;
+  return o;
+}
+
 struct Stats {
   double median_ms = 0, min_ms = 0, max_ms = 0;
   int reps = 0;

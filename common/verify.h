@@ -95,6 +95,17 @@ Check compare(const std::string& name, const T* out, const R* ref, size_t n, Tol
   return c;
 }
 
+// compare() on a subset: out[idx[i]] against want[i]. For outputs too large for a full CPU
+// reference, the reference is computed at sampled flat indices only; the check's name says so.
+template <class T>
+Check compare_at(const std::string& name, const std::vector<T>& out, const std::vector<size_t>& idx, const std::vector<double>& want,
+                 Tol tol) {
+  std::vector<T> got(idx.size());
+  for (size_t i = 0; i < idx.size(); ++i) got[i] = out[idx[i]];
+  const std::string n = name + (idx.size() == out.size() ? "" : " (" + std::to_string(idx.size()) + " sampled)");
+  return compare(n, got.data(), want.data(), got.size(), tol);
+}
+
 // One line per check: "  PASS  name  max_abs 1.2e-06  max_rel 3.4e-07  (fp32: atol 1e-4 rtol 1e-4)"
 inline void print(const Check& c) {
   std::printf("  %s  %-44s max_abs %.2e  max_rel %.2e  rel_l2 %.1e  (%s: atol %.1e, rtol %.1e)\n",

@@ -192,14 +192,6 @@ static std::vector<double> reference(const ConvShape& s, Dir dir, const std::vec
   });
 }
 
-static verify::Check check_at(const std::string& name, const std::vector<float>& out, const std::vector<size_t>& idx,
-                              const std::vector<double>& want, verify::Tol tol) {
-  std::vector<float> got(idx.size());
-  for (size_t i = 0; i < idx.size(); ++i) got[i] = out[idx[i]];
-  const bool all = idx.size() == out.size();
-  return verify::compare(name + (all ? "" : " (" + std::to_string(idx.size()) + " sampled)"), got.data(), want.data(), got.size(), tol);
-}
-
 static double peak_for(const Ctx& cx, const Config& c, std::string* what) {
   if (c.dt == CUDNN_DATA_FLOAT && c.math == CUDNN_FMA_MATH) {
     *what = "measured FP32 FMA ceiling";
@@ -296,7 +288,7 @@ static void survey(Ctx& cx, const ConvShape& s, const Config& c, Dir dir) {
         const bool transform = l.name.find("WINOGRAD") != std::string::npos || l.name.find("FFT") != std::string::npos;
         verify::Tol tl = tol;
         if (transform && c.dt == CUDNN_DATA_FLOAT && c.math == CUDNN_FMA_MATH) tl = verify::kTf32.scaled(std::sqrt(t.reduction)), tl.precision = "fp32 transform-domain";
-        l.check = check_at(title + " " + l.name + " " + dnn::math_name(f.math) + " vs CPU", download(out, t.out, c), idx, want, tl);
+        l.check = verify::compare_at(title + " " + l.name + " " + dnn::math_name(f.math) + " vs CPU", download(out, t.out, c), idx, want, tl);
         l.checked = true;
         cx.res->add_quiet(l.check);
         if (!l.check.passed) verify::print(l.check);
@@ -332,7 +324,7 @@ static void survey(Ctx& cx, const ConvShape& s, const Config& c, Dir dir) {
       poison(out.as(), out.bytes());
       const dnn::AlgoPerf& f = timed.front().algo;
       CUDNN_CHECK(dnn::run(cx.dnn, d, dir, f.algo, f.math, ops, wsp, f.workspace));
-      cx.res->add_quiet(check_at(title + " fastest " + f.name + " after timing", download(out, t.out, c), idx, want, tol));
+      cx.res->add_quiet(verify::compare_at(title + " fastest " + f.name + " after timing", download(out, t.out, c), idx, want, tol));
     }
   }
 
@@ -497,7 +489,7 @@ static void contest(Ctx& cx, const std::string& label, const ConvShape& s, std::
       if (!f.ok()) continue;
       poison(yd.as(), yd.bytes());
       CUDNN_CHECK(dnn::run(cx.dnn, d, Dir::Fwd, f.algo, f.math, ops, f.workspace ? cx.ws.get(f.workspace) : nullptr, f.workspace));
-      cx.res->add_quiet(check_at("contest " + label + " cuDNN " + config_name(c) + " " + f.name, download(yd, dy, kFp32Fma), idx,
+      cx.res->add_quiet(verify::compare_at("contest " + label + " cuDNN " + config_name(c) + " " + f.name, download(yd, dy, kFp32Fma), idx,
                                  want, tol));
     }
     if (!cx.timed) continue;
@@ -541,7 +533,7 @@ static void contest(Ctx& cx, const std::string& label, const ConvShape& s, std::
     c.run(s, x.as<float>(), w.as<float>(), y.as<float>(), 0);
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<float> out = to_host(y.as<float>(), dy.count());
-    const verify::Check v1 = check_at("contest " + label + " " + c.name + " vs CPU", out, idx, want, tol);
+    const verify::Check v1 = verify::compare_at("contest " + label + " " + c.name + " vs CPU", out, idx, want, tol);
     const verify::Check v2 = verify::compare("contest " + label + " " + c.name + " vs cuDNN", out.data(), ycudnn.data(), out.size(), tol);
     cx.res->add_quiet(v1);
     cx.res->add_quiet(v2);
@@ -750,11 +742,7 @@ int main(int argc, char** argv) {
   CUDNN_CHECK(cudnnCreate(&cx.dnn));
   CUBLAS_CHECK(cublasCreate(&cx.blas));
   CUBLAS_CHECK(cublasSetMathMode(cx.blas, CUBLAS_DEFAULT_MATH));  // fp32 FMA for day20's im2col/Winograd
-  cx.topt.flush_l2 = true;  // inputs come from device memory every repeat
-  cx.topt.warmup = 2;
-  cx.topt.min_reps = 5;
-  cx.topt.reps = 50;
-  cx.topt.budget_ms = 400;
+  cx.topt = timing::flushed(50, 400);  // inputs come from device memory every repeat
   std::printf("workspace offered to cuDNN: up to %.0f MiB\n", cx.ws_limit / 1048576.0);
 
   if (cx.timed) {

@@ -35,6 +35,7 @@
 #include "cli.h"
 #include "conv_shape.h"
 #include "env.cuh"
+#include "host_tensor.cuh"
 #include "results.h"
 #include "timing.cuh"
 #include "toolbox_ref.h"
@@ -64,11 +65,8 @@ struct Tensor {
   Tensor& operator=(const Tensor&) = delete;
 };
 
-static DeviceBuffer upload(const std::vector<float>& v) {
-  DeviceBuffer b(v.size() * sizeof(float));
-  to_device(b.as<float>(), v);
-  return b;
-}
+// fp32 arrays to the GPU (common/host_tensor.cuh).
+static DeviceBuffer upload(const std::vector<float>& v) { return ht::upload(v, CUDNN_DATA_FLOAT); }
 static std::vector<float> random_vec(Ctx& cx, size_t n, float lo = -1.f, float hi = 1.f) {
   std::vector<float> v(n);
   verify::fill_uniform(v, *cx.rng, lo, hi);
@@ -376,11 +374,7 @@ int main(int argc, char** argv) {
   cx.rng = &rng;
   cx.timed = !st.verify;
   CUDNN_CHECK(cudnnCreate(&cx.h));
-  cx.topt.flush_l2 = true;
-  cx.topt.warmup = 2;
-  cx.topt.min_reps = 5;
-  cx.topt.reps = 30;
-  cx.topt.budget_ms = 300;
+  cx.topt = timing::flushed(30, 300);
   if (cx.timed) {
     cx.copy_peak = ceilings::copy_bandwidth(size_t(1) << 30).best();
     res.config["copy_gbps"] = cx.copy_peak;

@@ -93,15 +93,6 @@ static std::vector<float> random_vec(Ctx& cx, size_t n, cudnnDataType_t dt, floa
   return v;
 }
 
-// Compare an output (flat, as floats) with the reference at `idx`.
-static verify::Check check_at(const std::string& name, const std::vector<float>& out, const std::vector<size_t>& idx,
-                              const std::vector<double>& want, verify::Tol tol) {
-  std::vector<float> got(idx.size());
-  for (size_t i = 0; i < idx.size(); ++i) got[i] = out[idx[i]];
-  const std::string n = name + (idx.size() == out.size() ? "" : " (" + std::to_string(idx.size()) + " sampled)");
-  return verify::compare(n, got.data(), want.data(), got.size(), tol);
-}
-
 static void add_check(Ctx& cx, const verify::Check& c) {
   cx.res->add_quiet(c);
   if (!c.passed) verify::print(c);
@@ -301,7 +292,7 @@ static void pointwise_chain(Ctx& cx, ht::Dims d, cudnnDataType_t dt, int sms) {
   const std::string tag = std::string("chain ") + dt_name(dt) + " " + shape;
   auto check_now = [&](const std::string& what) {
     CUDA_CHECK(cudaDeviceSynchronize());
-    add_check(cx, check_at(tag + " " + what + " vs CPU", ht::download(y, n, dt), idx, want, tol));
+    add_check(cx, verify::compare_at(tag + " " + what + " vs CPU", ht::download(y, n, dt), idx, want, tol));
   };
   poison(y.as(), y.bytes());
   run_fused();
@@ -427,12 +418,12 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
   run_fused();
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> yf = ht::download(y, yd, dt, nhwc);
-  add_check(cx, check_at(tag + " fused vs CPU", yf, idx, want, tol));
+  add_check(cx, verify::compare_at(tag + " fused vs CPU", yf, idx, want, tol));
   poison(y.as(), y.bytes());
   run_unfused();
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> yu = ht::download(y, yd, dt, nhwc);
-  add_check(cx, check_at(tag + " unfused vs CPU", yu, idx, want, tol));
+  add_check(cx, verify::compare_at(tag + " unfused vs CPU", yu, idx, want, tol));
   add_check(cx, verify::compare(tag + " fused vs unfused (all outputs)", yf.data(), yu.data(), yf.size(), tol));
 
   // ReLU then conv (pre-activation ResNet): the pointwise op on the convolution's *input*.
@@ -466,12 +457,12 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
     poison(y.as(), y.bytes());
     run_pre_unfused();
     CUDA_CHECK(cudaDeviceSynchronize());
-    add_check(cx, check_at("relu-then-conv " + tag.substr(15) + " unfused vs CPU", ht::download(y, yd, dt, nhwc), idx, want_r, tol));
+    add_check(cx, verify::compare_at("relu-then-conv " + tag.substr(15) + " unfused vs CPU", ht::download(y, yd, dt, nhwc), idx, want_r, tol));
     if (pre) {
       poison(y.as(), y.bytes());
       run_pre_fused();
       CUDA_CHECK(cudaDeviceSynchronize());
-      add_check(cx, check_at("relu-then-conv " + tag.substr(15) + " fused vs CPU", ht::download(y, yd, dt, nhwc), idx, want_r, tol));
+      add_check(cx, verify::compare_at("relu-then-conv " + tag.substr(15) + " fused vs CPU", ht::download(y, yd, dt, nhwc), idx, want_r, tol));
     }
   }
   if (cx.timed) {
@@ -629,17 +620,17 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt, i
   poison(Y.as(), Y.bytes());
   run_fused();
   const std::vector<float> yf = out();
-  add_check(cx, check_at(tag + " fused vs CPU", yf, idx, want, tol));
+  add_check(cx, verify::compare_at(tag + " fused vs CPU", yf, idx, want, tol));
   poison(C.as(), C.bytes());  // the unfused path's intermediate is an output too
   poison(Y.as(), Y.bytes());
   run_unfused();
   const std::vector<float> yu = out();
-  add_check(cx, check_at(tag + " unfused vs CPU", yu, idx, want, tol));
+  add_check(cx, verify::compare_at(tag + " unfused vs CPU", yu, idx, want, tol));
   add_check(cx, verify::compare(tag + " fused vs unfused (all outputs)", yf.data(), yu.data(), mn, tol));
   if (lt_ok) {
     poison(Y.as(), Y.bytes());
     run_lt();
-    add_check(cx, check_at(tag + " cuBLASLt epilogue vs CPU", out(), idx, want, tol));
+    add_check(cx, verify::compare_at(tag + " cuBLASLt epilogue vs CPU", out(), idx, want, tol));
   } else {
     std::printf("  cuBLASLt offers no GELU_BIAS algorithm for this case (skipped)\n");
   }
@@ -663,7 +654,7 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt, i
     if (lt_ok) {
       lt_ms = timed_row(cx, tag + " cuBLASLt GELU_BIAS epilogue", shp, dt_name(dt), 0, flops, peak, peak_name, unf,
                         "cuBLAS + bias/GELU kernel", run_lt).t.median_ms;
-      add_check(cx, check_at(tag + " cuBLASLt epilogue after timing vs CPU", out(), idx, want, tol));
+      add_check(cx, verify::compare_at(tag + " cuBLASLt epilogue after timing vs CPU", out(), idx, want, tol));
     }
     std::printf("  fused %.2fx faster than unfused (goal >= 1.3x: %s); the separate bias/GELU pass costs %.1f us\n", unf / fz,
                 unf / fz >= 1.3 ? "met" : "missed", (unf - g_only) * 1e3);
@@ -711,11 +702,7 @@ int main(int argc, char** argv) {
   CUDNN_CHECK(cudnnCreate(&cx.dnn));
   CUBLAS_CHECK(cublasCreate(&cx.blas));
   CUBLAS_CHECK(cublasLtCreate(&cx.lt));
-  cx.topt.flush_l2 = true;
-  cx.topt.warmup = 3;
-  cx.topt.min_reps = 5;
-  cx.topt.reps = 50;
-  cx.topt.budget_ms = 400;
+  cx.topt = timing::flushed(50, 400, 3);
   if (cx.timed) {
     const ceilings::All ce = ceilings::measure_all();
     cx.copy_peak = ce.copy.best();

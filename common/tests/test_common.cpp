@@ -252,4 +252,15 @@ TEST(output_paths_checked_up_front) {
   fs::remove_all(dir);
 }
 
+// compare_at: only the listed indices are compared, and a wrong one among them fails.
+TEST(compare_at_checks_the_sampled_indices) {
+  const std::vector<float> out = {1.f, 99.f, 3.f, NAN, 5.f};
+  const std::vector<size_t> idx = {0, 2, 4};
+  const std::vector<double> want = {1.0, 3.0, 5.0};
+  const verify::Check ok = verify::compare_at("sampled", out, idx, want, verify::kFp32);
+  EXPECT(ok.passed && ok.n == 3 && ok.name.find("3 sampled") != std::string::npos);
+  const verify::Check bad = verify::compare_at("sampled", out, std::vector<size_t>{0, 3}, std::vector<double>{1.0, 4.0}, verify::kFp32);
+  EXPECT(!bad.passed && bad.n_bad == 1 && bad.first_bad == 1);  // the NaN at index 3
+}
+
 int main() { return minitest::run_all(); }
