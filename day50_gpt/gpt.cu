@@ -334,40 +334,52 @@ static int train_run(results::Results& res, const gpt::Config& cfg, const TrainO
   if (!o.log.empty() && !log) cli::usage_error(kProg, "--log: cannot write " + o.log);
   train::AdamW opt;
   opt.lr = o.lr, opt.weight_decay = o.weight_decay;
-  DeviceBuffer sq(4);
+  // The training text lives on the GPU; each step's batch is gathered there (no per-step upload).
+  DeviceBuffer corpus(data.train.size() * sizeof(int));
+  to_device(corpus.as<int>(), data.train);
+  // Per logging interval: each step's mean loss and gradient norm, read by the host only when it logs.
+  DeviceBuffer sq(4), step_loss(size_t(o.log_every) * 4), step_norm(size_t(o.log_every) * 4);
   std::vector<int> tok, tgt;
   const auto t0 = std::chrono::steady_clock::now();
-  double last_loss = NAN, val_loss = NAN;
+  double last_loss = NAN, val_loss = NAN, lr = 0, last_norm = NAN;
   const int64_t first = step;
+  int64_t interval_start = step;
   for (; step < o.steps; ++step) {
-    pos = train::batch(data.train, pos, B, T, tok, tgt);
-    to_device(m.tok.as<int>(), tok), to_device(m.tgt.as<int>(), tgt);
+    k::gather_batch<<<grid_for(size_t(B) * T), 256>>>(corpus.as<int>(), data.train.size(), pos, B, T, m.tok.as<int>(), m.tgt.as<int>());
+    LAUNCH_CHECK();
+    pos = (pos + uint64_t(B) * T) % data.train.size();
     m.forward();
     m.loss_and_dlogits();
+    const int slot = int(step - interval_start);
+    k::mean_of<<<1, 256>>>(m.loss.as<float>(), m.N, step_loss.as<float>() + slot);
+    LAUNCH_CHECK();
     m.backward();
-    // Gradient norm and clipping (folded into the AdamW kernel as a scale).
     CUDA_CHECK(cudaMemsetAsync(sq.as(), 0, 4));
     k::sum_squares<<<grid_for(m.lay.total), 256>>>(m.grads.as<float>(), m.lay.total, sq.as<float>());
     LAUNCH_CHECK();
-    const float norm = std::sqrt(to_host(sq.as<float>(), 1)[0]);
-    const float gscale = norm > o.clip ? float(o.clip / norm) : 1.f;
-    const double lr = train::lr_at(step, o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
+    lr = train::lr_at(step, o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
     const int64_t t = step + 1;
-    k::adamw<<<grid_for(m.lay.total), 256>>>(m.params.as<float>(), m.grads.as<float>(), m.m.as<float>(), m.v.as<float>(),
-                                             m.decay.as<unsigned char>(), m.lay.total, float(lr), float(opt.beta1), float(opt.beta2),
-                                             float(opt.eps), float(opt.weight_decay), float(1 - std::pow(opt.beta1, double(t))),
-                                             float(1 - std::pow(opt.beta2, double(t))), gscale);
+    k::adamw_clipped<<<grid_for(m.lay.total), 256>>>(m.params.as<float>(), m.grads.as<float>(), m.m.as<float>(), m.v.as<float>(),
+                                                     m.decay.as<unsigned char>(), m.lay.total, float(lr), float(opt.beta1),
+                                                     float(opt.beta2), float(opt.eps), float(opt.weight_decay),
+                                                     float(1 - std::pow(opt.beta1, double(t))), float(1 - std::pow(opt.beta2, double(t))),
+                                                     sq.as<float>(), float(o.clip), step_norm.as<float>() + slot);
     LAUNCH_CHECK();
-    const std::vector<float> l = to_host(m.loss.as<float>(), size_t(m.N));
-    double s = 0;
-    for (float x : l) s += x;
-    last_loss = s / double(l.size());
-    if (!std::isfinite(last_loss)) {
-      std::fprintf(stderr, "error: the loss became %g at step %lld\n", last_loss, (long long)step);
-      return cli::kFail;
+    const bool log_now = (step + 1) % o.log_every == 0 || step + 1 == o.steps;
+    const bool val_now = (step + 1) % o.val_every == 0 || step + 1 == o.steps;
+    if (!log_now && !val_now && slot + 1 < o.log_every) continue;  // nothing for the host to read yet
+    // The host reads the interval's losses and norms (one synchronization per interval).
+    const std::vector<float> ls = to_host(step_loss.as<float>(), size_t(slot) + 1), ns = to_host(step_norm.as<float>(), size_t(slot) + 1);
+    for (int i = 0; i <= slot; ++i) {
+      if (!std::isfinite(ls[size_t(i)])) {
+        std::fprintf(stderr, "error: the loss became %g at step %lld\n", ls[size_t(i)], (long long)(interval_start + i));
+        return cli::kFail;
+      }
+      if (log) std::fprintf(log, "%lld %.6f\n", (long long)(interval_start + i), ls[size_t(i)]);
     }
-    if (log) std::fprintf(log, "%lld %.6f\n", (long long)step, last_loss);
-    if ((step + 1) % o.val_every == 0 || step + 1 == o.steps) {
+    last_loss = ls[size_t(slot)], last_norm = ns[size_t(slot)];
+    interval_start = step + 1;
+    if (val_now) {
       uint64_t vpos = 0;
       double vs = 0;
       for (int i = 0; i < o.val_batches; ++i) {
@@ -378,11 +390,11 @@ static int train_run(results::Results& res, const gpt::Config& cfg, const TrainO
       val_loss = vs / o.val_batches;
       if (log) std::fprintf(log, "%lld val %.6f\n", (long long)step, val_loss);
     }
-    if ((step + 1) % o.log_every == 0 || step + 1 == o.steps) {
+    if (log_now) {
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double tps = double(step + 1 - first) * B * T / el;
       std::printf("step %6lld/%d  loss %.4f  val %.4f  lr %.2e  |g| %.2f  %.0f tok/s  %.0f s elapsed, ETA %.0f s\n", (long long)step + 1,
-                  o.steps, last_loss, val_loss, lr, norm, tps, el, el / double(step + 1 - first) * double(o.steps - step - 1));
+                  o.steps, last_loss, val_loss, lr, last_norm, tps, el, el / double(step + 1 - first) * double(o.steps - step - 1));
       std::fflush(stdout);
     }
   }

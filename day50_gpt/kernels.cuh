@@ -195,17 +195,6 @@ __global__ void softmax_xent(float* logits, const int* target, float* loss, int 
   for (int v = lane; v < V; v += kWarp) z[v] = (__expf(z[v] - mx) / sum - (v == tg ? 1.f : 0.f)) / N;
 }
 
-// AdamW, one element per thread (train::adamw_step).
-__global__ void adamw(float* p, const float* g, float* m, float* v, const unsigned char* decay, size_t n, float lr, float b1, float b2,
-                      float eps, float wd, float bc1, float bc2, float gscale) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const float gi = g[i] * gscale;
-    const float mi = b1 * m[i] + (1 - b1) * gi, vi = b2 * v[i] + (1 - b2) * gi * gi;
-    m[i] = mi, v[i] = vi;
-    p[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + (decay[i] ? wd * p[i] : 0.f));
-  }
-}
-
 // Sum of squares into *out (zeroed by the caller), for the gradient norm.
 __global__ void sum_squares(const float* g, size_t n, float* out) {
   float s = 0;
@@ -248,6 +237,44 @@ __global__ void attention_decode(const float* qkv, float* kcache, float* vcache,
     for (int i = lane; i < hs; i += kWarp) d += q[i] * kcache[size_t(s) * C + h * hs + i];
     const float w = __expf(warp_sum(d) * scale - mx) / sum;
     for (int i = lane; i < hs; i += kWarp) out[h * hs + i] += w * vcache[size_t(s) * C + h * hs + i];
+  }
+}
+
+// ---- Keeping the training step free of host synchronization -------------------------------------
+// The batch is gathered on the GPU from the corpus uploaded once (train::batch's twin), the loss
+// is averaged into a slot of a per-interval array, and the clipping scale is computed from the
+// squared norm on the GPU: the host only enqueues work and reads results at logging time.
+__global__ void gather_batch(const int* data, size_t n, unsigned long long pos, int B, int T, int* tok, int* tgt) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < B * T; i += gridDim.x * blockDim.x) {
+    const size_t at = size_t((pos + (unsigned long long)i) % n);  // sequences are consecutive: b*T + t == i
+    tok[i] = data[at];
+    tgt[i] = data[(at + 1) % n];
+  }
+}
+// out[0] = mean of x[0..n): one block of 256 threads.
+__global__ void mean_of(const float* x, int n, float* out) {
+  __shared__ float part[256 / kWarp];
+  float s = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+  s = warp_sum(s);
+  if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = s;
+  __syncthreads();
+  if (threadIdx.x < kWarp) {
+    float v = threadIdx.x < blockDim.x / kWarp ? part[threadIdx.x] : 0.f;
+    v = warp_sum(v);
+    if (threadIdx.x == 0) out[0] = v / n;
+  }
+}
+// norm = sqrt(sumsq), kept for the log; AdamW with the clipping scale min(1, clip / norm) computed here.
+__global__ void adamw_clipped(float* p, const float* g, float* m, float* v, const unsigned char* decay, size_t n, float lr, float b1,
+                              float b2, float eps, float wd, float bc1, float bc2, const float* sumsq, float clip, float* norm_out) {
+  const float norm = sqrtf(*sumsq), gscale = norm > clip ? clip / norm : 1.f;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *norm_out = norm;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float gi = g[i] * gscale;
+    const float mi = b1 * m[i] + (1 - b1) * gi, vi = b2 * v[i] + (1 - b2) * gi * gi;
+    m[i] = mi, v[i] = vi;
+    p[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + (decay[i] ? wd * p[i] : 0.f));
   }
 }
 
