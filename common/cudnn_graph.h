@@ -150,6 +150,17 @@ class Graph {
                      cudnnDataType_t type = CUDNN_DATA_FLOAT) {
     return add_tensor(name, std::move(dims), std::move(strides), type, true, false);
   }
+  // A virtual tensor with a reordering mode: cuDNN's attention engines expect the probabilities
+  // and the dQ accumulator marked CUDNN_TENSOR_REORDERING_F16x16 (the tensor-core fragment order).
+  const Tensor& virt_reordered(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides, cudnnDataType_t type,
+                               cudnnBackendTensorReordering_t reorder) {
+    return add_tensor(name, std::move(dims), std::move(strides), type, true, false, reorder);
+  }
+  // Same for a tensor in device memory.
+  const Tensor& tensor_reordered(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides, cudnnDataType_t type,
+                                 cudnnBackendTensorReordering_t reorder) {
+    return add_tensor(name, std::move(dims), std::move(strides), type, false, false, reorder);
+  }
   // A scalar passed by value from the host at execution (all-ones dims and strides of the given rank).
   const Tensor& scalar(const std::string& name, int rank, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
     return add_tensor(name, std::vector<int64_t>(rank, 1), std::vector<int64_t>(rank, 1), type, false, true);
@@ -173,6 +184,50 @@ class Graph {
     aux_.push_back(std::move(pw));
     ops_.push_back(std::move(op));
     op_names_.push_back("pointwise");
+  }
+
+  // y = the index of each element along `axis` (CUDNN_POINTWISE_GEN_INDEX): with two of these and
+  // CMP_GE, a graph builds a causal mask without reading any memory.
+  void gen_index(const std::string& x, const std::string& y, int64_t axis) {
+    Desc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    const cudnnPointwiseMode_t mode = CUDNN_POINTWISE_GEN_INDEX;
+    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+        .dtype(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_DATA_FLOAT)
+        .i64(CUDNN_ATTR_POINTWISE_AXIS, axis)
+        .finalized("gen_index");
+    Desc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    op.desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
+        .desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, get(x).d)
+        .desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, get(y).d)
+        .finalized("gen_index op");
+    aux_.push_back(std::move(pw));
+    ops_.push_back(std::move(op));
+    op_names_.push_back("gen_index");
+  }
+  // y = t ? x : b (CUDNN_POINTWISE_BINARY_SELECT; t is a boolean tensor).
+  void select(const std::string& x, const std::string& b, const std::string& t, const std::string& y) {
+    Desc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    const cudnnPointwiseMode_t mode = CUDNN_POINTWISE_BINARY_SELECT;
+    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode).dtype(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_DATA_FLOAT).finalized("select");
+    Desc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    op.desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
+        .desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, get(x).d)
+        .desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, get(b).d)
+        .desc(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, get(t).d)
+        .desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, get(y).d)
+        .finalized("select op");
+    aux_.push_back(std::move(pw));
+    ops_.push_back(std::move(op));
+    op_names_.push_back("select");
+  }
+  // y = x viewed with y's dims and strides (a transpose when the strides are swapped); no copy
+  // when both are virtual.
+  void reshape(const std::string& x, const std::string& y) {
+    Desc op(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+    op.desc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, get(x).d).desc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, get(y).d).finalized("reshape op");
+    ops_.push_back(std::move(op));
+    aux_.emplace_back();
+    op_names_.push_back("reshape");
   }
 
   // 2-D cross-correlation y = conv(x, w), computed in `comp`.
@@ -360,7 +415,8 @@ class Graph {
 
  private:
   const Tensor& add_tensor(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides, cudnnDataType_t type,
-                           bool is_virtual, bool by_value) {
+                           bool is_virtual, bool by_value,
+                           cudnnBackendTensorReordering_t reorder = CUDNN_TENSOR_REORDERING_NONE) {
     for (const auto& t : tensors_)
       if (t.name == name) {
         std::fprintf(stderr, "error: graph '%s' already has a tensor '%s'\n", name_.c_str(), name.c_str());
@@ -376,6 +432,7 @@ class Graph {
         .i64(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16)
         .boolean(CUDNN_ATTR_TENSOR_IS_VIRTUAL, is_virtual);
     if (by_value) d.boolean(CUDNN_ATTR_TENSOR_IS_BY_VALUE, true);
+    if (reorder != CUDNN_TENSOR_REORDERING_NONE) d.set(CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1, &reorder);
     d.finalized("tensor " + name);
     tensors_.push_back(Tensor{uid, name, std::move(dims), std::move(strides), type, is_virtual, by_value, std::move(d)});
     return tensors_.back();

@@ -6,6 +6,7 @@
 #   HOST_TESTS  := test_foo             optional: host-only unit tests, each from <name>.cpp (g++)
 #   RUN_ARGS_<p>  / BENCH_ARGS_<p>      optional extra arguments for `make run` / `make bench`
 #   OBJS_<p>                            optional extra objects linked into program <p>
+#   RUN_AFTER     := ...                optional: a command `make run` runs after the programs
 #   BAD_ARGS_<p> := --n -1 ; --n abc    optional: argument sets that must be refused with exit 2
 #                                       (scripts/bad_input.sh adds --bogus and friends itself)
 #
@@ -62,6 +63,7 @@ run: all
 	  ./$(BUILD)/$$p $(RUN_ARGS_$$p); rc=$$?; \
 	  if [ $$rc -eq 77 ]; then echo "   (skipped)"; elif [ $$rc -ne 0 ]; then exit $$rc; fi; \
 	done
+	$(RUN_AFTER)
 
 # `make verify`: the quick verification mode that scripts/run_all.sh uses.
 verify: all

@@ -170,6 +170,66 @@ inline void layernorm_back(const double* x, const float* g, const double* mean, 
 
 }  // namespace detail
 
+// Causal attention of one (batch b, head h): q, k, v are the slices [0, C), [C, 2C), [2C, 3C) of
+// each row of qkv ([B*T][3C]); P ([T][T], row t valid for s <= t) keeps the probabilities for the
+// backward; the head's output goes to out[b*T + t][h*hs ...]. Also the reference of the GPU's
+// attention check at the model's real shape.
+inline void attention_head_fwd(const double* qkv, int T, size_t C, size_t H, int b, size_t h, double* P, double* out) {
+  const size_t hs = C / H;
+  const double scale = 1.0 / std::sqrt(double(hs));
+  for (int t = 0; t < T; ++t) {
+    const double* q = &qkv[(size_t(b) * T + t) * 3 * C + h * hs];
+    double* Pt = P + size_t(t) * T;
+    double mx = -1e300;
+    for (int s = 0; s <= t; ++s) {
+      const double* k = &qkv[(size_t(b) * T + s) * 3 * C + C + h * hs];
+      double d = 0;
+      for (size_t i = 0; i < hs; ++i) d += q[i] * k[i];
+      Pt[s] = d * scale;
+      mx = std::max(mx, Pt[s]);
+    }
+    double sum = 0;
+    for (int s = 0; s <= t; ++s) sum += (Pt[s] = std::exp(Pt[s] - mx));
+    for (int s = 0; s <= t; ++s) Pt[s] /= sum;
+    double* o = &out[(size_t(b) * T + t) * C + h * hs];
+    for (size_t i = 0; i < hs; ++i) o[i] = 0;
+    for (int s = 0; s <= t; ++s) {
+      const double* v = &qkv[(size_t(b) * T + s) * 3 * C + 2 * C + h * hs];
+      for (size_t i = 0; i < hs; ++i) o[i] += Pt[s] * v[i];
+    }
+  }
+}
+// Its backward: dout ([B*T][C]) -> dqkv ([B*T][3C], accumulated).
+inline void attention_head_bwd(const double* qkv, const double* P, const double* datt, int T, size_t C, size_t H, int b, size_t h,
+                               double* dqkv) {
+  const size_t hs = C / H;
+  const double scale = 1.0 / std::sqrt(double(hs));
+  for (int t = 0; t < T; ++t) {
+    const double* Pt = P + size_t(t) * T;
+    const double* dout = &datt[(size_t(b) * T + t) * C + h * hs];
+    // dP[s] = dout . v_s ; dv_s += P[s] dout
+    std::vector<double> dP(size_t(t) + 1);
+    for (int s = 0; s <= t; ++s) {
+      const double* v = &qkv[(size_t(b) * T + s) * 3 * C + 2 * C + h * hs];
+      double* dv = &dqkv[(size_t(b) * T + s) * 3 * C + 2 * C + h * hs];
+      double d = 0;
+      for (size_t i = 0; i < hs; ++i) d += dout[i] * v[i], dv[i] += Pt[s] * dout[i];
+      dP[size_t(s)] = d;
+    }
+    // softmax backward: dscore[s] = P[s] (dP[s] - sum_u P[u] dP[u]); score = scale q.k
+    double dot = 0;
+    for (int s = 0; s <= t; ++s) dot += Pt[s] * dP[size_t(s)];
+    const double* q = &qkv[(size_t(b) * T + t) * 3 * C + h * hs];
+    double* dq = &dqkv[(size_t(b) * T + t) * 3 * C + h * hs];
+    for (int s = 0; s <= t; ++s) {
+      const double ds = Pt[s] * (dP[size_t(s)] - dot) * scale;
+      const double* k = &qkv[(size_t(b) * T + s) * 3 * C + C + h * hs];
+      double* dk = &dqkv[(size_t(b) * T + s) * 3 * C + C + h * hs];
+      for (size_t i = 0; i < hs; ++i) dq[i] += ds * k[i], dk[i] += ds * q[i];
+    }
+  }
+}
+
 // Everything the forward keeps for the backward, per layer.
 struct Activations {
   std::vector<double> x0;  // embeddings, [B*T][C]
@@ -188,7 +248,7 @@ inline double forward(const Config& c, const std::vector<float>& p, const std::v
   using namespace detail;
   if (T > c.context) throw std::invalid_argument("sequence longer than the context");
   const Layout lay(c);
-  const size_t C = size_t(c.width), N = size_t(B) * T, V = size_t(c.vocab), H = size_t(c.heads), hs = C / H;
+  const size_t C = size_t(c.width), N = size_t(B) * T, V = size_t(c.vocab), H = size_t(c.heads);
   a.x0.assign(N * C, 0);
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) {
@@ -207,32 +267,10 @@ inline double forward(const Config& c, const std::vector<float>& p, const std::v
     layernorm(x.data(), &p[L.ln1_w], &p[L.ln1_b], A.ln1.data(), A.ln1_mean.data(), A.ln1_rstd.data(), N, C);
     A.qkv.assign(N * 3 * C, 0);
     linear(A.ln1.data(), &p[L.qkv_w], &p[L.qkv_b], A.qkv.data(), N, C, 3 * C);
-    // Causal attention per (b, h): q, k, v are slices [0, C), [C, 2C), [2C, 3C) of each row of qkv.
     A.att.assign(size_t(B) * H * T * T, 0);
     A.att_out.assign(N * C, 0);
-    const double scale = 1.0 / std::sqrt(double(hs));
     for (int b = 0; b < B; ++b)
-      for (size_t h = 0; h < H; ++h)
-        for (int t = 0; t < T; ++t) {
-          const double* q = &A.qkv[(size_t(b) * T + t) * 3 * C + h * hs];
-          double* P = &A.att[((size_t(b) * H + h) * T + t) * T];
-          double mx = -1e300;
-          for (int s = 0; s <= t; ++s) {
-            const double* k = &A.qkv[(size_t(b) * T + s) * 3 * C + C + h * hs];
-            double d = 0;
-            for (size_t i = 0; i < hs; ++i) d += q[i] * k[i];
-            P[s] = d * scale;
-            mx = std::max(mx, P[s]);
-          }
-          double sum = 0;
-          for (int s = 0; s <= t; ++s) sum += (P[s] = std::exp(P[s] - mx));
-          for (int s = 0; s <= t; ++s) P[s] /= sum;
-          double* o = &A.att_out[(size_t(b) * T + t) * C + h * hs];
-          for (int s = 0; s <= t; ++s) {
-            const double* v = &A.qkv[(size_t(b) * T + s) * 3 * C + 2 * C + h * hs];
-            for (size_t i = 0; i < hs; ++i) o[i] += P[s] * v[i];
-          }
-        }
+      for (size_t h = 0; h < H; ++h) attention_head_fwd(A.qkv.data(), T, C, H, b, h, &A.att[(size_t(b) * H + h) * T * T], A.att_out.data());
     std::vector<double> y(N * C);
     linear(A.att_out.data(), &p[L.proj_w], &p[L.proj_b], y.data(), N, C, C);
     for (size_t i = 0; i < N * C; ++i) x[i] += y[i];
@@ -273,7 +311,7 @@ inline std::vector<double> backward(const Config& c, const std::vector<float>& p
                                     const std::vector<int>& targets, int B, int T, const Activations& a) {
   using namespace detail;
   const Layout lay(c);
-  const size_t C = size_t(c.width), N = size_t(B) * T, V = size_t(c.vocab), H = size_t(c.heads), hs = C / H;
+  const size_t C = size_t(c.width), N = size_t(B) * T, V = size_t(c.vocab), H = size_t(c.heads);
   std::vector<double> g(lay.total, 0.0);
   // d loss / d logits = (softmax - onehot) / N
   std::vector<double> dlogits(N * V);
@@ -283,7 +321,6 @@ inline std::vector<double> backward(const Config& c, const std::vector<float>& p
   linear_back(a.lnf.data(), &p[lay.wte], dlogits.data(), dlnf.data(), &g[lay.wte], nullptr, N, C, V);
   layernorm_back(a.x_out.data(), &p[lay.lnf_w], a.lnf_mean.data(), a.lnf_rstd.data(), dlnf.data(), dx.data(), &g[lay.lnf_w], &g[lay.lnf_b], N,
                  C);
-  const double scale = 1.0 / std::sqrt(double(hs));
   for (int l = c.layers - 1; l >= 0; --l) {
     const auto& L = lay.layer[size_t(l)];
     const auto& A = a.layer[size_t(l)];
@@ -298,30 +335,7 @@ inline std::vector<double> backward(const Config& c, const std::vector<float>& p
     linear_back(A.att_out.data(), &p[L.proj_w], dx.data(), datt_out.data(), &g[L.proj_w], &g[L.proj_b], N, C, C);
     for (int b = 0; b < B; ++b)
       for (size_t h = 0; h < H; ++h)
-        for (int t = 0; t < T; ++t) {
-          const double* P = &A.att[((size_t(b) * H + h) * T + t) * T];
-          const double* dout = &datt_out[(size_t(b) * T + t) * C + h * hs];
-          // dP[s] = dout . v_s ; dv_s += P[s] dout
-          std::vector<double> dP(size_t(t) + 1);
-          for (int s = 0; s <= t; ++s) {
-            const double* v = &A.qkv[(size_t(b) * T + s) * 3 * C + 2 * C + h * hs];
-            double* dv = &dqkv[(size_t(b) * T + s) * 3 * C + 2 * C + h * hs];
-            double d = 0;
-            for (size_t i = 0; i < hs; ++i) d += dout[i] * v[i], dv[i] += P[s] * dout[i];
-            dP[size_t(s)] = d;
-          }
-          // softmax backward: dscore[s] = P[s] (dP[s] - sum_u P[u] dP[u]); score = scale q.k
-          double dot = 0;
-          for (int s = 0; s <= t; ++s) dot += P[s] * dP[size_t(s)];
-          const double* q = &A.qkv[(size_t(b) * T + t) * 3 * C + h * hs];
-          double* dq = &dqkv[(size_t(b) * T + t) * 3 * C + h * hs];
-          for (int s = 0; s <= t; ++s) {
-            const double ds = P[s] * (dP[size_t(s)] - dot) * scale;
-            const double* k = &A.qkv[(size_t(b) * T + s) * 3 * C + C + h * hs];
-            double* dk = &dqkv[(size_t(b) * T + s) * 3 * C + C + h * hs];
-            for (size_t i = 0; i < hs; ++i) dq[i] += ds * k[i], dk[i] += ds * q[i];
-          }
-        }
+        attention_head_bwd(A.qkv.data(), &A.att[(size_t(b) * H + h) * T * T], datt_out.data(), T, C, H, b, h, dqkv.data());
     linear_back(A.ln1.data(), &p[L.qkv_w], dqkv.data(), dln1.data(), &g[L.qkv_w], &g[L.qkv_b], N, C, 3 * C);
     layernorm_back(A.x_in.data(), &p[L.ln1_w], A.ln1_mean.data(), A.ln1_rstd.data(), dln1.data(), dx.data(), &g[L.ln1_w], &g[L.ln1_b], N, C);
   }

@@ -3,6 +3,7 @@
 
     python3 scripts/plot.py            # (= make plots)
     python3 scripts/plot.py --no-png   # tables only (no matplotlib needed)
+    python3 scripts/plot.py --loss-log train.log   # a day50_gpt training run's curve -> train.png
 
 Reads results/<gpu>/<lesson>.json (written by the programs with --json), writes
 results/<gpu>/<lesson>.png, and rewrites the text between the markers
@@ -410,7 +411,129 @@ def day40_plot(plt, data, png):
     return True
 
 
+def day50_block(data):
+    rows = data.get("bench", [])
+    cfg = data.get("config", {})
+    out = [f"Model: {cfg.get('layers')} layers, {cfg.get('heads')} heads, width {cfg.get('width')}, context {cfg.get('context')}, "
+           f"batch {cfg.get('batch')} (byte vocabulary, 256).", "",
+           "| training step | ms/step (median of 20) | tokens/s | GPU memory | attention |", "|---|---:|---:|---:|---|"]
+    for b in rows:
+        if b["name"].startswith("train step"):
+            ex = b.get("extra", {})
+            out.append(f"| {b['dtype']} | {b['ms']:.2f} | {fmt(b['tokens_per_s'])} | {fmt(ex.get('peak_gpu_mib'))} MiB | "
+                       f"{ex.get('attention', '').split(' (')[0]} |")
+    out += ["", "Where one step's time goes (CUDA events between the phases of one step, ms):", "",
+            "| phase | " + " | ".join(b["dtype"] for b in rows if b["name"].startswith("train step")) + " |",
+            "|---|" + "---:|" * sum(1 for b in rows if b["name"].startswith("train step"))]
+    steps = [b for b in rows if b["name"].startswith("train step")]
+    phases = list(steps[0].get("extra", {}).get("phase_ms", {}).keys()) if steps else []
+    for ph in phases:
+        cells = []
+        for b in steps:
+            ms = b["extra"]["phase_ms"][ph]
+            cells.append(f"{ms:.3f} ({100 * ms / b['extra']['phase_total_ms']:.0f}%)")
+        out.append(f"| {ph} | " + " | ".join(cells) + " |")
+    out += ["", "Attention alone (one layer, forward + backward, median ms; TFLOP/s counts the six full T×T products):", "",
+            "| attention | dtype | forward ms | forward+backward ms | TFLOP/s |", "|---|---|---:|---:|---:|"]
+    for b in rows:
+        if b["name"].startswith("attention"):
+            out.append(f"| {b['name'].split()[-1]} | {b['dtype']} | {b['extra']['forward_ms']:.3f} | {b['ms']:.3f} | {fmt(b.get('tflops'))} |")
+    curve = cfg.get("loss_curve", {})
+    if curve:
+        vs, vl = curve.get("val_step", []), curve.get("val_loss", [])
+        best = min(range(len(vl)), key=lambda i: vl[i]) if vl else None
+        out += ["", f"Quality run ({curve.get('precision')}, {cfg.get('quality_steps')} steps, {curve.get('seconds', 0):.1f} s): "
+                f"validation loss {fmt(cfg.get('val_loss_after_steps'), 3)} at the end"
+                + (f", lowest {vl[best]:.3f} at step {vs[best]}" if best is not None else "")
+                + f"; last training loss {curve['train_loss'][-1]:.3f}.", "",
+                "| step | " + " | ".join(str(x) for x in vs) + " |", "|---|" + "---:|" * len(vs),
+                "| validation loss | " + " | ".join(f"{x:.3f}" for x in vl) + " |"]
+    for b in rows:
+        if b["name"].startswith("generate"):
+            out += ["", f"Generation at batch 1 with the KV cache (fp32): {fmt(b['tokens_per_s'])} tokens/s ({b['ms']:.2f} ms per token)."]
+    if cfg.get("sample"):
+        out += ["", "The sample it wrote (prompt `The GPU `, temperature 0.8, top-k 40):", "", "```", cfg["sample"], "```"]
+    return out + [""]
+
+
+def day50_headline(data):
+    by = {b["name"]: b for b in data.get("bench", [])}
+    parts = []
+    for d in ("fp32", "bf16"):
+        b = by.get(f"train step {d}")
+        if b:
+            parts.append(f"{d} {fmt(b['tokens_per_s'] / 1e3)}k tok/s")
+    v = data.get("config", {}).get("val_loss_after_steps")
+    if v is not None:
+        parts.append(f"val loss {v:.2f} after {data['config'].get('quality_steps')} steps")
+    return "; ".join(parts) or "–"
+
+
+def day50_plot(plt, data, png):
+    rows = data.get("bench", [])
+    steps = [b for b in rows if b["name"].startswith("train step")]
+    curve = data.get("config", {}).get("loss_curve")
+    if not steps or not curve:
+        return False
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
+    ax.plot(curve["step"], curve["train_loss"], lw=0.8, color="#3a7", label="training loss (each step's batch)")
+    ax.plot(curve["val_step"], curve["val_loss"], "o-", color="#c33", label="validation loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats per byte)")
+    ax.set_title(f"{curve['precision']} training on the repository's notes")
+    ax.legend(fontsize=8)
+    phases = list(steps[0]["extra"]["phase_ms"].keys())
+    left = [0.0] * len(steps)
+    colors = ["#888", "#69c", "#3a7", "#c33", "#e92", "#a6d", "#333", "#bb3"]
+    for i, ph in enumerate(phases):
+        vals = [b["extra"]["phase_ms"][ph] for b in steps]
+        ax2.barh([b["dtype"] for b in steps], vals, left=left, color=colors[i % len(colors)], label=ph)
+        left = [l + v for l, v in zip(left, vals)]
+    for i, b in enumerate(steps):
+        ax2.text(left[i], i, f" {left[i]:.1f} ms, {b['tokens_per_s'] / 1e3:.0f}k tok/s", va="center", fontsize=8)
+    ax2.set_xlim(0, max(left) * 1.35)
+    ax2.set_xlabel("ms per training step")
+    ax2.set_title(f"where the time goes, {data['env'].get('gpu', '?')}")
+    ax2.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    return True
+
+
+def day50_oracle_block(data):
+    out = [f"PyTorch {data.get('env', {}).get('torch', '?')} against ./build/gpt from the same initial weights "
+           "(the program's own checkpoint), on the same batches:", "", "| check | result | numbers |", "|---|---|---|"]
+    for c in data.get("checks", []):
+        nums = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in c.items() if k not in ("name", "passed"))
+        out.append(f"| {c['name']} | {'PASS' if c['passed'] else 'FAIL'} | {nums} |")
+    return out + [""]
+
+
+def day50_oracle_headline(data):
+    cs = data.get("checks", [])
+    return f"{sum(c['passed'] for c in cs)}/{len(cs)} comparisons with PyTorch passed"
+
+
+def day50_oracle_plot(plt, data, png):
+    curves = data.get("curves", {}).get("default")
+    if not curves:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for key, color, label in (("torch_fp32", "#999", "PyTorch fp32"), ("ours_fp32", "#3a7", "ours fp32"),
+                              ("torch_bf16", "#e92", "PyTorch bf16 autocast"), ("ours_bf16", "#c33", "ours bf16")):
+        ax.plot(range(1, len(curves[key]) + 1), curves[key], lw=0.8, color=color, label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.set_title(f"same weights, same batches: ./build/gpt vs PyTorch ({data['env'].get('gpu', '?')})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    return True
+
+
 VIEWS = {
+    "day50_gpt": dict(block=day50_block, plot=day50_plot, headline=day50_headline),
+    "day50_gpt-torch_oracle": dict(block=day50_oracle_block, plot=day50_oracle_plot, headline=day50_oracle_headline),
     "day01_setup": dict(headline=day01_headline),
     "day40_graph_fusion": dict(block=day40_block, plot=day40_plot, headline=day40_headline),
     "day30_conv_vs_cudnn": dict(block=day30_conv_block, plot=day30_conv_plot, headline=day30_conv_headline),
@@ -492,11 +615,54 @@ def draw(root, results):
     return written
 
 
+def read_loss_log(path):
+    """day50_gpt's --log: "step loss" lines and "step val loss" lines -> (steps, losses, val_steps, vals)."""
+    st, lo, vs, vl = [], [], [], []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            parts = line.split()
+            try:
+                if len(parts) == 2:
+                    st.append(int(parts[0]) + 1), lo.append(float(parts[1]))
+                elif len(parts) == 3 and parts[1] == "val":
+                    vs.append(int(parts[0]) + 1), vl.append(float(parts[2]))
+                elif parts:
+                    raise ValueError
+            except ValueError:
+                raise SystemExit(f"plot.py: {path}:{n}: not a loss-log line: {line.strip()!r}")
+    return st, lo, vs, vl
+
+
+def plot_loss_log(path, png):
+    """A training run's loss curve (./build/gpt --log FILE) as a PNG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    st, lo, vs, vl = read_loss_log(path)
+    if not st:
+        raise SystemExit(f"plot.py: {path} holds no loss lines")
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(st, lo, lw=0.8, color="#3a7", label="training loss")
+    if vs:
+        ax.plot(vs, vl, "o-", color="#c33", label="validation loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats per byte)")
+    ax.set_title(os.path.basename(path))
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    return png
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=ROOT, help="repository root (default: this checkout)")
     ap.add_argument("--no-png", action="store_true", help="only regenerate the README tables")
+    ap.add_argument("--loss-log", metavar="FILE", help="instead: draw the loss curve of a day50_gpt --log FILE (to FILE.png)")
     a = ap.parse_args(argv)
+    if a.loss_log:
+        print("wrote", plot_loss_log(a.loss_log, os.path.splitext(a.loss_log)[0] + ".png"))
+        return 0
     results = load_results(a.root)
     if not results:
         print("no results files under results/: run `make bench` on a GPU machine first")

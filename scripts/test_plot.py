@@ -32,7 +32,19 @@ def main():
             for n in (1024, 4096)] + [
             {"name": "05_2d_blocktiling", "dtype": "fp32", "shape": [n, n, n], "ms": 2.0, "tflops": 25.0 * n / 4096,
              "ref": "cublas_sgemm", "pct_of_ref": 50.0, "pct_of_peak": 37.0} for n in (1024, 4096)])
-        for name, d in (("day01_setup", d1), ("day10_matmul", d10)):
+        os.makedirs(os.path.join(root, "day50_gpt"))
+        ph = {"embedding": 1.0, "matmul (cuBLAS)": 3.0}
+        d50 = fake("day50_gpt", [
+            {"name": "train step bf16", "dtype": "bf16", "shape": [6, 6, 384, 256, 64], "ms": 4.0, "tokens_per_s": 4096000.0,
+             "extra": {"attention": "cuDNN fused flash attention (x)", "peak_gpu_mib": 1800.0, "phase_ms": ph, "phase_total_ms": 4.0}},
+            {"name": "attention fwd+bwd bf16 cuDNN", "dtype": "bf16", "shape": [64, 6, 256, 64], "ms": 0.2, "tflops": 100.0,
+             "extra": {"forward_ms": 0.05}},
+            {"name": "generate, batch 1, KV cache", "dtype": "fp32", "shape": [6, 6, 384, 256, 1], "ms": 1.0, "tokens_per_s": 1000.0}])
+        d50["config"] = {"layers": 6, "heads": 6, "width": 384, "context": 256, "batch": 64, "quality_steps": 200,
+                         "val_loss_after_steps": 2.5, "sample": "The GPU ran",
+                         "loss_curve": {"precision": "bf16", "step": [1, 2], "train_loss": [5.5, 4.0], "val_step": [100, 200],
+                                        "val_loss": [3.0, 2.5], "seconds": 1.0}}
+        for name, d in (("day01_setup", d1), ("day10_matmul", d10), ("day50_gpt", d50)):
             json.dump(d, open(os.path.join(root, "results", "test-gpu", name + ".json"), "w"))
             open(os.path.join(root, name, "README.md"), "w").write(
                 f"# {name}\nbefore\n<!-- results:{name} -->\nold table\n<!-- /results:{name} -->\nafter\n")
@@ -57,6 +69,18 @@ def main():
         t10 = open(os.path.join(root, "day10_matmul", "README.md")).read()
         expect("At M = N = K = 4096" in t10 and "| 05_2d_blocktiling | fp32 | 2 | 25.0 | 50.0% (cublas_sgemm) | 37.0% |" in t10,
                "day10 table at n = 4096")
+        t50 = open(os.path.join(root, "day50_gpt", "README.md")).read()
+        expect("| bf16 | 4.00 | 4,096,000 | 1,800 MiB | cuDNN fused flash attention |" in t50, "day50 training row")
+        expect("| matmul (cuBLAS) | 3.000 (75%) |" in t50 and "| validation loss | 3.000 | 2.500 |" in t50, "day50 phases and val curve")
+        log = os.path.join(root, "train.log")
+        open(log, "w").write("0 5.5\n1 5.0\n1 val 5.1\n")
+        expect(plot.read_loss_log(log) == ([1, 2], [5.5, 5.0], [2], [5.1]), "loss log parsed")
+        open(log, "a").write("oops\n")
+        try:
+            plot.read_loss_log(log)
+            expect(False, "a bad loss-log line is refused")
+        except SystemExit as e:
+            expect("train.log:4" in str(e), "a bad loss-log line is refused with its line number")
         top = open(os.path.join(root, "README.md")).read()
         expect("copy 4,000 GB/s, FP32 FMA 60.0 TFLOP/s" in top, "summary headline day01")
         expect("best FP32 SIMT 25.0 TFLOP/s = 50.0% of cuBLAS" in top, "summary headline day10")
@@ -64,7 +88,7 @@ def main():
         plot.main(["--root", root, "--no-png"])
         expect(open(os.path.join(root, "README.md")).read() == again, "regeneration is idempotent")
         if have_mpl:
-            for name in ("day01_setup", "day10_matmul"):
+            for name in ("day01_setup", "day10_matmul", "day50_gpt"):
                 png = os.path.join(root, "results", "test-gpu", name + ".png")
                 expect(os.path.exists(png) and os.path.getsize(png) > 1000, f"{name}.png drawn")
         else:
