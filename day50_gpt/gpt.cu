@@ -25,12 +25,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "check.cuh"
 #include "checkpoint.h"
+#include "cublaslt.h"
 #include "cli.h"
 #include "env.cuh"
 #include "gpt_ref.h"
@@ -105,6 +107,8 @@ static void gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation
                                    batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+constexpr size_t kLtWorkspace = size_t(32) << 20;  // cuBLASLt's workspace
+
 static int grid_for(size_t n) { return int(std::min<size_t>((n + 255) / 256, 132 * 16)); }
 static size_t used_bytes() {
   size_t f = 0, t = 0;
@@ -145,6 +149,15 @@ struct Phases {
   }
 };
 
+// A second name for (part of) a buffer, with DeviceBuffer's accessors.
+struct View {
+  void* p = nullptr;
+  size_t b = 0;
+  template <class U = void>
+  U* as() const { return static_cast<U*>(p); }
+  size_t bytes() const { return b; }
+};
+
 // What one transformer block keeps from its forward for its backward.
 struct Layer {
   DeviceBuffer ln1, ln1_mean, ln1_rstd, qkv, att, x_mid, ln2, ln2_mean, ln2_rstd, fc, gl;
@@ -164,7 +177,14 @@ struct Model {
   Attn impl = Attn::kNaive;  // the attention this model runs (never kAuto)
   std::string attn_note;     // which attention, and why
   cublasHandle_t blas = nullptr;
+  cublasLtHandle_t blas_lt = nullptr;
   cudnnHandle_t dnn = nullptr;
+  // Fusion into the matmuls (cuBLASLt epilogues): bias adds, the GELU and its backward, and the bias
+  // gradients ride on the GEMMs instead of taking passes of their own. --fusion off turns it off (the
+  // bench measures both); a combination cuBLASLt refuses falls back to the unfused path by itself.
+  bool fuse = true;
+  std::map<std::string, std::unique_ptr<lt::Matmul>> lt_cache;
+  DeviceBuffer lt_ws;
   std::unique_ptr<sdpa::Attention> sdpa;
   DeviceBuffer ws;
   Phases* ph = nullptr;
@@ -174,10 +194,17 @@ struct Model {
   std::vector<DeviceBuffer> xs;  // the residual stream: xs[l] enters block l, xs[L] leaves the last one
   std::vector<Layer> layer;
   DeviceBuffer lnf, lnf_mean, lnf_rstd;
-  DeviceBuffer tmp, dx, dx_t, dln, datt, dqkv, dfc, dS, dptrs, partial, embed_partial, dsum, dq_acc, norm_partial, sumsq;
+  DeviceBuffer dx, dx_t, dS, dptrs, partial, dsum, dq_acc, norm_partial, sumsq;
+  // Scratch that is never live at the same time shares memory: a sublayer's output before the
+  // residual add (forward) with the backward's d(attention output) and d(LayerNorm output); dqkv
+  // (attention backward) with dfc (MLP backward) and the embedding's partial sums (the very end).
+  DeviceBuffer scratch_small, scratch_big;
+  View tmp, dln, datt, dqkv, dfc, embed_partial;
 
-  Model(const gpt::Config& cfg, int b, Attn want) : c(cfg), lay(cfg), B(b), T_(cfg.context), N(b * cfg.context) {
+  Model(const gpt::Config& cfg, int b, Attn want, bool fusion = true) : c(cfg), lay(cfg), B(b), T_(cfg.context), N(b * cfg.context), fuse(fusion) {
     CUBLAS_CHECK(cublasCreate(&blas));
+    CUBLAS_CHECK(cublasLtCreate(&blas_lt));
+    lt_ws.alloc(kLtWorkspace);
     CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));  // fp32 stays fp32: no TF32
     CUDNN_CHECK(cudnnCreate(&dnn));
     const size_t C = size_t(c.width), V = size_t(c.vocab), n = lay.total, NN = size_t(N), H = size_t(c.heads), E = sizeof(T);
@@ -215,13 +242,15 @@ struct Model {
       L.fc.alloc(NN * 4 * C * E), L.gl.alloc(NN * 4 * C * E);
     }
     lnf.alloc(NN * C * E), lnf_mean.alloc(NN * 4), lnf_rstd.alloc(NN * 4);
-    tmp.alloc(NN * C * E), dx.alloc(NN * C * 4), dln.alloc(NN * C * E), datt.alloc(NN * C * E), dqkv.alloc(NN * 3 * C * E),
-        dfc.alloc(NN * 4 * C * E);
+    dx.alloc(NN * C * 4);
+    const size_t embed_bytes = size_t(k::embed_slices(N)) * V * C * 4;
+    scratch_small.alloc(NN * C * E), scratch_big.alloc(std::max(NN * 4 * C * E, embed_bytes));
+    tmp = dln = datt = View{scratch_small.as(), scratch_small.bytes()};
+    dqkv = dfc = embed_partial = View{scratch_big.as(), scratch_big.bytes()};
     if (bf) dx_t.alloc(NN * C * E);
     if (impl == Attn::kCudnn) dsum.alloc(sdpa->dsum_elems() * 4), dq_acc.alloc(sdpa->dq_acc_elems() * 4), ws.alloc(sdpa->workspace());
     else dS.alloc(BHTT * pe);
     if (impl == Attn::kMatmul) build_head_pointers();
-    embed_partial.alloc(size_t(k::embed_slices(N)) * V * C * 4);
     partial.alloc(size_t(k::col_chunks(N)) * 4 * C * 4);  // the widest column sum: a bias of 4C
     norm_partial.alloc(k::kNormBlocks * 4), sumsq.alloc(4);
     to_device(decay.as<uint8_t>(), train::decay_mask(c));
@@ -230,6 +259,8 @@ struct Model {
   }
   ~Model() {
     sdpa.reset();
+    lt_cache.clear();
+    cublasLtDestroy(blas_lt);
     cudnnDestroy(dnn);
     cublasDestroy(blas);
   }
@@ -252,7 +283,7 @@ struct Model {
   // buffers never move.
   void build_head_pointers() {
     const size_t C = size_t(c.width), D = C / size_t(c.heads), BH = size_t(B) * c.heads, E = sizeof(T), TT = size_t(T_) * T_;
-    auto at = [&](const DeviceBuffer& buf, size_t elems) { return static_cast<void*>(buf.as<char>() + elems * E); };
+    auto at = [&](const auto& buf, size_t elems) { return static_cast<void*>(buf.template as<char>() + elems * E); };
     for (auto& L : layer) {
       std::vector<void*> p(5 * BH);
       for (size_t b = 0; b < size_t(B); ++b)
@@ -291,23 +322,85 @@ struct Model {
     if (ph) ph->mark(p);
   }
 
-  void linear(const T* in, size_t w, size_t b, T* out, int I, int O) {
+  // The cuBLASLt matmul for one (shape, epilogue), built on first use; null where cuBLASLt refuses it.
+  lt::Matmul* lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
+    if (!fuse) return nullptr;
+    const std::string key = std::to_string(sp.ta) + std::to_string(sp.tb) + "," + std::to_string(sp.m) + "," + std::to_string(sp.n) + "," +
+                            std::to_string(sp.k) + "," + std::to_string(int(sp.epilogue)) + "," + std::to_string(int(out_type));
+    auto it = lt_cache.find(key);
+    if (it == lt_cache.end()) {
+      lt::Spec s2 = sp;
+      s2.ab = Types<T>::blas, s2.cd = out_type;
+      it = lt_cache.emplace(key, std::make_unique<lt::Matmul>(blas_lt, s2, kLtWorkspace)).first;
+      if (!it->second->ok())
+        std::printf("note: %s (epilogue %d, %dx%dx%d); using the unfused path there\n", it->second->why().c_str(), int(sp.epilogue), sp.m, sp.n,
+                    sp.k);
+    }
+    return it->second->ok() ? it->second.get() : nullptr;
+  }
+
+  // out[N][O] = in[N][I] . W^T + b; with gelu_out: out keeps the pre-activation and gelu_out = gelu(out).
+  void linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out = nullptr) {
+    lt::Spec sp;
+    sp.ta = CUBLAS_OP_T, sp.tb = CUBLAS_OP_N, sp.m = O, sp.n = N, sp.k = I, sp.lda = I, sp.ldb = I, sp.ldd = O;
+    sp.epilogue = gelu_out ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, sp.aux_ld = gelu_out ? O : 0;
+    if (lt::Matmul* mm = lt_get(sp, Types<T>::blas)) {
+      // The bias in the output's type: the fp32 master in fp32 mode, its bf16 copy in bf16 mode.
+      mm->run(W(w), in, gelu_out ? gelu_out : out, 0.f, W(b), gelu_out ? out : nullptr, lt_ws.as());
+      mark(kMatmul);
+      return;
+    }
     matmul_fwd<T, T>(blas, in, W(w), out, N, I, O);
     mark(kMatmul);
     k::add_bias<T><<<grid_for(size_t(N) * O), 256>>>(out, P(b), N, O);
     LAUNCH_CHECK();
     mark(kResidual);
+    if (gelu_out) {
+      k::gelu_fwd<T><<<grid_for(size_t(N) * O), 256>>>(out, gelu_out, size_t(N) * O);
+      LAUNCH_CHECK();
+      mark(kGelu);
+    }
   }
-  void linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O) {
-    matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O);
-    matmul_bwd_w<T>(blas, in, dout, G(w), N, I, O);
+  // din = dout . W (with gelu_pre: times gelu'(gelu_pre), the backward of the GELU that fed this
+  // layer), dW += dout^T . in, db = column sums of dout.
+  void linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre = nullptr) {
+    bool din_done = false, dw_done = false;
+    if (gelu_pre) {
+      lt::Spec sp;
+      sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_N, sp.m = I, sp.n = N, sp.k = O, sp.lda = I, sp.ldb = O, sp.ldd = I;
+      sp.epilogue = CUBLASLT_EPILOGUE_DGELU, sp.aux_ld = I;
+      if (lt::Matmul* mm = lt_get(sp, Types<T>::blas)) {
+        mm->run(W(w), dout, din, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as());
+        din_done = true;
+      }
+    }
+    if (!din_done) matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O);
+    {
+      lt::Spec sp;
+      sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_T, sp.m = I, sp.n = O, sp.k = N, sp.lda = I, sp.ldb = O, sp.ldd = I;
+      sp.epilogue = CUBLASLT_EPILOGUE_BGRADB;
+      if (lt::Matmul* mm = lt_get(sp, CUDA_R_32F)) {
+        // dW accumulates (beta 1) into the zeroed gradients; the bias gradient is written (each bias
+        // belongs to exactly one layer, so nothing else adds to it).
+        mm->run(in, dout, G(w), 1.f, G(b), nullptr, lt_ws.as());
+        dw_done = true;
+      }
+    }
+    if (!dw_done) matmul_bwd_w<T>(blas, in, dout, G(w), N, I, O);
     mark(kMatmul);
-    const int chunks = k::col_chunks(N);
-    k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8)>>>(dout, partial.as<float>(), N, O);
-    LAUNCH_CHECK();
-    k::colsum_finish<<<grid_for(size_t(O)), 256>>>(partial.as<float>(), chunks, 1, O, G(b), nullptr);
-    LAUNCH_CHECK();
-    mark(kResidual);
+    if (gelu_pre && !din_done) {
+      k::gelu_bwd<T><<<grid_for(size_t(N) * I), 256>>>(gelu_pre, din, din, size_t(N) * I);
+      LAUNCH_CHECK();
+      mark(kGelu);
+    }
+    if (!dw_done) {
+      const int chunks = k::col_chunks(N);
+      k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8)>>>(dout, partial.as<float>(), N, O);
+      LAUNCH_CHECK();
+      k::colsum_finish<<<grid_for(size_t(O)), 256>>>(partial.as<float>(), chunks, 1, O, G(b), nullptr);
+      LAUNCH_CHECK();
+      mark(kResidual);
+    }
   }
   int rows_grid() const { return (N + 7) / 8; }  // 8 warps (rows) per 256-thread block
   void ln_fwd(const float* x, size_t w, size_t b, T* y, float* mean, float* rstd) {
@@ -376,19 +469,16 @@ struct Model {
     for (int l = 0; l < c.layers; ++l) {
       auto& L = layer[size_t(l)];
       const auto& Wl = lay.layer[size_t(l)];
-      ln_fwd(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1.template as<T>(), L.ln1_mean.as<float>(), L.ln1_rstd.as<float>());
-      linear(L.ln1.template as<T>(), Wl.qkv_w, Wl.qkv_b, L.qkv.template as<T>(), C, 3 * C);
+      ln_fwd(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1.as<T>(), L.ln1_mean.as<float>(), L.ln1_rstd.as<float>());
+      linear(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, L.qkv.as<T>(), C, 3 * C);
       attention_fwd(L);
-      linear(L.att.template as<T>(), Wl.proj_w, Wl.proj_b, tmp.as<T>(), C, C);
+      linear(L.att.as<T>(), Wl.proj_w, Wl.proj_b, tmp.as<T>(), C, C);
       k::residual_add<T><<<grid_for(NC), 256>>>(L.x_mid.as<float>(), xs[size_t(l)].as<float>(), tmp.as<T>(), NC);
       LAUNCH_CHECK();
       mark(kResidual);
-      ln_fwd(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2.template as<T>(), L.ln2_mean.as<float>(), L.ln2_rstd.as<float>());
-      linear(L.ln2.template as<T>(), Wl.fc_w, Wl.fc_b, L.fc.template as<T>(), C, 4 * C);
-      k::gelu_fwd<T><<<grid_for(4 * NC), 256>>>(L.fc.template as<T>(), L.gl.template as<T>(), 4 * NC);
-      LAUNCH_CHECK();
-      mark(kGelu);
-      linear(L.gl.template as<T>(), Wl.fc2_w, Wl.fc2_b, tmp.as<T>(), 4 * C, C);
+      ln_fwd(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2.as<T>(), L.ln2_mean.as<float>(), L.ln2_rstd.as<float>());
+      linear(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, L.fc.as<T>(), C, 4 * C, L.gl.as<T>());  // fc keeps the pre-activation
+      linear(L.gl.as<T>(), Wl.fc2_w, Wl.fc2_b, tmp.as<T>(), 4 * C, C);
       k::residual_add<T><<<grid_for(NC), 256>>>(xs[size_t(l) + 1].as<float>(), L.x_mid.as<float>(), tmp.as<T>(), NC);
       LAUNCH_CHECK();
       mark(kResidual);
@@ -413,16 +503,13 @@ struct Model {
       auto& L = layer[size_t(l)];
       const auto& Wl = lay.layer[size_t(l)];
       // MLP: xs[l+1] = x_mid + fc2(gelu(fc(ln2(x_mid)))); dx holds d/dxs[l+1]
-      linear_back(L.gl.template as<T>(), Wl.fc2_w, Wl.fc2_b, dxT(), dfc.as<T>(), 4 * C, C);
-      k::gelu_bwd<T><<<grid_for(size_t(N) * 4 * C), 256>>>(L.fc.template as<T>(), dfc.as<T>(), dfc.as<T>(), size_t(N) * 4 * C);
-      LAUNCH_CHECK();
-      mark(kGelu);
-      linear_back(L.ln2.template as<T>(), Wl.fc_w, Wl.fc_b, dfc.as<T>(), dln.as<T>(), C, 4 * C);
+      linear_back(L.gl.as<T>(), Wl.fc2_w, Wl.fc2_b, dxT(), dfc.as<T>(), 4 * C, C, L.fc.as<T>());  // dfc = d(gl) * gelu'(fc)
+      linear_back(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, dfc.as<T>(), dln.as<T>(), C, 4 * C);
       ln_back(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2_mean.as<float>(), L.ln2_rstd.as<float>(), dln.as<T>(), true);
       // Attention: x_mid = xs[l] + proj(attention(qkv(ln1(xs[l])))); dx now holds d/dx_mid
-      linear_back(L.att.template as<T>(), Wl.proj_w, Wl.proj_b, dxT(), datt.as<T>(), C, C);
+      linear_back(L.att.as<T>(), Wl.proj_w, Wl.proj_b, dxT(), datt.as<T>(), C, C);
       attention_bwd(L);
-      linear_back(L.ln1.template as<T>(), Wl.qkv_w, Wl.qkv_b, dqkv.as<T>(), dln.as<T>(), C, 3 * C);
+      linear_back(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, dqkv.as<T>(), dln.as<T>(), C, 3 * C);
       ln_back(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1_mean.as<float>(), L.ln1_rstd.as<float>(), dln.as<T>(), true);
     }
     k::embed_bwd_pos<<<grid_for(size_t(T_) * C), 256>>>(dx.as<float>(), G(lay.wpe), B, T_, C);
@@ -456,6 +543,7 @@ struct Model {
 struct TrainOptions {
   int batch = 64, steps = 400, until = 0, warmup = 100, val_every = 100, val_batches = 8, log_every = 50;
   double lr = 1e-3, lr_min_frac = 0.1, clip = 1.0, weight_decay = 0.1;
+  bool fusion = true;  // cuBLASLt epilogues
 };
 
 // One training run's state: the model, the corpus on the GPU, the step and the data position. The
@@ -480,7 +568,7 @@ struct Trainer {
   double cap_loss = NAN;
 
   Trainer(const gpt::Config& c, const TrainOptions& opts, const train::Corpus& d, Attn attn, uint64_t seed)
-      : cfg(c), o(opts), data(d), m(c, opts.batch, attn), rng_state(seed) {
+      : cfg(c), o(opts), data(d), m(c, opts.batch, attn, opts.fusion), rng_state(seed) {
     opt.lr = o.lr, opt.weight_decay = o.weight_decay;
     corpus.alloc(data.train.size() * sizeof(int));
     to_device(corpus.as<int>(), data.train);
@@ -657,56 +745,106 @@ static int train_run(results::Results& res, const gpt::Config& cfg, const TrainO
 // Each new token runs one position through the model: its key and value are appended to the
 // layer's cache, and its query attends to the cache. A token costs O(t) attention work and one
 // row of every matmul, instead of re-running the whole context. fp32 throughout.
+//
+// At batch 1 every matmul is a matrix times one vector: memory-bound, a few microseconds each, so a
+// token is ~45 tiny kernels (gemv_bias with the bias, the residual add or the GELU folded in). Enqueued
+// one by one, the host's launch time would dominate; so the step (embedding -> logits, then position
+// + 1) is captured once as a CUDA graph, and a second graph puts the GPU sampling kernel in front of
+// it: generating n bytes is n graph launches and one copy back at the end.
 struct Generator {
   gpt::Config c;
   gpt::Layout lay;
-  cublasHandle_t blas;
-  DeviceBuffer params, x, ln, qkv, att, tmp, fc, gl, logits, mean, rstd;
+  cudaStream_t stream;
+  cudaGraphExec_t step_graph = nullptr, gen_graph = nullptr;
+  DeviceBuffer params, x, ln, qkv, att, gl, logits, mean, rstd, tok, pos, count, draws, out;
   std::vector<DeviceBuffer> kc, vc;
-  Generator(const gpt::Config& cfg, const std::vector<float>& p) : c(cfg), lay(cfg) {
-    CUBLAS_CHECK(cublasCreate(&blas));
+  Generator(const gpt::Config& cfg, const std::vector<float>& p, int max_new) : c(cfg), lay(cfg) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     const size_t C = size_t(c.width);
     params.alloc(lay.total * 4);
     to_device(params.as<float>(), p);
-    x.alloc(C * 4), ln.alloc(C * 4), qkv.alloc(3 * C * 4), att.alloc(C * 4), tmp.alloc(C * 4), fc.alloc(4 * C * 4), gl.alloc(4 * C * 4);
-    logits.alloc(size_t(c.vocab) * 4), mean.alloc(4), rstd.alloc(4);
+    x.alloc(C * 4), ln.alloc(C * 4), qkv.alloc(3 * C * 4), att.alloc(C * 4), gl.alloc(4 * C * 4);
+    logits.alloc(size_t(c.vocab) * 4), mean.alloc(4), rstd.alloc(4), tok.alloc(4), pos.alloc(4), count.alloc(4);
+    draws.alloc(size_t(std::max(1, max_new)) * 8), out.alloc(size_t(std::max(1, max_new)) * 4);
     for (int l = 0; l < c.layers; ++l) kc.emplace_back(size_t(c.context) * C * 4), vc.emplace_back(size_t(c.context) * C * 4);
+    CUDA_CHECK(cudaMemset(pos.as(), 0, 4));
+    CUDA_CHECK(cudaMemset(count.as(), 0, 4));
+    step_graph = capture([&] { enqueue_step(); });
   }
-  ~Generator() { cublasDestroy(blas); }
+  ~Generator() {
+    if (gen_graph) cudaGraphExecDestroy(gen_graph);
+    if (step_graph) cudaGraphExecDestroy(step_graph);
+    cudaStreamDestroy(stream);
+  }
+  template <class F>
+  cudaGraphExec_t capture(F&& enqueue) {
+    cudaGraph_t g;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    enqueue();
+    CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+    cudaGraphExec_t e;
+    CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    return e;
+  }
   float* P(size_t off) const { return params.as<float>() + off; }
-  void linear(const float* in, size_t w, size_t b, float* out, int I, int O) {
-    matmul_fwd<float, float>(blas, in, P(w), out, 1, I, O);
-    if (b != size_t(-1)) {
-      k::add_bias<float><<<grid_for(size_t(O)), 256>>>(out, P(b), 1, O);
-      LAUNCH_CHECK();
-    }
+  // o (=, +=, gelu of) W . in + b for one position (b = size_t(-1): no bias).
+  void linear(const float* in, size_t w, size_t b, float* o, int I, int O, k::GemvEpilogue epi = k::kStore) {
+    const float* Wp = P(w);
+    const bool vec = I % 4 == 0 && reinterpret_cast<uintptr_t>(Wp) % 16 == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0;
+    const float* bp = b == size_t(-1) ? nullptr : P(b);
+    if (vec) k::gemv_bias<true><<<(O + 7) / 8, 256, 0, stream>>>(Wp, in, bp, o, I, O, epi);
+    else k::gemv_bias<false><<<(O + 7) / 8, 256, 0, stream>>>(Wp, in, bp, o, I, O, epi);
+    LAUNCH_CHECK();
   }
-  // Logits for `token` at position `pos` (the cache holds positions 0..pos-1).
-  std::vector<float> step(int token, int pos) {
+  // The token tok[0] at position pos[0] (the cache holds 0..pos-1) -> logits; then pos + 1.
+  void enqueue_step() {
     const int C = c.width;
-    k::embed_one<<<grid_for(size_t(C)), 256>>>(token, pos, P(lay.wte), P(lay.wpe), x.as<float>(), C);
+    k::embed_token<<<grid_for(size_t(C)), 256, 0, stream>>>(tok.as<int>(), pos.as<int>(), P(lay.wte), P(lay.wpe), x.as<float>(), C);
     LAUNCH_CHECK();
     for (int l = 0; l < c.layers; ++l) {
       const auto& W = lay.layer[size_t(l)];
-      k::layernorm_fwd<float><<<1, 32>>>(x.as<float>(), P(W.ln1_w), P(W.ln1_b), ln.as<float>(), mean.as<float>(), rstd.as<float>(), 1, C);
+      k::layernorm_fwd<float><<<1, 32, 0, stream>>>(x.as<float>(), P(W.ln1_w), P(W.ln1_b), ln.as<float>(), mean.as<float>(), rstd.as<float>(), 1, C);
       LAUNCH_CHECK();
       linear(ln.as<float>(), W.qkv_w, W.qkv_b, qkv.as<float>(), C, 3 * C);
-      k::attention_decode<<<(c.heads + 7) / 8, 256>>>(qkv.as<float>(), kc[size_t(l)].as<float>(), vc[size_t(l)].as<float>(), att.as<float>(), pos,
-                                                      C, c.heads);
+      k::attention_decode<<<(c.heads + 7) / 8, 256, 0, stream>>>(qkv.as<float>(), kc[size_t(l)].as<float>(), vc[size_t(l)].as<float>(), att.as<float>(),
+                                                                 pos.as<int>(), C, c.heads);
       LAUNCH_CHECK();
-      linear(att.as<float>(), W.proj_w, W.proj_b, tmp.as<float>(), C, C);
-      k::residual_add<float><<<grid_for(size_t(C)), 256>>>(x.as<float>(), x.as<float>(), tmp.as<float>(), size_t(C));
-      k::layernorm_fwd<float><<<1, 32>>>(x.as<float>(), P(W.ln2_w), P(W.ln2_b), ln.as<float>(), mean.as<float>(), rstd.as<float>(), 1, C);
-      linear(ln.as<float>(), W.fc_w, W.fc_b, fc.as<float>(), C, 4 * C);
-      k::gelu_fwd<float><<<grid_for(size_t(4 * C)), 256>>>(fc.as<float>(), gl.as<float>(), size_t(4 * C));
-      linear(gl.as<float>(), W.fc2_w, W.fc2_b, tmp.as<float>(), 4 * C, C);
-      k::residual_add<float><<<grid_for(size_t(C)), 256>>>(x.as<float>(), x.as<float>(), tmp.as<float>(), size_t(C));
+      linear(att.as<float>(), W.proj_w, W.proj_b, x.as<float>(), C, C, k::kAdd);  // x += proj(att): the residual
+      k::layernorm_fwd<float><<<1, 32, 0, stream>>>(x.as<float>(), P(W.ln2_w), P(W.ln2_b), ln.as<float>(), mean.as<float>(), rstd.as<float>(), 1, C);
       LAUNCH_CHECK();
+      linear(ln.as<float>(), W.fc_w, W.fc_b, gl.as<float>(), C, 4 * C, k::kGelu);   // gl = gelu(fc(ln))
+      linear(gl.as<float>(), W.fc2_w, W.fc2_b, x.as<float>(), 4 * C, C, k::kAdd);  // x += fc2(gl)
     }
-    k::layernorm_fwd<float><<<1, 32>>>(x.as<float>(), P(lay.lnf_w), P(lay.lnf_b), ln.as<float>(), mean.as<float>(), rstd.as<float>(), 1, C);
+    k::layernorm_fwd<float><<<1, 32, 0, stream>>>(x.as<float>(), P(lay.lnf_w), P(lay.lnf_b), ln.as<float>(), mean.as<float>(), rstd.as<float>(), 1, C);
     LAUNCH_CHECK();
     linear(ln.as<float>(), lay.wte, size_t(-1), logits.as<float>(), C, c.vocab);
+    k::advance_position<<<1, 1, 0, stream>>>(pos.as<int>());
+    LAUNCH_CHECK();
+  }
+  // Feed one known token (the prompt); the logits stay on the GPU.
+  void feed(int token) {
+    CUDA_CHECK(cudaMemcpyAsync(tok.as(), &token, 4, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaGraphLaunch(step_graph, stream));
+  }
+  std::vector<float> logits_now() {
+    CUDA_CHECK(cudaStreamSynchronize(stream));
     return to_host(logits.as<float>(), size_t(c.vocab));
+  }
+  // Sample n tokens from the current logits onward, feeding each back in; u[i] is draw i.
+  std::vector<int> generate(const std::vector<double>& u, double temperature, int top_k) {
+    const int n = int(u.size());
+    to_device(draws.as<double>(), u);
+    if (!gen_graph)
+      gen_graph = capture([&] {
+        k::sample_top_k<<<1, 256, 0, stream>>>(logits.as<float>(), c.vocab, temperature, top_k, draws.as<double>(), count.as<int>(), tok.as<int>(),
+                                               out.as<int>());
+        LAUNCH_CHECK();
+        enqueue_step();
+      });
+    for (int i = 0; i < n; ++i) CUDA_CHECK(cudaGraphLaunch(gen_graph, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return to_host(out.as<int>(), size_t(n));
   }
 };
 
@@ -715,22 +853,25 @@ struct Sampled {
   int made = 0;
   double seconds = 0;
 };
+// Generates up to n bytes after the prompt (the context is the limit: the last position fed must be < T).
 static Sampled generate(const gpt::Config& cfg, const std::vector<float>& params, const std::string& prompt, int n, double temperature, int top_k,
                         uint64_t seed) {
-  Generator g(cfg, params);
+  const int room = cfg.context - int(prompt.size());  // positions left after the prompt; the last draw needs no step after it
+  const int want = std::max(0, std::min(n, room));
+  Generator g(cfg, params, want);
   verify::Rng rng(seed);
+  std::vector<double> u(static_cast<size_t>(want));
+  for (auto& x : u) x = double(rng.next() >> 11) / 9007199254740992.0;
+  for (char ch : prompt) g.feed(int(static_cast<unsigned char>(ch)));
+  CUDA_CHECK(cudaStreamSynchronize(g.stream));
   Sampled s;
   s.text = prompt;
-  std::vector<float> logits;
-  for (size_t i = 0; i < prompt.size(); ++i) logits = g.step(int(static_cast<unsigned char>(prompt[i])), int(i));
   const auto t0 = std::chrono::steady_clock::now();
-  for (int pos = int(prompt.size()); s.made < n && pos <= cfg.context; ++s.made, ++pos) {
-    const int tok = gpt::sample_top_k(logits, temperature, top_k, double(rng.next() >> 11) / 9007199254740992.0);
-    s.text.push_back(char(tok));
-    if (pos < cfg.context) logits = g.step(tok, pos);
-    else ++s.made, pos = cfg.context + 1;
-  }
+  // The graph samples and then feeds the sample; the final feed runs at position T - 1 at most.
+  const std::vector<int> toks = want > 0 ? g.generate(u, temperature, top_k) : std::vector<int>();
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int t : toks) s.text.push_back(char(t));
+  s.made = int(toks.size());
   return s;
 }
 
@@ -743,7 +884,7 @@ static gpt::Config tiny_config() {
 
 // GPU vs CPU on a tiny configuration: logits, loss and every parameter's gradient.
 template <class T>
-static void verify_tiny(results::Results& res, uint64_t seed, Attn attn) {
+static void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true) {
   const gpt::Config c = tiny_config();
   const int B = 3, Tq = c.context;
   verify::Rng rng(seed);
@@ -764,8 +905,8 @@ static void verify_tiny(results::Results& res, uint64_t seed, Attn attn) {
   gpt::Activations a;
   const double loss_ref = gpt::forward(c, p, tok, tgt, B, Tq, a);
   const std::vector<double> g_ref = gpt::backward(c, p, tok, tgt, B, Tq, a);
-  Model<T> m(c, B, attn);
-  const std::string tag = std::string("tiny GPT ") + Types<T>::name() + (" " + std::string(attn_name(m.impl)) + "-attn");
+  Model<T> m(c, B, attn, fusion);
+  const std::string tag = std::string("tiny GPT ") + Types<T>::name() + " " + attn_name(m.impl) + "-attn" + (fusion ? "" : " unfused");
   std::printf("%s: attention = %s\n", tag.c_str(), m.attn_note.c_str());
   to_device(m.params.template as<float>(), p);
   m.sync_weights();
@@ -795,6 +936,51 @@ static void verify_tiny(results::Results& res, uint64_t seed, Attn attn) {
   res.add(verify::compare(tag + " mean loss vs CPU", &loss, &loss_ref, 1, tloss));
   const std::vector<float> g = to_host(m.grads.template as<float>(), g_ref.size());
   res.add(verify::compare(tag + " every gradient vs CPU", g.data(), g_ref.data(), g.size(), tg));
+}
+
+// Generation on the GPU (KV cache, CUDA graphs, sampling kernel) against the CPU's decode_step and
+// sample_top_k: the logits after each prompt byte, every sampled byte (same draws), and the logits
+// after the last one.
+static void verify_generate(results::Results& res, uint64_t seed) {
+  gpt::Config c = tiny_config();
+  c.context = 24;
+  verify::Rng rng(seed);
+  std::vector<float> p = gpt::init_params(c, rng);
+  for (auto& w : p) w *= 3.f;  // spread the probabilities, so that sampling has real choices
+  const std::vector<int> prompt = {int(rng.next() % 256), int(rng.next() % 256), int(rng.next() % 256)};
+  const int n = c.context - int(prompt.size());
+  const double temperature = 0.9;
+  const int top_k = 5;
+  std::vector<double> u(static_cast<size_t>(n));
+  for (auto& x : u) x = double(rng.next() >> 11) / 9007199254740992.0;
+  gpt::KVCache cache(c);
+  Generator g(c, p, n);
+  std::vector<double> got, want;
+  int pos = 0;
+  std::vector<double> cpu;
+  for (int t : prompt) {
+    g.feed(t);
+    const std::vector<float> l = g.logits_now();
+    cpu = gpt::decode_step(c, p, cache, t, pos++);
+    got.insert(got.end(), l.begin(), l.end()), want.insert(want.end(), cpu.begin(), cpu.end());
+  }
+  res.add(verify::compare("generation: logits after each prompt byte vs CPU", got.data(), want.data(), got.size(), verify::Tol{1e-5, 1e-4, "fp32"}));
+  const std::vector<int> toks = g.generate(u, temperature, top_k);
+  int same = 0;
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> lf(cpu.begin(), cpu.end());
+    same += gpt::sample_top_k(lf, temperature, top_k, u[size_t(i)]) == toks[size_t(i)];
+    cpu = gpt::decode_step(c, p, cache, toks[size_t(i)], pos++);  // follow the GPU's bytes
+  }
+  verify::Check ch;
+  ch.name = "generation: GPU-sampled bytes == CPU sampling (same draws, top-k 5)";
+  ch.n = size_t(n);
+  ch.n_bad = size_t(n - same);
+  ch.passed = same == n;
+  ch.tol = verify::Tol{0, 0, "exact"};
+  res.add(ch);
+  const std::vector<float> last = g.logits_now();
+  res.add(verify::compare("generation: logits after the last sampled byte vs CPU", last.data(), cpu.data(), last.size(), verify::Tol{1e-5, 1e-4, "fp32"}));
 }
 
 // Attention alone at the default model's shape (head size 64, T = 256): the GPU's forward output and
@@ -916,7 +1102,7 @@ static void bench_train(results::Results& res, const gpt::Config& cfg, const Tra
                         uint64_t seed) {
   const size_t base = used_bytes();
   Trainer<T> tr(cfg, o, data, attn, seed);
-  const std::string name = std::string("train step ") + Types<T>::name();
+  const std::string name = std::string("train step ") + Types<T>::name() + (o.fusion ? "" : " unfused");
   std::printf("\n%s: attention = %s\n", name.c_str(), tr.m.attn_note.c_str());
   for (int i = 0; i < 3; ++i) tr.step_once();  // warm-up (cuBLAS heuristics, first launches)
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -966,6 +1152,7 @@ static void bench_train(results::Results& res, const gpt::Config& cfg, const Tra
   // 6 * 2 * L * T * C per token (causal half of QK^T and PV, fwd + bwd)... reported for reference only.
   json::Value ex = json::Value::object();
   ex["attention"] = tr.m.attn_note;
+  ex["fusion"] = o.fusion;
   ex["peak_gpu_mib"] = double(peak) / (1 << 20);
   json::Value pj = json::Value::object();
   double total = 0;
@@ -1086,6 +1273,7 @@ int main(int argc, char** argv) {
   o.lr = args.real("lr", 1e-3, 1e-7, 1.0, "peak learning rate");
   o.val_every = int(args.integer("val-every", 100, 1, 100000000, "steps between validation losses"));
   o.log_every = int(args.integer("log-every", 50, 1, 100000, "steps between progress lines"));
+  const std::string fusion_s = args.str("fusion", "on", "on | off: bias, GELU and bias gradients fused into the matmuls (cuBLASLt epilogues)");
   const std::string prec = args.str("precision", "bf16", "fp32 | bf16 (bf16 activations and matmuls, fp32 master weights and optimizer)");
   const std::string attn_s = args.str("attention", "auto", "auto | cudnn | matmul | naive (auto: cuDNN's fused attention in bf16, matmul otherwise)");
   const std::string data_path = args.str("data", "data/corpus.txt", "the text to train on (any file: bytes are the vocabulary)");
@@ -1102,6 +1290,8 @@ int main(int argc, char** argv) {
   bo.steps = int(args.integer("bench-steps", 1000, 10, 1000000, "with --bench: steps of the quality run"));
   args.finish();
   st.validate(kProg);
+  if (fusion_s != "on" && fusion_s != "off") cli::usage_error(kProg, "--fusion must be on or off, got '" + fusion_s + "'");
+  o.fusion = fusion_s == "on";
   if (prec != "fp32" && prec != "bf16") cli::usage_error(kProg, "--precision must be fp32 or bf16, got '" + prec + "'");
   Attn attn = Attn::kAuto;
   if (attn_s == "cudnn") attn = Attn::kCudnn;
@@ -1151,20 +1341,32 @@ int main(int argc, char** argv) {
       verify_tiny<float>(res, seed, a);
       if (!st.small) verify_attention<float>(res, seed + 1, a);
     }
+    verify_tiny<float>(res, seed, f32, false);  // the unfused matmuls (no cuBLASLt epilogues) too
     verify_training<float>(res, data, seed + 2, f32, st.small);
     for (Attn a : attn == Attn::kAuto ? std::vector<Attn>{Attn::kAuto, Attn::kMatmul, Attn::kNaive} : std::vector<Attn>{attn}) {
       verify_tiny<bf16>(res, seed, a);
       if (!st.small) verify_attention<bf16>(res, seed + 1, a);
     }
+    verify_tiny<bf16>(res, seed, attn, false);
     verify_training<bf16>(res, data, seed + 2, attn, st.small);
+    verify_generate(res, seed + 3);
   } else if (st.bench) {
     res.config["layers"] = cfg.layers, res.config["heads"] = cfg.heads, res.config["width"] = cfg.width, res.config["context"] = cfg.context;
     res.config["batch"] = o.batch;
     std::printf("\nattention alone, one layer, batch %d:\n", o.batch);
     for (Attn a : {Attn::kMatmul, Attn::kNaive}) bench_attention<float>(res, cfg, o.batch, a, seed);
     for (Attn a : {Attn::kCudnn, Attn::kMatmul, Attn::kNaive}) bench_attention<bf16>(res, cfg, o.batch, a, seed);
-    bench_train<float>(res, cfg, o, data, attn == Attn::kCudnn ? Attn::kAuto : attn, seed);
-    bench_train<bf16>(res, cfg, o, data, attn, seed);
+    // Each precision without and with the matmul epilogues: the fusion's gain, measured in one run.
+    for (bool f : {false, true}) {
+      TrainOptions of = o;
+      of.fusion = f;
+      bench_train<float>(res, cfg, of, data, attn == Attn::kCudnn ? Attn::kAuto : attn, seed);
+    }
+    for (bool f : {false, true}) {
+      TrainOptions of = o;
+      of.fusion = f;
+      bench_train<bf16>(res, cfg, of, data, attn, seed);
+    }
     std::printf("\nquality run: bf16, %d steps\n", bo.steps);
     bench_quality<bf16>(res, cfg, o, data, attn, seed, bo.steps);
   } else {

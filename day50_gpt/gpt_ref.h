@@ -411,7 +411,10 @@ inline int sample_top_k(const std::vector<float>& logits, double temperature, in
   std::vector<int> idx(logits.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = int(i);
   const int k = std::max(1, std::min<int>(top_k, int(idx.size())));
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) { return logits[size_t(a)] > logits[size_t(b)]; });
+  // Larger logit first; equal logits by smaller index (the GPU's sampling kernel ranks the same way).
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+    return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  });
   auto w = std::vector<double>(size_t(k));
   double sum = 0;
   for (int i = 0; i < k; ++i) sum += (w[size_t(i)] = std::exp((logits[size_t(idx[size_t(i)])] - logits[size_t(idx[0])]) / temperature));

@@ -49,10 +49,6 @@ __global__ void embed_fwd(const int* tok, const float* wte, const float* wpe, fl
     x[i] = wte[size_t(tok[n]) * C + c] + wpe[size_t(n % T) * C + c];
   }
 }
-// One position for generation: x[c] = wte[tok][c] + wpe[pos][c]
-__global__ void embed_one(int tok, int pos, const float* wte, const float* wpe, float* x, int C) {
-  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) x[c] = wte[size_t(tok) * C + c] + wpe[size_t(pos) * C + c];
-}
 // dwpe[t][c] += sum_b dx[b*T + t][c]: one thread per (t, c), the batch summed in order.
 __global__ void embed_bwd_pos(const float* dx, float* dwpe, int B, int T, int C) {
   GRID_STRIDE(i, size_t(T) * C) {
@@ -420,10 +416,17 @@ __global__ void convert(const float* x, T* y, size_t n) {
 }
 
 // ---- Generation with a KV cache (fp32) ---------------------------------------------------------
-// One new position `t` attends to cached keys/values 0..t. One warp per head. qkv: this position's
-// [q | k | v] (3C); kcache/vcache: [T][C], row t is written here first.
-__global__ void attention_decode(const float* qkv, float* kcache, float* vcache, float* out, int t, int C, int H) {
+// The token and its position live in device memory (tok[0], pos[0]) so that one decoding step can be
+// captured once as a CUDA graph and replayed: the host launches one graph per token and waits once.
+__global__ void embed_token(const int* tok, const int* pos, const float* wte, const float* wpe, float* x, int C) {
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) x[c] = wte[size_t(tok[0]) * C + c] + wpe[size_t(pos[0]) * C + c];
+}
+__global__ void advance_position(int* pos) { ++pos[0]; }
+// One new position t = pos[0] attends to cached keys/values 0..t. One warp per head. qkv: this
+// position's [q | k | v] (3C); kcache/vcache: [T][C], row t is written here first.
+__global__ void attention_decode(const float* qkv, float* kcache, float* vcache, float* out, const int* pos, int C, int H) {
   const int hs = C / H, h = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int t = pos[0];
   if (h >= H) return;
   for (int i = lane; i < hs; i += kWarp) {
     kcache[size_t(t) * C + h * hs + i] = qkv[C + h * hs + i];
@@ -454,6 +457,65 @@ __global__ void attention_decode(const float* qkv, float* kcache, float* vcache,
     for (int i = lane; i < hs; i += kWarp) d += q[i] * kcache[size_t(s) * C + h * hs + i];
     const float w = __expf(warp_sum(d) * scale - mx) / sum;
     for (int i = lane; i < hs; i += kWarp) out[h * hs + i] += w * vcache[size_t(s) * C + h * hs + i];
+  }
+}
+
+// y[o] (=, +=, or gelu of) sum_i W[o][i] x[i] + b[o]: a matrix times one vector, the shape every
+// matmul takes at batch 1. One warp per output row, reading the row with 16-byte loads where the
+// row is aligned (cuBLAS's GEMM machinery is built for big tiles, not for one column). The epilogue
+// saves a pass: kAdd folds the residual connection in, kGelu the MLP's activation.
+enum GemvEpilogue { kStore = 0, kAdd = 1, kGelu = 2 };
+template <bool kVec4>
+__global__ void gemv_bias(const float* __restrict__ W, const float* __restrict__ x, const float* __restrict__ b, float* y, int I, int O,
+                          int epilogue) {
+  const int o = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (o >= O) return;
+  const float* row = W + size_t(o) * I;
+  float s = 0;
+  if (kVec4) {
+    const float4* r4 = reinterpret_cast<const float4*>(row);
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    for (int i = lane; i < I / 4; i += kWarp) {
+      const float4 w = r4[i], v = x4[i];
+      s += w.x * v.x + w.y * v.y + w.z * v.z + w.w * v.w;
+    }
+  } else {
+    for (int i = lane; i < I; i += kWarp) s += row[i] * x[i];
+  }
+  s = warp_sum(s);
+  if (lane == 0) {
+    s += b ? b[o] : 0.f;
+    y[o] = epilogue == kAdd ? y[o] + s : epilogue == kGelu ? gelu(s) : s;
+  }
+}
+
+// Temperature + top-k sampling on the GPU, the twin of gpt::sample_top_k (same ranking, same double
+// arithmetic, same walk): one block. Reads the draw u[i] for i = count[0], writes the token to tok[0]
+// (the next step's input) and out[i], and advances count.
+__global__ void sample_top_k(const float* logits, int V, double temperature, int top_k, const double* u, int* count, int* tok, int* out) {
+  __shared__ double w[1024];
+  __shared__ int who[1024];
+  const int k = max(1, min(top_k, V));
+  for (int i = threadIdx.x; i < V; i += blockDim.x) {
+    const float li = logits[i];
+    int rank = 0;
+    for (int j = 0; j < V; ++j) rank += logits[j] > li || (logits[j] == li && j < i);
+    if (rank < k) who[rank] = i;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const double top = logits[who[0]];
+    double sum = 0;
+    for (int r = 0; r < k; ++r) sum += (w[r] = exp((double(logits[who[r]]) - top) / temperature));
+    const int n = count[0];
+    double left = u[n] * sum;
+    int pick = who[k - 1];
+    for (int r = 0; r < k; ++r)
+      if ((left -= w[r]) < 0) {
+        pick = who[r];
+        break;
+      }
+    tok[0] = pick, out[n] = pick, count[0] = n + 1;
   }
 }
 

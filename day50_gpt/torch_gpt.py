@@ -160,3 +160,62 @@ def gpu_slug():
             out += "-"
             dash = True
     return out.strip("-")
+
+
+@torch.no_grad()
+def generate_kv(model, prompt, n, temperature=0.8, top_k=40):
+    """Batch-1 generation with a KV cache, eager PyTorch: each new byte runs one position, its key and
+    value appended to each layer's cache (the peer of ./build/gpt --sample). Returns the new bytes."""
+    cfg = model.cfg
+    C, H = cfg["width"], cfg["heads"]
+    D = C // H
+    dev = model.P("wte").device
+    ks = [torch.empty(1, H, cfg["context"], D, device=dev) for _ in range(cfg["layers"])]
+    vs = [torch.empty(1, H, cfg["context"], D, device=dev) for _ in range(cfg["layers"])]
+
+    def step(tok, t):
+        x = model.P("wte")[tok] + model.P("wpe")[t]
+        x = x.view(1, 1, C)
+        for l in range(cfg["layers"]):
+            h = F.layer_norm(x, (C,), model.P(f"h{l}.ln1_w"), model.P(f"h{l}.ln1_b"), eps=1e-5)
+            q, k, v = F.linear(h, model.P(f"h{l}.qkv_w"), model.P(f"h{l}.qkv_b")).split(C, dim=-1)
+            ks[l][:, :, t] = k.view(1, H, D)
+            vs[l][:, :, t] = v.view(1, H, D)
+            a = F.scaled_dot_product_attention(q.view(1, 1, H, D).transpose(1, 2), ks[l][:, :, :t + 1], vs[l][:, :, :t + 1])
+            x = x + F.linear(a.transpose(1, 2).reshape(1, 1, C), model.P(f"h{l}.proj_w"), model.P(f"h{l}.proj_b"))
+            h = F.layer_norm(x, (C,), model.P(f"h{l}.ln2_w"), model.P(f"h{l}.ln2_b"), eps=1e-5)
+            h = F.gelu(F.linear(h, model.P(f"h{l}.fc_w"), model.P(f"h{l}.fc_b")), approximate="tanh")
+            x = x + F.linear(h, model.P(f"h{l}.fc2_w"), model.P(f"h{l}.fc2_b"))
+        x = F.layer_norm(x, (C,), model.P("lnf_w"), model.P("lnf_b"), eps=1e-5)
+        return (x @ model.P("wte").t()).view(-1)
+
+    t = 0
+    for b in prompt:
+        logits = step(int(b), t)
+        t += 1
+    out = []
+    for _ in range(n):
+        v, i = torch.topk(logits / temperature, top_k)
+        nxt = i[torch.multinomial(torch.softmax(v, -1), 1)]
+        out.append(nxt)
+        logits = step(nxt, t)
+        t += 1
+    return torch.stack(out).view(-1).tolist()
+
+
+def init_like_gpt2(cfg, seed=0):
+    """gpt::init_params' distribution (not its exact numbers): N(0, 0.02), the two residual projections
+    N(0, 0.02 / sqrt(2L)), zero biases, unit LayerNorm gains. For timing runs."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    resid = 0.02 / math.sqrt(2 * cfg["layers"])
+    for name, shape in layout(cfg):
+        last = name.split(".")[-1]
+        if last in ("ln1_w", "ln2_w", "lnf_w"):
+            parts.append(np.ones(shape, np.float32))
+        elif last.endswith("_b"):
+            parts.append(np.zeros(shape, np.float32))
+        else:
+            std = resid if last in ("proj_w", "fc2_w") else 0.02
+            parts.append(rng.normal(0, std, size=shape).astype(np.float32))
+    return np.concatenate([p.reshape(-1) for p in parts])

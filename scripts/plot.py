@@ -420,10 +420,10 @@ def day50_block(data):
     for b in rows:
         if b["name"].startswith("train step"):
             ex = b.get("extra", {})
-            out.append(f"| {b['dtype']} | {b['ms']:.2f} | {fmt(b['tokens_per_s'])} | {fmt(ex.get('peak_gpu_mib'))} MiB | "
+            out.append(f"| {b['name'][len('train step '):]} | {b['ms']:.2f} | {fmt(b['tokens_per_s'])} | {fmt(ex.get('peak_gpu_mib'))} MiB | "
                        f"{ex.get('attention', '').split(' (')[0]} |")
     out += ["", "Where one step's time goes (CUDA events between the phases of one step, ms):", "",
-            "| phase | " + " | ".join(b["dtype"] for b in rows if b["name"].startswith("train step")) + " |",
+            "| phase | " + " | ".join(b["name"][len("train step "):] for b in rows if b["name"].startswith("train step")) + " |",
             "|---|" + "---:|" * sum(1 for b in rows if b["name"].startswith("train step"))]
     steps = [b for b in rows if b["name"].startswith("train step")]
     phases = list(steps[0].get("extra", {}).get("phase_ms", {}).keys()) if steps else []
@@ -460,7 +460,7 @@ def day50_headline(data):
     by = {b["name"]: b for b in data.get("bench", [])}
     parts = []
     for d in ("fp32", "bf16"):
-        b = by.get(f"train step {d}")
+        b = by.get(f"train step {d}")  # the fused (default) configuration
         if b:
             parts.append(f"{d} {fmt(b['tokens_per_s'] / 1e3)}k tok/s")
     v = data.get("config", {}).get("val_loss_after_steps")
@@ -487,7 +487,7 @@ def day50_plot(plt, data, png):
     colors = ["#888", "#69c", "#3a7", "#c33", "#e92", "#a6d", "#333", "#bb3"]
     for i, ph in enumerate(phases):
         vals = [b["extra"]["phase_ms"][ph] for b in steps]
-        ax2.barh([b["dtype"] for b in steps], vals, left=left, color=colors[i % len(colors)], label=ph)
+        ax2.barh([b["name"][len("train step "):] for b in steps], vals, left=left, color=colors[i % len(colors)], label=ph)
         left = [l + v for l, v in zip(left, vals)]
     for i, b in enumerate(steps):
         ax2.text(left[i], i, f" {left[i]:.1f} ms, {b['tokens_per_s'] / 1e3:.0f}k tok/s", va="center", fontsize=8)
@@ -531,7 +531,38 @@ def day50_oracle_plot(plt, data, png):
     return True
 
 
+def day50_peer_block(data):
+    t, o, r = data.get("torch", {}), data.get("ours", {}), data.get("ratios", {})
+    out = [f"Same GPU, same model (6 layers, 6 heads, width 384, context 256, batch 64, byte vocabulary, tied head, AdamW), one run "
+           f"(PyTorch {data['env'].get('torch', '?')}: scaled_dot_product_attention, fused AdamW, no TF32):", "",
+           "| training step | ms/step | tokens/s | GPU memory taken | (PyTorch: tensors at the peak) |", "|---|---:|---:|---:|---:|"]
+    for mode, row in t.items():
+        out.append(f"| PyTorch {mode} | {row['ms']:.2f} | {fmt(row['tokens_per_s'])} | {fmt(row['device_mib'])} MiB | "
+                   f"{fmt(row['peak_allocated_mib'])} MiB |")
+    for key, label in (("train_fp32", "./build/gpt fp32"), ("train_bf16", "./build/gpt bf16")):
+        if key in o:
+            b = o[key]
+            out.append(f"| {label} | {b['ms']:.2f} | {fmt(b['tokens_per_s'])} | {fmt(b['extra']['peak_gpu_mib'])} MiB | |")
+    g = data.get("torch_generation", {})
+    if g and "generate" in o:
+        out += ["", f"Generation at batch 1 with a KV cache (fp32): PyTorch eager {fmt(g['tokens_per_s'])} tokens/s, "
+                f"./build/gpt {fmt(o['generate']['tokens_per_s'])} tokens/s."]
+    out += ["", "| goal | measured | |", "|---|---:|---|"]
+    for goal in data.get("goals", []):
+        out.append(f"| {goal['goal']} | {goal['value']:.2f} | {'met' if goal['met'] else '**missed**'} |")
+    return out + [""]
+
+
+def day50_peer_headline(data):
+    r = data.get("ratios", {})
+    if not r:
+        return "–"
+    return (f"bf16 {r['bf16_vs_torch_compile']:.2f}× torch.compile; fp32 {r['fp32_vs_torch_fp32_eager']:.2f}× eager; "
+            f"generation {r['generation_vs_torch_eager']:.1f}× eager")
+
+
 VIEWS = {
+    "day50_gpt-torch_peer": dict(block=day50_peer_block, plot=lambda plt, data, png: False, headline=day50_peer_headline),
     "day50_gpt": dict(block=day50_block, plot=day50_plot, headline=day50_headline),
     "day50_gpt-torch_oracle": dict(block=day50_oracle_block, plot=day50_oracle_plot, headline=day50_oracle_headline),
     "day01_setup": dict(headline=day01_headline),
