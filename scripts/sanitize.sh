@@ -8,6 +8,8 @@
 # the program itself passes its checks. Needs a GPU; without one everything is SKIP.
 # Writes results/<gpu>/sanitize.json (the tools' own counts, parsed from their output) and
 # prints "N passed, N failed, N skipped".
+# Usage: scripts/sanitize.sh [dayNN_x ...]   (default: every lesson). With lessons named, their
+# entries in sanitize.json are replaced and the other lessons' entries are kept (each entry is dated).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
@@ -18,7 +20,9 @@ CS=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/b
 TOOLS=${TOOLS:-memcheck racecheck initcheck}
 TIMEOUT=${SANITIZE_TIMEOUT:-900}
 
-LESSONS=(); for m in day*/Makefile; do [ -f "$m" ] && LESSONS+=("${m%/Makefile}"); done
+if [ $# -gt 0 ]; then LESSONS=("$@"); else
+  LESSONS=(); for m in day*/Makefile; do [ -f "$m" ] && LESSONS+=("${m%/Makefile}"); done
+fi
 make -s all >"$LOG/build.log" 2>&1 || { echo "FAIL  build (see $LOG/build.log)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 
 pass=0; fail=0; skip=0
@@ -54,7 +58,7 @@ for d in "${LESSONS[@]}"; do
       else status=FAIL; fail=$((fail+1)); fi
       printf '%-5s %-40s %s errors, exit %s, %ss  %s\n' "$status" "$d/$p $t" "$errs" "$rc" "$secs" "$result"
       [ "$status" = FAIL ] && grep -m5 -E '^========= +(Invalid|Race|Uninitialized|Error|Leaked|Warning)|Program hit' "$log" | sed 's/^/        /'
-      entries+=("{\"program\": \"$d/$p\", \"tool\": \"$t\", \"args\": \"--verify --small\", \"errors\": $errs, \"exit_code\": $rc, \"seconds\": $secs, \"status\": \"$status\", \"program_result\": \"$result\"}")
+      entries+=("{\"program\": \"$d/$p\", \"tool\": \"$t\", \"args\": \"--verify --small\", \"errors\": $errs, \"exit_code\": $rc, \"seconds\": $secs, \"status\": \"$status\", \"program_result\": \"$result\", \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"}")
     done
   done
 done
@@ -69,7 +73,20 @@ done
   echo "  ],"
   echo "  \"passed\": $([ $fail -eq 0 ] && echo true || echo false)"
   echo "}"
-} >"$out"
+} >"$out.new"
+if [ $# -gt 0 ] && [ -f "$out" ]; then
+  # Keep the other lessons' entries from the previous file.
+  python3 - "$out" "$out.new" "$@" <<'PY' || { echo "FAIL  merging into $out"; exit 1; }
+import json, sys
+old, new, lessons = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3:]
+keep = [r for r in old.get("runs", []) if r["program"].split("/")[0] not in lessons]
+new["runs"] = keep + new["runs"]
+new["what"] = old.get("what", new["what"])
+new["passed"] = all(r["status"] != "FAIL" for r in new["runs"])
+json.dump(new, open(sys.argv[2], "w"), indent=2)
+PY
+fi
+mv "$out.new" "$out"
 echo "wrote ${out#$ROOT/}"
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
