@@ -807,8 +807,9 @@ struct Generator {
       k::layernorm_fwd<float><<<1, 32, 0, stream>>>(x.as<float>(), P(W.ln1_w), P(W.ln1_b), ln.as<float>(), mean.as<float>(), rstd.as<float>(), 1, C);
       LAUNCH_CHECK();
       linear(ln.as<float>(), W.qkv_w, W.qkv_b, qkv.as<float>(), C, 3 * C);
-      k::attention_decode<<<(c.heads + 7) / 8, 256, 0, stream>>>(qkv.as<float>(), kc[size_t(l)].as<float>(), vc[size_t(l)].as<float>(), att.as<float>(),
-                                                                 pos.as<int>(), C, c.heads);
+      k::attention_decode<<<c.heads, 256, (c.context + 256) * sizeof(float), stream>>>(qkv.as<float>(), kc[size_t(l)].as<float>(),
+                                                                                      vc[size_t(l)].as<float>(), att.as<float>(), pos.as<int>(), C,
+                                                                                      c.heads);
       LAUNCH_CHECK();
       linear(att.as<float>(), W.proj_w, W.proj_b, x.as<float>(), C, C, k::kAdd);  // x += proj(att): the residual
       k::layernorm_fwd<float><<<1, 32, 0, stream>>>(x.as<float>(), P(W.ln2_w), P(W.ln2_b), ln.as<float>(), mean.as<float>(), rstd.as<float>(), 1, C);
@@ -953,9 +954,8 @@ static void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fu
 // Generation on the GPU (KV cache, CUDA graphs, sampling kernel) against the CPU's decode_step and
 // sample_top_k: the logits after each prompt byte, every sampled byte (same draws), and the logits
 // after the last one.
-static void verify_generate(results::Results& res, uint64_t seed) {
-  gpt::Config c = tiny_config();
-  c.context = 24;
+static void verify_generate(results::Results& res, uint64_t seed, gpt::Config c) {
+  const std::string tag = "generation (head size " + std::to_string(c.width / c.heads) + ")";
   verify::Rng rng(seed);
   std::vector<float> p = gpt::init_params(c, rng);
   for (auto& w : p) w *= 3.f;  // spread the probabilities, so that sampling has real choices
@@ -976,7 +976,7 @@ static void verify_generate(results::Results& res, uint64_t seed) {
     cpu = gpt::decode_step(c, p, cache, t, pos++);
     got.insert(got.end(), l.begin(), l.end()), want.insert(want.end(), cpu.begin(), cpu.end());
   }
-  res.add(verify::compare("generation: logits after each prompt byte vs CPU", got.data(), want.data(), got.size(), verify::Tol{1e-5, 1e-4, "fp32"}));
+  res.add(verify::compare(tag + ": logits after each prompt byte vs CPU", got.data(), want.data(), got.size(), verify::Tol{1e-5, 1e-4, "fp32"}));
   const std::vector<int> toks = g.generate(u, temperature, top_k);
   int same = 0;
   for (int i = 0; i < n; ++i) {
@@ -985,14 +985,14 @@ static void verify_generate(results::Results& res, uint64_t seed) {
     cpu = gpt::decode_step(c, p, cache, toks[size_t(i)], pos++);  // follow the GPU's bytes
   }
   verify::Check ch;
-  ch.name = "generation: GPU-sampled bytes == CPU sampling (same draws, top-k 5)";
+  ch.name = tag + ": GPU-sampled bytes == CPU sampling (same draws, top-k 5)";
   ch.n = size_t(n);
   ch.n_bad = size_t(n - same);
   ch.passed = same == n;
   ch.tol = verify::Tol{0, 0, "exact"};
   res.add(ch);
   const std::vector<float> last = g.logits_now();
-  res.add(verify::compare("generation: logits after the last sampled byte vs CPU", last.data(), cpu.data(), last.size(), verify::Tol{1e-5, 1e-4, "fp32"}));
+  res.add(verify::compare(tag + ": logits after the last sampled byte vs CPU", last.data(), cpu.data(), last.size(), verify::Tol{1e-5, 1e-4, "fp32"}));
 }
 
 // Attention alone at the default model's shape (head size 64, T = 256): the GPU's forward output and
@@ -1372,7 +1372,11 @@ int main(int argc, char** argv) {
     }
     verify_tiny<bf16>(res, seed, attn, false);
     verify_training<bf16>(res, data, seed + 2, attn, st.small);
-    verify_generate(res, seed + 3);
+    gpt::Config g1 = tiny_config(), g2 = tiny_config();
+    g1.context = 24;                                      // head size 16: the grouped output path
+    g2.context = 20, g2.layers = 1, g2.heads = 1, g2.width = 256;  // head size 256: the wide path
+    verify_generate(res, seed + 3, g1);
+    verify_generate(res, seed + 4, g2);
   } else if (st.bench) {
     res.config["layers"] = cfg.layers, res.config["heads"] = cfg.heads, res.config["width"] = cfg.width, res.config["context"] = cfg.context;
     res.config["batch"] = o.batch;

@@ -422,41 +422,64 @@ __global__ void embed_token(const int* tok, const int* pos, const float* wte, co
   for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) x[c] = wte[size_t(tok[0]) * C + c] + wpe[size_t(pos[0]) * C + c];
 }
 __global__ void advance_position(int* pos) { ++pos[0]; }
-// One new position t = pos[0] attends to cached keys/values 0..t. One warp per head. qkv: this
-// position's [q | k | v] (3C); kcache/vcache: [T][C], row t is written here first.
+// One new position t = pos[0] attends to cached keys/values 0..t. One block per head: thread s
+// computes the score of cached position s (its key row read whole), the block finds max and sum,
+// and the output sum_s p_s v_s is split over the threads by (dimension, slice of positions) so that
+// v's rows are read coalesced. qkv: this position's [q | k | v] (3C); kcache/vcache: [T][C], row t
+// is written here first. Dynamic shared memory: T + 256 floats.
 __global__ void attention_decode(const float* qkv, float* kcache, float* vcache, float* out, const int* pos, int C, int H) {
-  const int hs = C / H, h = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int t = pos[0];
-  if (h >= H) return;
-  for (int i = lane; i < hs; i += kWarp) {
+  extern __shared__ float sh[];
+  const int hs = C / H, h = blockIdx.x, t = pos[0];
+  float* p = sh;                  // [t + 1] scores, then probabilities
+  float* part = sh + (t + 1);     // [blockDim] partial sums
+  __shared__ float red[256 / kWarp];
+  for (int i = threadIdx.x; i < hs; i += blockDim.x) {
     kcache[size_t(t) * C + h * hs + i] = qkv[C + h * hs + i];
     vcache[size_t(t) * C + h * hs + i] = qkv[2 * C + h * hs + i];
   }
-  __syncwarp();
+  __syncthreads();
   const float scale = rsqrtf(float(hs));
   const float* q = qkv + h * hs;
-  // Two passes over the cache (max, then sum and output) keep it to registers: no score buffer.
   float mx = -INFINITY;
-  for (int s = lane; s <= t; s += kWarp) {
+  for (int s = threadIdx.x; s <= t; s += blockDim.x) {
+    const float* kr = kcache + size_t(s) * C + h * hs;
     float d = 0;
-    for (int i = 0; i < hs; ++i) d += q[i] * kcache[size_t(s) * C + h * hs + i];
-    mx = fmaxf(mx, d * scale);
+    for (int i = 0; i < hs; ++i) d += q[i] * kr[i];
+    p[s] = d * scale;
+    mx = fmaxf(mx, p[s]);
   }
   mx = warp_max(mx);
+  if (threadIdx.x % kWarp == 0) red[threadIdx.x / kWarp] = mx;
+  __syncthreads();
+  mx = -INFINITY;
+  for (int w = 0; w < int(blockDim.x / kWarp); ++w) mx = fmaxf(mx, red[w]);
+  __syncthreads();
   float sum = 0;
-  for (int s = lane; s <= t; s += kWarp) {
-    float d = 0;
-    for (int i = 0; i < hs; ++i) d += q[i] * kcache[size_t(s) * C + h * hs + i];
-    sum += __expf(d * scale - mx);
-  }
+  for (int s = threadIdx.x; s <= t; s += blockDim.x) sum += (p[s] = __expf(p[s] - mx));
   sum = warp_sum(sum);
-  for (int i = lane; i < hs; i += kWarp) out[h * hs + i] = 0.f;
-  __syncwarp();
-  for (int s = 0; s <= t; ++s) {
-    float d = 0;
-    for (int i = lane; i < hs; i += kWarp) d += q[i] * kcache[size_t(s) * C + h * hs + i];
-    const float w = __expf(warp_sum(d) * scale - mx) / sum;
-    for (int i = lane; i < hs; i += kWarp) out[h * hs + i] += w * vcache[size_t(s) * C + h * hs + i];
+  if (threadIdx.x % kWarp == 0) red[threadIdx.x / kWarp] = sum;
+  __syncthreads();
+  sum = 0;
+  for (int w = 0; w < int(blockDim.x / kWarp); ++w) sum += red[w];
+  if (hs >= int(blockDim.x)) {  // wide heads: each thread owns dimensions, all positions
+    for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+      float o = 0;
+      for (int s = 0; s <= t; ++s) o += p[s] * vcache[size_t(s) * C + h * hs + d];
+      out[h * hs + d] = o / sum;
+    }
+    return;
+  }
+  // Output: thread (i, g) adds positions s = g, g + G, ... for dimension i; G = blockDim / hs groups.
+  const int G = int(blockDim.x) / hs, i = threadIdx.x % hs, g = threadIdx.x / hs;
+  float acc = 0;
+  if (g < G)
+    for (int s = g; s <= t; s += G) acc += p[s] * vcache[size_t(s) * C + h * hs + i];
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+    float o = 0;
+    for (int gg = 0; gg < G; ++gg) o += part[gg * hs + d];
+    out[h * hs + d] = o / sum;
   }
 }
 
