@@ -23,7 +23,9 @@ TIMEOUT=${SANITIZE_TIMEOUT:-900}
 if [ $# -gt 0 ]; then LESSONS=("$@"); else
   LESSONS=(); for m in day*/Makefile; do [ -f "$m" ] && LESSONS+=("${m%/Makefile}"); done
 fi
-make -s all >"$LOG/build.log" 2>&1 || { echo "FAIL  build (see $LOG/build.log)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+for d in "${LESSONS[@]}"; do
+  make -s -j"$(nproc)" -C "$d" all >>"$LOG/build.log" 2>&1 || { echo "FAIL  build $d (see $LOG/build.log)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+done
 
 pass=0; fail=0; skip=0
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)
