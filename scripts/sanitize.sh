@@ -9,7 +9,7 @@
 # Writes results/<gpu>/sanitize.json (the tools' own counts, parsed from their output) and
 # prints "N passed, N failed, N skipped".
 # Usage: scripts/sanitize.sh [dayNN_x ...]   (default: every lesson). With lessons named, their
-# entries in sanitize.json are replaced and the other lessons' entries are kept (each entry is dated).
+# entries in sanitize.json (for the tools run) are replaced and the rest are kept (each entry is dated).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
@@ -78,10 +78,11 @@ done
 } >"$out.new"
 if [ $# -gt 0 ] && [ -f "$out" ]; then
   # Keep the other lessons' entries from the previous file.
-  python3 - "$out" "$out.new" "$@" <<'PY' || { echo "FAIL  merging into $out"; exit 1; }
-import json, sys
+  TOOLS_RUN="$TOOLS" python3 - "$out" "$out.new" "$@" <<'PY' || { echo "FAIL  merging into $out"; exit 1; }
+import json, os, sys
 old, new, lessons = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3:]
-keep = [r for r in old.get("runs", []) if r["program"].split("/")[0] not in lessons]
+tools = os.environ["TOOLS_RUN"].split()
+keep = [r for r in old.get("runs", []) if r["program"].split("/")[0] not in lessons or r["tool"] not in tools]
 new["runs"] = keep + new["runs"]
 new["what"] = old.get("what", new["what"])
 new["passed"] = all(r["status"] != "FAIL" for r in new["runs"])
