@@ -253,6 +253,19 @@ struct Model {
     if (impl == Attn::kMatmul) build_head_pointers();
     partial.alloc(size_t(k::col_chunks(N)) * 4 * C * 4);  // the widest column sum: a bias of 4C
     norm_partial.alloc(k::kNormBlocks * 4), sumsq.alloc(4);
+    // Every activation and scratch buffer starts as NaN (0xFF bytes): an element some kernel or
+    // library call fails to write poisons the loss and the checks, instead of reading as a stale zero.
+    // (It also gives compute-sanitizer's initcheck a defined starting pattern. Without it, initcheck
+    // reported reads of bf16 matmul outputs written by cuBLASLt's tensor-core kernels as uninitialized,
+    // although the GPU-vs-CPU checks show every one of those values is right: most likely stores it
+    // does not track (an inference, not established).)
+    for (DeviceBuffer* b : {&tok, &tgt, &loss, &logits, &dlogits, &lnf, &lnf_mean, &lnf_rstd, &dx, &dx_t, &dS, &dsum, &dq_acc, &scratch_small,
+                            &scratch_big, &partial, &norm_partial, &sumsq})
+      if (b->bytes()) poison(b->as(), b->bytes());
+    for (auto& x : xs) poison(x.as(), x.bytes());
+    for (auto& L : layer)
+      for (DeviceBuffer* b : {&L.ln1, &L.ln1_mean, &L.ln1_rstd, &L.qkv, &L.att, &L.x_mid, &L.ln2, &L.ln2_mean, &L.ln2_rstd, &L.fc, &L.gl, &L.P, &L.stats})
+        if (b->bytes()) poison(b->as(), b->bytes());
     to_device(decay.as<uint8_t>(), train::decay_mask(c));
     CUDA_CHECK(cudaMemset(m.as(), 0, m.bytes()));
     CUDA_CHECK(cudaMemset(v.as(), 0, v.bytes()));
