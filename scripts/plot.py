@@ -66,6 +66,8 @@ def env_line(data):
 
 def checks_line(data):
     cs = data.get("checks", [])
+    if not cs and data.get("goals"):
+        return f"timings only; {sum(1 for g in data['goals'] if g.get('met'))}/{len(data['goals'])} goals met"
     ok = sum(1 for c in cs if c.get("passed"))
     return f"{ok}/{len(cs)} checks passed"
 
@@ -467,9 +469,10 @@ def day50_headline(data):
         b = by.get(f"train step {d}")  # the fused (default) configuration
         if b:
             parts.append(f"{d} {fmt(b['tokens_per_s'] / 1e3)}k tok/s")
-    v = data.get("config", {}).get("val_loss_after_steps")
-    if v is not None:
-        parts.append(f"val loss {v:.2f} after {data['config'].get('quality_steps')} steps")
+    curve = data.get("config", {}).get("loss_curve", {})
+    if curve.get("val_loss"):
+        i = min(range(len(curve["val_loss"])), key=lambda j: curve["val_loss"][j])
+        parts.append(f"lowest val loss {curve['val_loss'][i]:.2f} (step {curve['val_step'][i]})")
     return "; ".join(parts) or "–"
 
 
