@@ -501,7 +501,7 @@ def day50_plot(plt, data, png):
     ax2.set_xlim(0, max(left) * 1.35)
     ax2.set_xlabel("ms per training step")
     ax2.set_title(f"where the time goes, {data['env'].get('gpu', '?')}")
-    ax2.legend(fontsize=7, loc="lower right")
+    ax2.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4)
     fig.tight_layout()
     fig.savefig(png, dpi=100)
     return True
@@ -525,14 +525,23 @@ def day50_oracle_plot(plt, data, png):
     curves = data.get("curves", {}).get("default")
     if not curves:
         return False
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
     for key, color, label in (("torch_fp32", "#999", "PyTorch fp32"), ("ours_fp32", "#3a7", "ours fp32"),
                               ("torch_bf16", "#e92", "PyTorch bf16 autocast"), ("ours_bf16", "#c33", "ours bf16")):
         ax.plot(range(1, len(curves[key]) + 1), curves[key], lw=0.8, color=color, label=label)
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
-    ax.set_title(f"same weights, same batches: ./build/gpt vs PyTorch ({data['env'].get('gpu', '?')})")
+    ax.set_title(f"same weights, same batches ({data['env'].get('gpu', '?')})")
     ax.legend(fontsize=8)
+    # The curves overlap; their differences show how closely (fp32) and how loosely (bf16) they agree.
+    for prec, color in (("fp32", "#3a7"), ("bf16", "#c33")):
+        d = [a - b for a, b in zip(curves[f"ours_{prec}"], curves[f"torch_{prec}"])]
+        ax2.plot(range(1, len(d) + 1), d, lw=0.8, color=color, label=f"{prec}: ours − PyTorch")
+    ax2.axhline(0, color="#999", lw=0.5)
+    ax2.set_xlabel("step")
+    ax2.set_ylabel("training loss difference")
+    ax2.set_title("default model: ours minus PyTorch, step by step")
+    ax2.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(png, dpi=100)
     return True
