@@ -1322,10 +1322,12 @@ int main(int argc, char** argv) {
   const int ntok = int(args.integer("tokens", 200, 1, 1 << 20, "with --sample: bytes to generate"));
   const double temperature = args.real("temperature", 0.8, 0.01, 10.0, "with --sample: softmax temperature");
   const int top_k = int(args.integer("top-k", 40, 1, 256, "with --sample: sample among the k likeliest bytes"));
+  const std::string verify_only = args.str("verify-only", "all", "with --verify: all | fp32 (skip the bf16 checks; for racecheck, see the Makefile)");
   BenchOptions bo;
   bo.steps = int(args.integer("bench-steps", 1000, 10, 1000000, "with --bench: steps of the quality run"));
   args.finish();
   st.validate(kProg);
+  if (verify_only != "all" && verify_only != "fp32") cli::usage_error(kProg, "--verify-only must be all or fp32, got '" + verify_only + "'");
   if (fusion_s != "on" && fusion_s != "off") cli::usage_error(kProg, "--fusion must be on or off, got '" + fusion_s + "'");
   o.fusion = fusion_s == "on";
   if (prec != "fp32" && prec != "bf16") cli::usage_error(kProg, "--precision must be fp32 or bf16, got '" + prec + "'");
@@ -1379,12 +1381,14 @@ int main(int argc, char** argv) {
     }
     verify_tiny<float>(res, seed, f32, false);  // the unfused matmuls (no cuBLASLt epilogues) too
     verify_training<float>(res, data, seed + 2, f32, st.small);
+    if (verify_only != "fp32") {
     for (Attn a : attn == Attn::kAuto ? std::vector<Attn>{Attn::kAuto, Attn::kMatmul, Attn::kNaive} : std::vector<Attn>{attn}) {
       verify_tiny<bf16>(res, seed, a);
       if (!st.small) verify_attention<bf16>(res, seed + 1, a);
     }
     verify_tiny<bf16>(res, seed, attn, false);
     verify_training<bf16>(res, data, seed + 2, attn, st.small);
+    }
     gpt::Config g1 = tiny_config(), g2 = tiny_config();
     g1.context = 24;                                      // head size 16: the grouped output path
     g2.context = 20, g2.layers = 1, g2.heads = 1, g2.width = 256;  // head size 256: the wide path

@@ -43,8 +43,15 @@ for d in "${LESSONS[@]}"; do
     for t in $TOOLS; do
       log="$LOG/${d}_${p}_$t.log"
       extra=(); [ "$t" = memcheck ] && extra=(--leak-check full)
+      # A lesson may restrict racecheck to its own kernels (RACECHECK_KERNELS_<program>: a regex of
+      # kernel names), when the libraries' kernels make a full run too slow; the entry records it.
+      filter=""; [ "$t" = racecheck ] && filter=$(make -s --no-print-directory -C "$d" "print-RACECHECK_KERNELS_$p" 2>/dev/null)
+      [ -n "$filter" ] && extra+=(--kernel-regex "kns=$filter")
+      # ... and extra program arguments for racecheck (RACECHECK_ARGS_<program>), e.g. to keep a library
+      # kernel that cannot run beside the tool out of the run; the entry records them too.
+      pargs=""; [ "$t" = racecheck ] && pargs=$(make -s --no-print-directory -C "$d" "print-RACECHECK_ARGS_$p" 2>/dev/null)
       start=$(date +%s)
-      (cd "$d" && timeout "$TIMEOUT" "$CS" --tool "$t" "${extra[@]}" "./build/$p" --verify --small) >"$log" 2>&1; rc=$?
+      (cd "$d" && timeout "$TIMEOUT" "$CS" --tool "$t" "${extra[@]}" "./build/$p" --verify --small $pargs) >"$log" 2>&1; rc=$?
       secs=$(( $(date +%s) - start ))
       # memcheck/initcheck end with "ERROR SUMMARY: N errors"; racecheck with
       # "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)": count both E and W.
@@ -60,7 +67,7 @@ for d in "${LESSONS[@]}"; do
       else status=FAIL; fail=$((fail+1)); fi
       printf '%-5s %-40s %s errors, exit %s, %ss  %s\n' "$status" "$d/$p $t" "$errs" "$rc" "$secs" "$result"
       [ "$status" = FAIL ] && grep -m5 -E '^========= +(Invalid|Race|Uninitialized|Error|Leaked|Warning)|Program hit' "$log" | sed 's/^/        /'
-      entries+=("{\"program\": \"$d/$p\", \"tool\": \"$t\", \"args\": \"--verify --small\", \"errors\": $errs, \"exit_code\": $rc, \"seconds\": $secs, \"status\": \"$status\", \"program_result\": \"$result\", \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"}")
+      entries+=("{\"program\": \"$d/$p\", \"tool\": \"$t\", \"args\": \"--verify --small${pargs:+ $pargs}\", \"kernels\": \"${filter:-all}\", \"errors\": $errs, \"exit_code\": $rc, \"seconds\": $secs, \"status\": \"$status\", \"program_result\": \"$result\", \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"}")
     done
   done
 done
