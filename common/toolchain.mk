@@ -81,15 +81,38 @@ else
 endif
 CUDNN_VERSION := $(shell awk '/define CUDNN_MAJOR/{a=$$3} /define CUDNN_MINOR/{b=$$3} /define CUDNN_PATCHLEVEL/{c=$$3} END{print a"."b"."c}' $(CUDNN_INC)/cudnn_version.h 2>/dev/null)
 
+# ---- NCCL (optional: only day50's --gpus uses it) -------------------------------------------------
+# Searched in the CUDA toolkit, a pip-installed nvidia-nccl, the system paths. Without it the programs
+# build anyway and --gpus N > 1 says that this build has no NCCL.
+ifneq ($(and $(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_LIBDIR)/libnccl.so*)),)
+  NCCL_INC := $(CUDA_HOME)/include
+  NCCL_LIB := $(firstword $(wildcard $(CUDA_LIBDIR)/libnccl.so*))
+else
+  PIP_NCCL := $(shell python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+  ifneq ($(and $(PIP_NCCL),$(wildcard $(PIP_NCCL)/include/nccl.h)),)
+    NCCL_INC := $(PIP_NCCL)/include
+    NCCL_LIB := $(firstword $(wildcard $(PIP_NCCL)/lib/libnccl.so*))
+  else ifneq ($(wildcard /usr/include/nccl.h),)
+    NCCL_INC := /usr/include
+    NCCL_LIB := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libnccl.so* /usr/lib/aarch64-linux-gnu/libnccl.so*))
+  endif
+endif
+ifneq ($(NCCL_LIB),)
+  NCCL_LIBDIR := $(patsubst %/,%,$(dir $(NCCL_LIB)))
+  NCCL_FLAGS := -DGPT_HAVE_NCCL -I$(NCCL_INC)
+  NCCL_LINK := -L$(NCCL_LIBDIR) -l:$(notdir $(NCCL_LIB))
+endif
+
 SYSTEM_LIBDIRS := /usr/lib /usr/lib64 /lib /lib64 /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu
-RPATH_DIRS := $(filter-out $(SYSTEM_LIBDIRS),$(sort $(CUDA_LIBDIR) $(CUDNN_LIBDIR)))
+RPATH_DIRS := $(filter-out $(SYSTEM_LIBDIRS),$(sort $(CUDA_LIBDIR) $(CUDNN_LIBDIR) $(NCCL_LIBDIR)))
 
 ifndef TOOLCHAIN_QUIET
   $(info ✓ nvcc: $(NVCC)   ARCH=$(ARCH) ($(ARCH_FROM)))
   $(info ✓ cuDNN $(CUDNN_VERSION) ($(CUDNN_FROM)): $(CUDNN_INC), $(CUDNN_LIB))
+  $(info $(if $(NCCL_LIB),✓ NCCL: $(NCCL_LIB),- NCCL not found: day50's --gpus N > 1 is not built in))
 endif
 
 export TOOLCHAIN_DONE CUDA_HOME NVCC CUDA_LIBDIR ARCH ARCH_NUM ARCH_FROM CUDNN_INC CUDNN_LIB \
-       CUDNN_LIBDIR CUDNN_LINK CUDNN_VERSION CUDNN_FROM RPATH_DIRS
+       CUDNN_LIBDIR CUDNN_LINK CUDNN_VERSION CUDNN_FROM RPATH_DIRS NCCL_INC NCCL_LIB NCCL_LIBDIR NCCL_FLAGS NCCL_LINK
 export TOOLCHAIN_QUIET := 1
 endif

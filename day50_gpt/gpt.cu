@@ -30,6 +30,19 @@
 #include <string>
 #include <vector>
 
+#ifdef GPT_HAVE_NCCL
+#include <nccl.h>
+#include <thread>
+#define NCCL_CHECK(call)                                                                                                  \
+  do {                                                                                                                    \
+    const ncclResult_t r_ = (call);                                                                                       \
+    if (r_ != ncclSuccess) {                                                                                              \
+      std::fprintf(stderr, "error: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_));          \
+      std::exit(1);                                                                                                       \
+    }                                                                                                                     \
+  } while (0)
+#endif
+
 #include "check.cuh"
 #include "checkpoint.h"
 #include "cublaslt.h"
@@ -557,6 +570,9 @@ struct TrainOptions {
   int batch = 64, steps = 400, until = 0, warmup = 100, val_every = 100, val_batches = 8, log_every = 50;
   double lr = 1e-3, lr_min_frac = 0.1, clip = 1.0, weight_decay = 0.1;
   bool fusion = true;  // cuBLASLt epilogues
+  // Data parallelism: this replica is `rank` of `world`; it takes batch / world of the global batch's
+  // sequences (the batch, and so the learning rate's meaning, stay what the user asked for).
+  int world = 1, rank = 0;
 };
 
 // One training run's state: the model, the corpus on the GPU, the step and the data position. The
@@ -581,7 +597,7 @@ struct Trainer {
   double cap_loss = NAN;
 
   Trainer(const gpt::Config& c, const TrainOptions& opts, const train::Corpus& d, Attn attn, uint64_t seed)
-      : cfg(c), o(opts), data(d), m(c, opts.batch, attn, opts.fusion), rng_state(seed) {
+      : cfg(c), o(opts), data(d), m(c, opts.batch / opts.world, attn, opts.fusion), rng_state(seed) {
     opt.lr = o.lr, opt.weight_decay = o.weight_decay;
     corpus.alloc(data.train.size() * sizeof(int));
     to_device(corpus.as<int>(), data.train);
@@ -591,15 +607,30 @@ struct Trainer {
     rng_state = rng.next();
     m.sync_weights();
   }
+#ifdef GPT_HAVE_NCCL
+  ncclComm_t comm = nullptr;  // set by the data-parallel driver when world > 1
+#endif
   void step_once() {
-    const int B = o.batch, Tq = cfg.context;
-    k::gather_batch<<<grid_for(size_t(B) * Tq), 256>>>(corpus.as<int>(), data.train.size(), pos, B, Tq, m.tok.template as<int>(), m.tgt.template as<int>());
+    const int B = o.batch / o.world, Tq = cfg.context;  // this replica's share of the global batch
+    const uint64_t mine = pos + uint64_t(o.rank) * B * Tq;
+    k::gather_batch<<<grid_for(size_t(B) * Tq), 256>>>(corpus.as<int>(), data.train.size(), mine, B, Tq, m.tok.template as<int>(), m.tgt.template as<int>());
     LAUNCH_CHECK();
-    pos = (pos + uint64_t(B) * Tq) % data.train.size();
+    pos = (pos + uint64_t(o.batch) * Tq) % data.train.size();
     m.forward();
     k::block_sum<<<1, 256>>>(m.loss.template as<float>(), m.N, step_loss.as<float>() + pending, true);
     LAUNCH_CHECK();
     m.backward();
+#ifdef GPT_HAVE_NCCL
+    if (o.world > 1) {
+      // Every replica's gradient (the mean over its rows) averaged over the replicas is the mean over
+      // the global batch: one all-reduce, after which every replica takes the same AdamW step and
+      // the weights stay identical. The step's loss is averaged the same way, for the log.
+      NCCL_CHECK(ncclGroupStart());
+      NCCL_CHECK(ncclAllReduce(m.grads.as(), m.grads.as(), m.lay.total, ncclFloat, ncclAvg, comm, 0));
+      NCCL_CHECK(ncclAllReduce(step_loss.as<float>() + pending, step_loss.as<float>() + pending, 1, ncclFloat, ncclAvg, comm, 0));
+      NCCL_CHECK(ncclGroupEnd());
+    }
+#endif
     if (capture) {
       capture = false;
       cap_grads = to_host(m.grads.template as<float>(), m.lay.total);
@@ -753,6 +784,85 @@ static int train_run(results::Results& res, const gpt::Config& cfg, const TrainO
   res.config["final_val_loss"] = val;
   return 0;
 }
+
+// ---- Data parallel over several GPUs (NCCL) ---------------------------------------------------------
+#ifdef GPT_HAVE_NCCL
+// One process, one thread and one model replica per GPU. Every replica starts from the same weights
+// (same seed), takes its slice of each global batch, and after its backward the gradients are averaged
+// over the replicas with one NCCL all-reduce; every replica then takes the same AdamW step. At every
+// logging step the replicas compare a checksum of their weights (the sum of squares, min and max over
+// the replicas through NCCL): they must stay bit-identical.
+template <class T>
+static int train_run_multi(results::Results& res, const gpt::Config& cfg, TrainOptions o, const train::Corpus& data, int world, Attn attn,
+                           uint64_t seed) {
+  setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink SHARP / multicast stays off unless the user set it (see the notes)
+  std::printf("data parallel over %d GPUs: %d sequences per GPU per step (global batch %d); NCCL_NVLS_ENABLE=%s\n", world, o.batch / world,
+              o.batch, std::getenv("NCCL_NVLS_ENABLE"));
+  std::vector<ncclComm_t> comms(static_cast<size_t>(world));
+  std::vector<int> devs(static_cast<size_t>(world));
+  for (int i = 0; i < world; ++i) devs[size_t(i)] = i;
+  NCCL_CHECK(ncclCommInitAll(comms.data(), world, devs.data()));
+  const int64_t last = o.until > 0 ? std::min<int64_t>(o.until, o.steps) : o.steps;
+  std::vector<float> losses;
+  double val = NAN, seconds = 0;
+  int mismatches = 0, comparisons = 0;
+  auto worker = [&](int r) {
+    CUDA_CHECK(cudaSetDevice(r));
+    TrainOptions mo = o;
+    mo.world = world, mo.rank = r;
+    Trainer<T> tr(cfg, mo, data, attn, seed);
+    tr.comm = comms[size_t(r)];
+    DeviceBuffer cs(3 * sizeof(float));
+    if (r == 0) std::printf("attention: %s\n", tr.m.attn_note.c_str());
+    const auto t0 = std::chrono::steady_clock::now();
+    while (tr.step < last) {
+      tr.step_once();
+      if (tr.step % o.log_every != 0 && tr.step != last) continue;
+      // The replicas' weights must be identical: sum of squares here, then its max and min over them.
+      k::sum_squares_partial<<<k::kNormBlocks, 256>>>(tr.m.params.template as<float>(), tr.m.lay.total, tr.m.norm_partial.template as<float>());
+      LAUNCH_CHECK();
+      k::block_sum<<<1, 256>>>(tr.m.norm_partial.template as<float>(), k::kNormBlocks, cs.as<float>(), false);
+      LAUNCH_CHECK();
+      NCCL_CHECK(ncclGroupStart());
+      NCCL_CHECK(ncclAllReduce(cs.as<float>(), cs.as<float>() + 1, 1, ncclFloat, ncclMax, tr.comm, 0));
+      NCCL_CHECK(ncclAllReduce(cs.as<float>(), cs.as<float>() + 2, 1, ncclFloat, ncclMin, tr.comm, 0));
+      NCCL_CHECK(ncclGroupEnd());
+      tr.read_back();
+      const std::vector<float> c = to_host(cs.as<float>(), 3);
+      if (r == 0) {
+        ++comparisons;
+        mismatches += c[1] != c[2];
+        const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::printf("step %6lld/%d  loss %.4f  %.0f tok/s (all GPUs)  replicas %s (|w|^2 %.6g)\n", (long long)tr.step, o.steps, tr.losses.back(),
+                    double(tr.step) * o.batch * cfg.context / el, c[1] == c[2] ? "identical" : "DIFFER", c[0]);
+        std::fflush(stdout);
+      }
+    }
+    tr.read_back();
+    if (r == 0) {
+      CUDA_CHECK(cudaDeviceSynchronize());
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      losses = tr.losses;
+      val = tr.val_loss(o.val_batches);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) threads.emplace_back(worker, r);
+  for (auto& t : threads) t.join();
+  for (auto& c : comms) ncclCommDestroy(c);
+  std::printf("validation loss %.4f; %.0f tokens/s over %d GPUs\n", val, double(losses.size()) * o.batch * cfg.context / seconds, world);
+  verify::Check same;
+  same.name = "data parallel: the replicas' weights stay identical (checksum at every logging step)";
+  same.n = size_t(comparisons), same.n_bad = size_t(mismatches);
+  same.passed = comparisons > 0 && mismatches == 0;
+  same.tol = verify::Tol{0, 0, "exact"};
+  res.add(same);
+  res.config["gpus"] = world;
+  res.config["final_train_loss"] = losses.empty() ? NAN : double(losses.back());
+  res.config["final_val_loss"] = val;
+  return 0;
+}
+#endif
 
 // ---- Generation with a KV cache --------------------------------------------------------------------
 // Each new token runs one position through the model: its key and value are appended to the
@@ -1322,11 +1432,17 @@ int main(int argc, char** argv) {
   const int ntok = int(args.integer("tokens", 200, 1, 1 << 20, "with --sample: bytes to generate"));
   const double temperature = args.real("temperature", 0.8, 0.01, 10.0, "with --sample: softmax temperature");
   const int top_k = int(args.integer("top-k", 40, 1, 256, "with --sample: sample among the k likeliest bytes"));
+  const std::string gpus_s = args.str("gpus", "1", "GPUs to train on (data parallel through NCCL): a number or 'all'");
   const std::string verify_only = args.str("verify-only", "all", "with --verify: all | fp32 (skip the bf16 checks; for racecheck, see the Makefile)");
   BenchOptions bo;
   bo.steps = int(args.integer("bench-steps", 1000, 10, 1000000, "with --bench: steps of the quality run"));
   args.finish();
   st.validate(kProg);
+  long long gpus_req = 0;
+  if (gpus_s != "all" && (!cli::parse_int(gpus_s, gpus_req) || gpus_req < 1))
+    cli::usage_error(kProg, "--gpus must be a positive number or 'all', got '" + gpus_s + "'");
+  if (gpus_s != "1" && (!resume.empty() || !dump.empty() || !save.empty() || !log_path.empty()))
+    cli::usage_error(kProg, "--gpus > 1 does not take --resume, --save, --dump or --log yet");
   if (verify_only != "all" && verify_only != "fp32") cli::usage_error(kProg, "--verify-only must be all or fp32, got '" + verify_only + "'");
   if (fusion_s != "on" && fusion_s != "off") cli::usage_error(kProg, "--fusion must be on or off, got '" + fusion_s + "'");
   o.fusion = fusion_s == "on";
@@ -1413,6 +1529,24 @@ int main(int argc, char** argv) {
     }
     std::printf("\nquality run: bf16, %d steps\n", bo.steps);
     bench_quality<bf16>(res, cfg, o, data, attn, seed, bo.steps);
+  } else if (gpus_s != "1") {
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    const int world = gpus_s == "all" ? count : int(gpus_req);
+    if (world > count) cli::usage_error(kProg, "--gpus " + gpus_s + ": this machine has " + std::to_string(count) + " GPU(s)");
+    if (o.batch % world) cli::usage_error(kProg, "--batch " + std::to_string(o.batch) + " does not split evenly over " + std::to_string(world) + " GPUs");
+    if (world == 1) {
+      const int rc = prec == "fp32" ? train_run<float>(res, cfg, o, data, data_path, save, resume, log_path, dump, attn, seed)
+                                    : train_run<bf16>(res, cfg, o, data, data_path, save, resume, log_path, dump, attn, seed);
+      if (rc) return rc;
+    } else {
+#ifdef GPT_HAVE_NCCL
+      const int rc = prec == "fp32" ? train_run_multi<float>(res, cfg, o, data, world, attn, seed) : train_run_multi<bf16>(res, cfg, o, data, world, attn, seed);
+      if (rc) return rc;
+#else
+      cli::usage_error(kProg, "--gpus > 1 needs NCCL, and this build found none (see the first lines make prints)");
+#endif
+    }
   } else {
     const int rc = prec == "fp32" ? train_run<float>(res, cfg, o, data, data_path, save, resume, log_path, dump, attn, seed)
                                   : train_run<bf16>(res, cfg, o, data, data_path, save, resume, log_path, dump, attn, seed);
