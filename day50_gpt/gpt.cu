@@ -661,7 +661,7 @@ struct Trainer {
     std::vector<int> tok, tgt;
     DeviceBuffer mean(4);
     for (int i = 0; i < batches; ++i) {
-      vpos = train::batch(data.val, vpos, o.batch, cfg.context, tok, tgt);
+      vpos = train::batch(data.val, vpos, m.B, cfg.context, tok, tgt);  // this replica's batch size
       to_device(m.tok.template as<int>(), tok), to_device(m.tgt.template as<int>(), tgt);
       m.forward();
       k::block_sum<<<1, 256>>>(m.loss.template as<float>(), m.N, mean.as<float>(), true);
