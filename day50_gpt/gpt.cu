@@ -696,6 +696,10 @@ static int train_run(results::Results& res, const gpt::Config& cfg, const TrainO
     } catch (const std::exception& e) {
       cli::usage_error(kProg, e.what());
     }
+    const int64_t stop = o.until > 0 ? std::min<int64_t>(o.until, o.steps) : o.steps;
+    if (from.step >= stop)
+      cli::usage_error(kProg, resume + " is at step " + std::to_string(from.step) + ": nothing to do before step " + std::to_string(stop) +
+                                  " (raise --steps or --until)");
   }
   Trainer<T> tr(cfg, o, data, attn, seed);
   std::printf("model: %d layers, %d heads, width %d, context %d: %zu parameters; batch %d; %s\nattention: %s\n", cfg.layers, cfg.heads, cfg.width,
@@ -766,8 +770,17 @@ static int train_run(results::Results& res, const gpt::Config& cfg, const TrainO
     }
     std::printf("saved %s (step %lld)\n", save.c_str(), (long long)tr.step);
   }
-  // A training run is its own check: the loss must be finite and must have fallen from the start.
-  if (first == 0 && !tr.losses.empty()) {
+  // A training run is its own check: the loss must be finite (a non-finite one stopped the run above)
+  // and, for a run from scratch, must have fallen from the start.
+  if (first > 0) {
+    verify::Check ch;
+    ch.name = "resumed training: every loss finite";
+    ch.n = tr.losses.size();
+    ch.passed = !tr.losses.empty();
+    for (float l : tr.losses) ch.passed = ch.passed && std::isfinite(l);
+    ch.tol = verify::Tol{0, 0, Types<T>::name()};
+    res.add(ch);
+  } else if (!tr.losses.empty()) {
     const size_t n = tr.losses.size(), k = std::max<size_t>(1, n / 10);
     double tail = 0;
     for (size_t i = n - k; i < n; ++i) tail += tr.losses[i];

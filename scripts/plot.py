@@ -578,7 +578,7 @@ def day50_peer_headline(data):
 
 
 VIEWS = {
-    "day50_gpt-torch_peer": dict(block=day50_peer_block, plot=lambda plt, data, png: False, headline=day50_peer_headline),
+    "day50_gpt-torch_peer": dict(block=day50_peer_block, plot=None, headline=day50_peer_headline),  # a table, no plot
     "day50_gpt": dict(block=day50_block, plot=day50_plot, headline=day50_headline),
     "day50_gpt-torch_oracle": dict(block=day50_oracle_block, plot=day50_oracle_plot, headline=day50_oracle_headline),
     "day01_setup": dict(headline=day01_headline),
@@ -598,8 +598,9 @@ def lesson_block(lesson, entries):
         out += [f"**{data['env'].get('gpu', gpu)}** ({env_line(data)}; {checks_line(data)}; "
                 f"file `{data['_path']}`)", ""]
         out += view["block"](data) if "block" in view else table(data.get("bench", []))
-        png = os.path.splitext(data["_path"])[0] + ".png"
-        out += ["", f"![{lesson} on {gpu}](../{png})", ""]
+        if view.get("plot", generic_plot) is not None:
+            png = os.path.splitext(data["_path"])[0] + ".png"
+            out += ["", f"![{lesson} on {gpu}](../{png})", ""]
     return out
 
 
@@ -656,7 +657,7 @@ def draw(root, results):
         for gpu, data in entries:
             png = os.path.join(root, os.path.splitext(data["_path"])[0] + ".png")
             plot = VIEWS.get(lesson, {}).get("plot", generic_plot)
-            if plot(plt, data, png) is not False:
+            if plot is not None and plot(plt, data, png) is not False:
                 written.append(png)
             plt.close("all")
     return written
