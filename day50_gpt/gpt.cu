@@ -805,74 +805,139 @@ static int train_run(results::Results& res, const gpt::Config& cfg, const TrainO
 // over the replicas with one NCCL all-reduce; every replica then takes the same AdamW step. At every
 // logging step the replicas compare a checksum of their weights (the sum of squares, min and max over
 // the replicas through NCCL): they must stay bit-identical.
+// What rank 0 of a data-parallel run reports.
+struct DpResult {
+  std::vector<float> losses;
+  double val = NAN, seconds = 0;
+  int mismatches = 0, comparisons = 0;
+};
+
+// One replica's training loop (a thread of --gpus N, or a process of --world N): steps in lockstep with
+// the other replicas (the all-reduce in step_once synchronizes them), the weight checksum at every
+// logging step, and on rank 0 the progress lines and the final validation.
+template <class T>
+static void dp_replica(const gpt::Config& cfg, TrainOptions o, const train::Corpus& data, Attn attn, uint64_t seed, ncclComm_t comm, int device,
+                       int rank, int world, DpResult& out) {
+  CUDA_CHECK(cudaSetDevice(device));
+  o.world = world, o.rank = rank;
+  Trainer<T> tr(cfg, o, data, attn, seed);
+  tr.comm = comm;
+  DeviceBuffer cs(3 * sizeof(float));
+  if (rank == 0) std::printf("attention: %s\n", tr.m.attn_note.c_str());
+  const int64_t last = o.until > 0 ? std::min<int64_t>(o.until, o.steps) : o.steps;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (tr.step < last) {
+    tr.step_once();
+    if (tr.step % o.log_every != 0 && tr.step != last) continue;
+    // The replicas' weights must be identical: sum of squares here, then its max and min over them.
+    k::sum_squares_partial<<<k::kNormBlocks, 256>>>(tr.m.params.template as<float>(), tr.m.lay.total, tr.m.norm_partial.template as<float>());
+    LAUNCH_CHECK();
+    k::block_sum<<<1, 256>>>(tr.m.norm_partial.template as<float>(), k::kNormBlocks, cs.as<float>(), false);
+    LAUNCH_CHECK();
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclAllReduce(cs.as<float>(), cs.as<float>() + 1, 1, ncclFloat, ncclMax, tr.comm, 0));
+    NCCL_CHECK(ncclAllReduce(cs.as<float>(), cs.as<float>() + 2, 1, ncclFloat, ncclMin, tr.comm, 0));
+    NCCL_CHECK(ncclGroupEnd());
+    tr.read_back();
+    const std::vector<float> c = to_host(cs.as<float>(), 3);
+    if (rank == 0) {
+      ++out.comparisons;
+      out.mismatches += c[1] != c[2];
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("step %6lld/%d  loss %.4f  %.0f tok/s (all GPUs)  replicas %s (|w|^2 %.6g)\n", (long long)tr.step, o.steps, tr.losses.back(),
+                  double(tr.step) * o.batch * cfg.context / el, c[1] == c[2] ? "identical" : "DIFFER", c[0]);
+      std::fflush(stdout);
+    }
+  }
+  tr.read_back();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.losses = tr.losses;
+  if (rank == 0) out.val = tr.val_loss(o.val_batches);
+}
+
+static void dp_report(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, int world, const DpResult& r) {
+  std::printf("validation loss %.4f; %.0f tokens/s over %d GPUs\n", r.val, double(r.losses.size()) * o.batch * cfg.context / r.seconds, world);
+  verify::Check same;
+  same.name = "data parallel: the replicas' weights stay identical (checksum at every logging step)";
+  same.n = size_t(r.comparisons), same.n_bad = size_t(r.mismatches);
+  same.passed = r.comparisons > 0 && r.mismatches == 0;
+  same.tol = verify::Tol{0, 0, "exact"};
+  res.add(same);
+  res.config["gpus"] = world;
+  res.config["final_train_loss"] = r.losses.empty() ? NAN : double(r.losses.back());
+  res.config["final_val_loss"] = r.val;
+}
+
+// --gpus N: one process, one thread per GPU, the communicators made together by ncclCommInitAll.
 template <class T>
 static int train_run_multi(results::Results& res, const gpt::Config& cfg, TrainOptions o, const train::Corpus& data, int world, Attn attn,
                            uint64_t seed) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink SHARP / multicast stays off unless the user set it (see the notes)
-  std::printf("data parallel over %d GPUs: %d sequences per GPU per step (global batch %d); NCCL_NVLS_ENABLE=%s\n", world, o.batch / world,
-              o.batch, std::getenv("NCCL_NVLS_ENABLE"));
+  std::printf("data parallel over %d GPUs (threads): %d sequences per GPU per step (global batch %d); NCCL_NVLS_ENABLE=%s\n", world,
+              o.batch / world, o.batch, std::getenv("NCCL_NVLS_ENABLE"));
   std::vector<ncclComm_t> comms(static_cast<size_t>(world));
   std::vector<int> devs(static_cast<size_t>(world));
   for (int i = 0; i < world; ++i) devs[size_t(i)] = i;
   NCCL_CHECK(ncclCommInitAll(comms.data(), world, devs.data()));
-  const int64_t last = o.until > 0 ? std::min<int64_t>(o.until, o.steps) : o.steps;
-  std::vector<float> losses;
-  double val = NAN, seconds = 0;
-  int mismatches = 0, comparisons = 0;
-  auto worker = [&](int r) {
-    CUDA_CHECK(cudaSetDevice(r));
-    TrainOptions mo = o;
-    mo.world = world, mo.rank = r;
-    Trainer<T> tr(cfg, mo, data, attn, seed);
-    tr.comm = comms[size_t(r)];
-    DeviceBuffer cs(3 * sizeof(float));
-    if (r == 0) std::printf("attention: %s\n", tr.m.attn_note.c_str());
-    const auto t0 = std::chrono::steady_clock::now();
-    while (tr.step < last) {
-      tr.step_once();
-      if (tr.step % o.log_every != 0 && tr.step != last) continue;
-      // The replicas' weights must be identical: sum of squares here, then its max and min over them.
-      k::sum_squares_partial<<<k::kNormBlocks, 256>>>(tr.m.params.template as<float>(), tr.m.lay.total, tr.m.norm_partial.template as<float>());
-      LAUNCH_CHECK();
-      k::block_sum<<<1, 256>>>(tr.m.norm_partial.template as<float>(), k::kNormBlocks, cs.as<float>(), false);
-      LAUNCH_CHECK();
-      NCCL_CHECK(ncclGroupStart());
-      NCCL_CHECK(ncclAllReduce(cs.as<float>(), cs.as<float>() + 1, 1, ncclFloat, ncclMax, tr.comm, 0));
-      NCCL_CHECK(ncclAllReduce(cs.as<float>(), cs.as<float>() + 2, 1, ncclFloat, ncclMin, tr.comm, 0));
-      NCCL_CHECK(ncclGroupEnd());
-      tr.read_back();
-      const std::vector<float> c = to_host(cs.as<float>(), 3);
-      if (r == 0) {
-        ++comparisons;
-        mismatches += c[1] != c[2];
-        const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("step %6lld/%d  loss %.4f  %.0f tok/s (all GPUs)  replicas %s (|w|^2 %.6g)\n", (long long)tr.step, o.steps, tr.losses.back(),
-                    double(tr.step) * o.batch * cfg.context / el, c[1] == c[2] ? "identical" : "DIFFER", c[0]);
-        std::fflush(stdout);
-      }
-    }
-    tr.read_back();
-    if (r == 0) {
-      CUDA_CHECK(cudaDeviceSynchronize());
-      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      losses = tr.losses;
-      val = tr.val_loss(o.val_batches);
-    }
-  };
+  std::vector<DpResult> out(static_cast<size_t>(world));
   std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) threads.emplace_back(worker, r);
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] { dp_replica<T>(cfg, o, data, attn, seed, comms[size_t(r)], r, r, world, out[size_t(r)]); });
   for (auto& t : threads) t.join();
   for (auto& c : comms) ncclCommDestroy(c);
-  std::printf("validation loss %.4f; %.0f tokens/s over %d GPUs\n", val, double(losses.size()) * o.batch * cfg.context / seconds, world);
-  verify::Check same;
-  same.name = "data parallel: the replicas' weights stay identical (checksum at every logging step)";
-  same.n = size_t(comparisons), same.n_bad = size_t(mismatches);
-  same.passed = comparisons > 0 && mismatches == 0;
-  same.tol = verify::Tol{0, 0, "exact"};
-  res.add(same);
-  res.config["gpus"] = world;
-  res.config["final_train_loss"] = losses.empty() ? NAN : double(losses.back());
-  res.config["final_val_loss"] = val;
+  dp_report(res, cfg, o, world, out[0]);
+  return 0;
+}
+
+// --world N --rank R --id-file PATH: one process per GPU (on one host or several). Rank 0 makes
+// NCCL's unique id and publishes it in PATH (written to PATH.tmp, then renamed, so no rank reads half
+// a file); the others wait for the file, read the id, and all join with ncclCommInitRank. Across
+// hosts PATH must be on a shared file system (or pass the id another way: it is 128 opaque bytes).
+template <class T>
+static int train_run_rank(results::Results& res, const gpt::Config& cfg, TrainOptions o, const train::Corpus& data, int world, int rank,
+                          int device, const std::string& id_file, Attn attn, uint64_t seed) {
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  ncclUniqueId id;
+  if (rank == 0) {
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    const std::string tmp = id_file + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f || std::fwrite(&id, sizeof id, 1, f) != 1 || std::fclose(f) != 0 || std::rename(tmp.c_str(), id_file.c_str()) != 0)
+      cli::usage_error(kProg, "--id-file: cannot write " + id_file);
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      FILE* f = std::fopen(id_file.c_str(), "rb");
+      if (f) {
+        const bool ok = std::fread(&id, sizeof id, 1, f) == 1;
+        std::fclose(f);
+        if (ok) break;
+      }
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(120))
+        cli::usage_error(kProg, "rank " + std::to_string(rank) + ": no NCCL id appeared in " + id_file + " within 120 s (is rank 0 running?)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  CUDA_CHECK(cudaSetDevice(device));
+  ncclComm_t comm;
+  NCCL_CHECK(ncclCommInitRank(&comm, world, id, rank));
+  if (rank == 0) std::remove(id_file.c_str());  // every rank has joined: the id is no longer needed
+  std::printf("rank %d of %d on GPU %d: %d sequences per step (global batch %d); NCCL_NVLS_ENABLE=%s\n", rank, world, device, o.batch / world,
+              o.batch, std::getenv("NCCL_NVLS_ENABLE"));
+  DpResult out;
+  dp_replica<T>(cfg, o, data, attn, seed, comm, device, rank, world, out);
+  ncclCommDestroy(comm);
+  if (rank == 0) {
+    dp_report(res, cfg, o, world, out);
+  } else {
+    verify::Check ch;
+    ch.name = "rank " + std::to_string(rank) + ": every loss finite";
+    ch.n = out.losses.size();
+    ch.passed = !out.losses.empty();
+    for (float l : out.losses) ch.passed = ch.passed && std::isfinite(l);
+    res.add(ch);
+  }
   return 0;
 }
 #endif
@@ -1445,7 +1510,11 @@ int main(int argc, char** argv) {
   const int ntok = int(args.integer("tokens", 200, 1, 1 << 20, "with --sample: bytes to generate"));
   const double temperature = args.real("temperature", 0.8, 0.01, 10.0, "with --sample: softmax temperature");
   const int top_k = int(args.integer("top-k", 40, 1, 256, "with --sample: sample among the k likeliest bytes"));
-  const std::string gpus_s = args.str("gpus", "1", "GPUs to train on (data parallel through NCCL): a number or 'all'");
+  const std::string gpus_s = args.str("gpus", "1", "GPUs to train on (data parallel through NCCL, one process): a number or 'all'");
+  const int world_n = int(args.integer("world", 1, 1, 4096, "processes in a multi-process data-parallel run (one per GPU; with --rank, --id-file)"));
+  const int rank_n = int(args.integer("rank", 0, 0, 4095, "this process's rank in a multi-process run"));
+  const int device_n = int(args.integer("device", -1, -1, 1023, "the GPU this rank uses (default: rank modulo the GPUs visible)"));
+  const std::string id_file = args.str("id-file", "", "multi-process run: where rank 0 publishes NCCL's unique id and the others read it");
   const std::string verify_only = args.str("verify-only", "all", "with --verify: all | fp32 (skip the bf16 checks; for racecheck, see the Makefile)");
   BenchOptions bo;
   bo.steps = int(args.integer("bench-steps", 1000, 10, 1000000, "with --bench: steps of the quality run"));
@@ -1454,7 +1523,11 @@ int main(int argc, char** argv) {
   long long gpus_req = 0;
   if (gpus_s != "all" && (!cli::parse_int(gpus_s, gpus_req) || gpus_req < 1))
     cli::usage_error(kProg, "--gpus must be a positive number or 'all', got '" + gpus_s + "'");
-  if (gpus_s != "1" && (!resume.empty() || !dump.empty() || !save.empty() || !log_path.empty()))
+  if (world_n > 1 && gpus_s != "1") cli::usage_error(kProg, "--world (one process per GPU) and --gpus (one process, several GPUs) exclude each other");
+  if (world_n > 1 && id_file.empty()) cli::usage_error(kProg, "--world needs --id-file (where the ranks meet)");
+  if (rank_n >= world_n) cli::usage_error(kProg, "--rank must be below --world");
+  if (world_n > 1 && o.batch % world_n) cli::usage_error(kProg, "--batch " + std::to_string(o.batch) + " does not split evenly over " + std::to_string(world_n) + " ranks");
+  if ((gpus_s != "1" || world_n > 1) && (!resume.empty() || !dump.empty() || !save.empty() || !log_path.empty()))
     cli::usage_error(kProg, "--gpus > 1 does not take --resume, --save, --dump or --log yet");
   if (verify_only != "all" && verify_only != "fp32") cli::usage_error(kProg, "--verify-only must be all or fp32, got '" + verify_only + "'");
   if (fusion_s != "on" && fusion_s != "off") cli::usage_error(kProg, "--fusion must be on or off, got '" + fusion_s + "'");
@@ -1542,6 +1615,18 @@ int main(int argc, char** argv) {
     }
     std::printf("\nquality run: bf16, %d steps\n", bo.steps);
     bench_quality<bf16>(res, cfg, o, data, attn, seed, bo.steps);
+  } else if (world_n > 1) {
+#ifdef GPT_HAVE_NCCL
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    const int dev = device_n >= 0 ? device_n : rank_n % count;
+    if (dev >= count) cli::usage_error(kProg, "--device " + std::to_string(dev) + ": this machine has " + std::to_string(count) + " GPU(s)");
+    const int rc = prec == "fp32" ? train_run_rank<float>(res, cfg, o, data, world_n, rank_n, dev, id_file, attn, seed)
+                                  : train_run_rank<bf16>(res, cfg, o, data, world_n, rank_n, dev, id_file, attn, seed);
+    if (rc) return rc;
+#else
+    cli::usage_error(kProg, "--world > 1 needs NCCL, and this build found none (see the first lines make prints)");
+#endif
   } else if (gpus_s != "1") {
     int count = 0;
     CUDA_CHECK(cudaGetDeviceCount(&count));
