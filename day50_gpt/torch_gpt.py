@@ -226,7 +226,11 @@ def init_like_gpt2(cfg, seed=0):
 def environment():
     """The environment block of a results file (the fields scripts/plot.py reads), as PyTorch sees it."""
     props = torch.cuda.get_device_properties(0)
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                                text=True).stdout.strip()
+    except OSError:  # no nvidia-smi on PATH: the field says unknown
+        driver = ""
     return dict(gpu=torch.cuda.get_device_name(0), gpu_slug=gpu_slug(), sm_count=props.multi_processor_count, driver=driver or "?",
                 cuda_runtime=torch.version.cuda, cudnn_loaded=str(torch.backends.cudnn.version()), torch=torch.__version__,
                 date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
