@@ -129,4 +129,14 @@ TEST(top_k_sampling) {
   EXPECT(std::fabs(counts[1] / 20000.0 - p1) < 0.02);
 }
 
+// Equal logits rank by index (the GPU's sampling kernel ranks the same way, and --verify compares the
+// two byte for byte): with k = 2 among three equal logits, only the first two indices can come out,
+// and the draw u picks between them in index order.
+TEST(top_k_ties_rank_by_index) {
+  const std::vector<float> logits = {-1.f, 2.f, 2.f, 2.f};
+  EXPECT(gpt::sample_top_k(logits, 1.0, 2, 0.25) == 1);
+  EXPECT(gpt::sample_top_k(logits, 1.0, 2, 0.75) == 2);
+  EXPECT(gpt::sample_top_k(logits, 1.0, 1, 0.999) == 1);
+}
+
 int main() { return minitest::run_all(); }

@@ -7,6 +7,8 @@ the warm-up + cosine schedule; batches are cut from the text the way train_ref.h
 """
 import math
 import struct
+import subprocess
+import time
 
 import numpy as np
 import torch
@@ -219,3 +221,16 @@ def init_like_gpt2(cfg, seed=0):
             std = resid if last in ("proj_w", "fc2_w") else 0.02
             parts.append(rng.normal(0, std, size=shape).astype(np.float32))
     return np.concatenate([p.reshape(-1) for p in parts])
+
+
+def environment():
+    """The environment block of a results file (the fields scripts/plot.py reads), as PyTorch sees it."""
+    props = torch.cuda.get_device_properties(0)
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                                text=True).stdout.strip()
+    except OSError:  # no nvidia-smi on PATH: the field says unknown
+        driver = ""
+    return dict(gpu=torch.cuda.get_device_name(0), gpu_slug=gpu_slug(), sm_count=props.multi_processor_count, driver=driver or "?",
+                cuda_runtime=torch.version.cuda, cudnn_loaded=str(torch.backends.cudnn.version()), torch=torch.__version__,
+                date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

@@ -168,11 +168,7 @@ def main():
                             torch_bf16=theirs16.tolist(), val=dict(ours_fp32=ours_val32, torch_fp32=their_val32, ours_bf16=ours_val16,
                                                                    torch_bf16=their_val16))
     failed = sum(not r["passed"] for r in results)
-    props = torch.cuda.get_device_properties(0)
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
-    env = dict(gpu=torch.cuda.get_device_name(0), gpu_slug=tg.gpu_slug(), sm_count=props.multi_processor_count, driver=driver or "?",
-               cuda_runtime=torch.version.cuda, cudnn_loaded=str(torch.backends.cudnn.version()), torch=torch.__version__,
-               date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    env = tg.environment()
     out = dict(lesson="day50_gpt", program="torch_oracle.py", mode="oracle", env=env, config=dict(configs=args.configs, seed=args.seed),
                checks=results, bench=[], info=info, curves=report, passed=failed == 0)
     path = args.json.replace("{gpu}", tg.gpu_slug())

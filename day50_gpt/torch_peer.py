@@ -136,11 +136,7 @@ def main():
           f"memory fp32 {o32['extra']['peak_gpu_mib']:.0f} MiB, bf16 {o16['extra']['peak_gpu_mib']:.0f} MiB")
     for name, met, x in goals:
         print(f"  {'met   ' if met else 'MISSED'}  {name}: {x:.2f}")
-    props = torch.cuda.get_device_properties(0)
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
-    env = dict(gpu=torch.cuda.get_device_name(0), gpu_slug=tg.gpu_slug(), sm_count=props.multi_processor_count, driver=driver or "?",
-               cuda_runtime=torch.version.cuda, cudnn_loaded=str(torch.backends.cudnn.version()), torch=torch.__version__,
-               date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    env = tg.environment()
     out = dict(lesson="day50_gpt", program="torch_peer.py", mode="bench", env=env, config=cfg, torch=torch_rows, torch_generation=gen,
                ours=dict(train_fp32=o32, train_bf16=o16, generate=og, env=ours["env"]), ratios=ratios,
                goals=[dict(goal=n, met=bool(m), value=x) for n, m, x in goals], checks=[], bench=[])

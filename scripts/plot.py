@@ -57,11 +57,25 @@ def rate_of(b):
     return None, ""
 
 
+def version_text(v):
+    """cuDNN reports its version as one integer (91900 = 9.19.0); PyTorch writes it that way."""
+    v = str(v)
+    if v.isdigit() and int(v) >= 10000:
+        n = int(v)
+        return f"{n // 10000}.{n % 10000 // 100}.{n % 100}"
+    return v
+
+
 def env_line(data):
     e = data.get("env", {})
-    return (f"{e.get('gpu', '?')}, {e.get('sm_count', '?')} SMs, driver {e.get('driver', '?')}, "
-            f"CUDA {e.get('cuda_runtime', '?')}, cuBLAS {e.get('cublas', '?')}, cuDNN {e.get('cudnn_loaded', '?')}, "
-            f"{e.get('date', '?')[:10]}")
+    parts = [f"{e.get('gpu', '?')}, {e.get('sm_count', '?')} SMs, driver {e.get('driver', '?')}, CUDA {e.get('cuda_runtime', '?')}"]
+    if "cublas" in e or "torch" not in e:  # a PyTorch-written file has no cuBLAS field: say PyTorch's version instead
+        parts.append(f"cuBLAS {e.get('cublas', '?')}")
+    parts.append(f"cuDNN {version_text(e.get('cudnn_loaded', '?'))}")
+    if "torch" in e:
+        parts.append(f"PyTorch {e['torch']}")
+    parts.append(e.get("date", "?")[:10])
+    return ", ".join(parts)
 
 
 def checks_line(data):

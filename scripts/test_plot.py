@@ -72,6 +72,10 @@ def main():
         t50 = open(os.path.join(root, "day50_gpt", "README.md")).read()
         expect("| bf16 | 4.00 | 4,096,000 | 1,800 MiB | cuDNN fused flash attention |" in t50, "day50 training row")
         expect("| matmul (cuBLAS) | 3.000 (75%) |" in t50 and "| validation loss | 3.000 | 2.500 |" in t50, "day50 phases and val curve")
+        torch_env = {"env": {"gpu": "G", "sm_count": 2, "driver": "1", "cuda_runtime": "13.0", "cudnn_loaded": "91900",
+                             "torch": "2.11", "date": "2026-11-22T00:00:00Z"}}
+        expect(plot.env_line(torch_env) == "G, 2 SMs, driver 1, CUDA 13.0, cuDNN 9.19.0, PyTorch 2.11, 2026-11-22",
+               "a PyTorch-written environment: cuDNN's integer version spelled out, PyTorch named, no cuBLAS field invented")
         log = os.path.join(root, "train.log")
         open(log, "w").write("0 5.5\n1 5.0\n1 val 5.1\n")
         expect(plot.read_loss_log(log) == ([1, 2], [5.5, 5.0], [2], [5.1]), "loss log parsed")
