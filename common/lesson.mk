@@ -9,6 +9,8 @@
 #   RUN_AFTER     := ...                optional: a command `make run` runs after the programs
 #   BAD_ARGS_<p> := --n -1 ; --n abc    optional: argument sets that must be refused with exit 2
 #                                       (scripts/bad_input.sh adds --bogus and friends itself)
+#   EXTRA_VERIFY := ./x.sh 2 ; ./y      optional: more verification commands (run in the lesson folder by
+#                                       scripts/run_all.sh, judged by the same exit codes as the programs)
 #
 # Targets: all (default), run, verify, bench, clean, and print-VAR for the scripts.
 # Exit codes of the programs: 0 pass, 1 a check failed, 2 usage/input error, 77 skipped.

@@ -141,6 +141,15 @@ class Results {
 
   json::Value env = json::Value::object();     // common/env.cuh: collect_env()
   json::Value config = json::Value::object();  // the arguments this run used
+  // Performance goals a benchmark sets itself (not checks: a missed goal is reported, not failed):
+  // entries {goal, value, met}, written only when there are some.
+  json::Value goals = json::Value::array();
+  void add_goal(const std::string& goal, double value, bool met) {
+    json::Value g = json::Value::object();
+    g["goal"] = goal, g["value"] = value, g["met"] = met;
+    goals.push(g);
+    std::printf("  %-7s %s: %.3g\n", met ? "met" : "MISSED", goal.c_str(), value);
+  }
   std::string mode = "run";
 
   // Records a check and prints its line.
@@ -177,6 +186,7 @@ class Results {
     json::Value bs = json::Value::array();
     for (auto& b : bench_) bs.push(results::to_json(b));
     v["bench"] = bs;
+    if (goals.size()) v["goals"] = goals;
     v["passed"] = passed();
     return v;
   }

@@ -25,23 +25,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#ifdef GPT_HAVE_NCCL
-#include <nccl.h>
-#include <thread>
-#define NCCL_CHECK(call)                                                                                                  \
-  do {                                                                                                                    \
-    const ncclResult_t r_ = (call);                                                                                       \
-    if (r_ != ncclSuccess) {                                                                                              \
-      std::fprintf(stderr, "error: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_));          \
-      std::exit(1);                                                                                                       \
-    }                                                                                                                     \
-  } while (0)
-#endif
 
 #include "check.cuh"
 #include "checkpoint.h"
@@ -56,6 +45,15 @@
 #include "timing.cuh"
 #include "train_ref.h"
 #include "verify.h"
+// Data parallelism over several GPUs (--gpus, --world) needs NCCL; the toolchain defines
+// GPT_HAVE_NCCL where it found it. Without it a null dp::Replica* means "one GPU", as always.
+#ifdef GPT_HAVE_NCCL
+#include "data_parallel.cuh"
+#else
+namespace dp {
+class Replica;
+}
+#endif
 
 static const char* kProg = "gpt";
 using bf16 = __nv_bfloat16;
@@ -201,6 +199,10 @@ struct Model {
   std::unique_ptr<sdpa::Attention> sdpa;
   DeviceBuffer ws;
   Phases* ph = nullptr;
+  // Called by backward() as soon as block l's parameter gradients are enqueued (l = -1: at the end,
+  // embeddings included). Data parallelism starts the all-reduce of finished gradients from here,
+  // while the backward of the earlier blocks goes on.
+  std::function<void(int)> on_block_grads;
 
   DeviceBuffer params, params_t, grads, m, v, decay;
   DeviceBuffer tok, tgt, loss, logits, dlogits;
@@ -537,6 +539,7 @@ struct Model {
       attention_bwd(L);
       linear_back(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, dqkv.as<T>(), dln.as<T>(), C, 3 * C);
       ln_back(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1_mean.as<float>(), L.ln1_rstd.as<float>(), dln.as<T>(), true);
+      if (on_block_grads) on_block_grads(l);
     }
     k::embed_bwd_pos<<<grid_for(size_t(T_) * C), 256>>>(dx.as<float>(), G(lay.wpe), B, T_, C);
     LAUNCH_CHECK();
@@ -546,6 +549,7 @@ struct Model {
     k::colsum_finish<<<grid_for(size_t(c.vocab) * C), 256>>>(embed_partial.as<float>(), slices, 1, c.vocab * C, G(lay.wte), nullptr);
     LAUNCH_CHECK();
     mark(kEmbed);
+    if (on_block_grads) on_block_grads(-1);
   }
 
   // The gradient norm and the AdamW update, all on the GPU; norm_out receives the norm.
@@ -570,9 +574,7 @@ struct TrainOptions {
   int batch = 64, steps = 400, until = 0, warmup = 100, val_every = 100, val_batches = 8, log_every = 50;
   double lr = 1e-3, lr_min_frac = 0.1, clip = 1.0, weight_decay = 0.1;
   bool fusion = true;  // cuBLASLt epilogues
-  // Data parallelism: this replica is `rank` of `world`; it takes batch / world of the global batch's
-  // sequences (the batch, and so the learning rate's meaning, stay what the user asked for).
-  int world = 1, rank = 0;
+  size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
 };
 
 // One training run's state: the model, the corpus on the GPU, the step and the data position. The
@@ -596,40 +598,49 @@ struct Trainer {
   std::vector<int> cap_tok, cap_tgt;
   double cap_loss = NAN;
 
-  Trainer(const gpt::Config& c, const TrainOptions& opts, const train::Corpus& d, Attn attn, uint64_t seed)
-      : cfg(c), o(opts), data(d), m(c, opts.batch / opts.world, attn, opts.fusion), rng_state(seed) {
+  // Data parallelism (dp non-null): this replica is dp->rank of dp->world and takes batch / world of
+  // each global batch's sequences. The global batch, the data order and the schedule are those of one
+  // GPU with the same --batch, so the learning rate means the same thing whatever the GPU count.
+  dp::Replica* dp = nullptr;
+  int world = 1, rank = 0;
+
+  Trainer(const gpt::Config& c, const TrainOptions& opts, const train::Corpus& d, Attn attn, uint64_t seed, dp::Replica* replica = nullptr)
+      : cfg(c), o(opts), data(d), m(c, opts.batch / replica_count(replica), attn, opts.fusion), rng_state(seed), dp(replica) {
     opt.lr = o.lr, opt.weight_decay = o.weight_decay;
     corpus.alloc(data.train.size() * sizeof(int));
     to_device(corpus.as<int>(), data.train);
     step_loss.alloc(size_t(o.log_every) * 4), step_norm.alloc(size_t(o.log_every) * 4);
     verify::Rng rng(seed);
-    to_device(m.params.template as<float>(), gpt::init_params(cfg, rng));
+    to_device(m.params.template as<float>(), gpt::init_params(cfg, rng));  // the same seed on every replica: the same weights
     rng_state = rng.next();
     m.sync_weights();
-  }
 #ifdef GPT_HAVE_NCCL
-  ncclComm_t comm = nullptr;  // set by the data-parallel driver when world > 1
+    if (dp) {
+      world = dp->world, rank = dp->rank;
+      dp->plan(cfg, o.bucket_bytes, m.grads.template as<float>());
+      m.on_block_grads = [this](int l) { dp->block_done(l); };
+    }
 #endif
+  }
+  static int replica_count(dp::Replica* r) {
+#ifdef GPT_HAVE_NCCL
+    if (r) return r->world;
+#endif
+    (void)r;  // without NCCL nothing can make a Replica: one GPU
+    return 1;
+  }
   void step_once() {
-    const int B = o.batch / o.world, Tq = cfg.context;  // this replica's share of the global batch
-    const uint64_t mine = pos + uint64_t(o.rank) * B * Tq;
-    k::gather_batch<<<grid_for(size_t(B) * Tq), 256>>>(corpus.as<int>(), data.train.size(), mine, B, Tq, m.tok.template as<int>(), m.tgt.template as<int>());
+    const int B = m.B, Tq = cfg.context;  // this replica's share of the global batch: sequences rank*B ... rank*B + B-1
+    k::gather_batch<<<grid_for(size_t(B) * Tq), 256>>>(corpus.as<int>(), data.train.size(), pos + uint64_t(rank) * B * Tq, B, Tq,
+                                                       m.tok.template as<int>(), m.tgt.template as<int>());
     LAUNCH_CHECK();
     pos = (pos + uint64_t(o.batch) * Tq) % data.train.size();
     m.forward();
     k::block_sum<<<1, 256>>>(m.loss.template as<float>(), m.N, step_loss.as<float>() + pending, true);
     LAUNCH_CHECK();
-    m.backward();
+    m.backward();  // with dp, the buckets' all-reduces start from inside it
 #ifdef GPT_HAVE_NCCL
-    if (o.world > 1) {
-      // Every replica's gradient (the mean over its rows) averaged over the replicas is the mean over
-      // the global batch: one all-reduce, after which every replica takes the same AdamW step and
-      // the weights stay identical. The step's loss is averaged the same way, for the log.
-      NCCL_CHECK(ncclGroupStart());
-      NCCL_CHECK(ncclAllReduce(m.grads.as(), m.grads.as(), m.lay.total, ncclFloat, ncclAvg, comm, 0));
-      NCCL_CHECK(ncclAllReduce(step_loss.as<float>() + pending, step_loss.as<float>() + pending, 1, ncclFloat, ncclAvg, comm, 0));
-      NCCL_CHECK(ncclGroupEnd());
-    }
+    if (dp) dp->finish(step_loss.as<float>() + pending);  // the rest, then the compute stream waits for the mean gradient
 #endif
     if (capture) {
       capture = false;
@@ -661,13 +672,18 @@ struct Trainer {
     std::vector<int> tok, tgt;
     DeviceBuffer mean(4);
     for (int i = 0; i < batches; ++i) {
-      vpos = train::batch(data.val, vpos, m.B, cfg.context, tok, tgt);  // this replica's batch size
+      // the global batch at vpos, of which this replica scores its slice
+      train::batch(data.val, vpos + uint64_t(rank) * m.B * cfg.context, m.B, cfg.context, tok, tgt);
+      vpos = (vpos + uint64_t(o.batch) * cfg.context) % data.val.size();
       to_device(m.tok.template as<int>(), tok), to_device(m.tgt.template as<int>(), tgt);
       m.forward();
       k::block_sum<<<1, 256>>>(m.loss.template as<float>(), m.N, mean.as<float>(), true);
       LAUNCH_CHECK();
       s += double(to_host(mean.as<float>(), 1)[0]);
     }
+#ifdef GPT_HAVE_NCCL
+    if (dp) return dp->mean(s / batches);  // equal slices: the mean of the replicas' means is the global mean
+#endif
     return s / batches;
   }
   ckpt::Checkpoint checkpoint() {
@@ -684,64 +700,79 @@ struct Trainer {
   }
 };
 
+// The files of a training run (empty: not used).
+struct RunFiles {
+  std::string data_name, save, resume, log, dump;
+};
+
+// A training run on one GPU, or one replica's part of a data-parallel run (dp non-null). Every
+// replica runs this same loop in lockstep (the all-reduces inside the step keep them so); rank 0
+// alone prints, writes the log and the checkpoint, and reports to `res` (null on the other ranks of
+// a one-process run, whose results would only repeat rank 0's).
 template <class T>
-static int train_run(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, const train::Corpus& data, const std::string& data_name,
-                     const std::string& save, const std::string& resume, const std::string& log_path, const std::string& dump, Attn attn,
-                     uint64_t seed) {
-  std::printf("data: %s, %zu training bytes, %zu validation bytes\n", data_name.c_str(), data.train.size(), data.val.size());
-  ckpt::Checkpoint from;
-  if (!resume.empty()) {
+static int train_run(results::Results* res, const gpt::Config& cfg, const TrainOptions& o, const train::Corpus& data, const RunFiles& f, Attn attn,
+                     uint64_t seed, dp::Replica* dp = nullptr) {
+  Trainer<T> tr(cfg, o, data, attn, seed, dp);
+  const bool talk = tr.rank == 0;
+  if (talk) std::printf("data: %s, %zu training bytes, %zu validation bytes\n", f.data_name.c_str(), data.train.size(), data.val.size());
+  if (!f.resume.empty()) {
+    // Every replica loads the same checkpoint: the weights are identical again, and the data position
+    // is the global batch's, so a checkpoint moves freely between GPU counts.
+    ckpt::Checkpoint from;
     try {
-      from = ckpt::load(resume, &cfg);
+      from = ckpt::load(f.resume, &cfg);
     } catch (const std::exception& e) {
       cli::usage_error(kProg, e.what());
     }
     const int64_t stop = o.until > 0 ? std::min<int64_t>(o.until, o.steps) : o.steps;
     if (from.step >= stop)
-      cli::usage_error(kProg, resume + " is at step " + std::to_string(from.step) + ": nothing to do before step " + std::to_string(stop) +
+      cli::usage_error(kProg, f.resume + " is at step " + std::to_string(from.step) + ": nothing to do before step " + std::to_string(stop) +
                                   " (raise --steps or --until)");
-  }
-  Trainer<T> tr(cfg, o, data, attn, seed);
-  std::printf("model: %d layers, %d heads, width %d, context %d: %zu parameters; batch %d; %s\nattention: %s\n", cfg.layers, cfg.heads, cfg.width,
-              cfg.context, tr.m.lay.total, o.batch, Types<T>::name(), tr.m.attn_note.c_str());
-  if (!resume.empty()) {
     tr.restore(from);
-    std::printf("resumed from %s at step %lld\n", resume.c_str(), (long long)tr.step);
   }
-  if (!dump.empty()) {
+  if (talk) {
+    std::printf("model: %d layers, %d heads, width %d, context %d: %zu parameters; batch %d", cfg.layers, cfg.heads, cfg.width, cfg.context,
+                tr.m.lay.total, o.batch);
+    if (tr.world > 1) std::printf(" (%d per GPU on %d GPUs)", tr.m.B, tr.world);
+    std::printf("; %s\nattention: %s\n", Types<T>::name(), tr.m.attn_note.c_str());
+    if (!f.resume.empty()) std::printf("resumed from %s at step %lld\n", f.resume.c_str(), (long long)tr.step);
+  }
+  if (!f.dump.empty()) {
     // The initial weights as a checkpoint, then the first step's batch, loss and gradients.
     try {
-      std::filesystem::create_directories(dump);
-      ckpt::save(dump + "/init.ckpt", tr.checkpoint());
+      std::filesystem::create_directories(f.dump);
+      ckpt::save(f.dump + "/init.ckpt", tr.checkpoint());
     } catch (const std::exception& e) {
       cli::usage_error(kProg, std::string("--dump: ") + e.what());
     }
     tr.capture = true;
   }
-  FILE* log = log_path.empty() ? nullptr : std::fopen(log_path.c_str(), tr.step ? "a" : "w");
-  if (!log_path.empty() && !log) cli::usage_error(kProg, "--log: cannot write " + log_path);
+  FILE* log = nullptr;
+  if (talk && !f.log.empty() && !(log = std::fopen(f.log.c_str(), tr.step ? "a" : "w"))) cli::usage_error(kProg, "--log: cannot write " + f.log);
   const int64_t last = o.until > 0 ? std::min<int64_t>(o.until, o.steps) : o.steps;  // --until stops early; the schedule still spans --steps
   const int64_t first = tr.step;
   size_t logged = 0;
   double val = NAN;
+  int comparisons = 0, differ = 0;  // data parallel: the replicas' weight checksums
+  DeviceBuffer checksum(4);
   const auto t0 = std::chrono::steady_clock::now();
   while (tr.step < last) {
     tr.step_once();
-    if (!dump.empty() && !tr.cap_grads.empty()) {
+    if (!f.dump.empty() && !tr.cap_grads.empty()) {
       const size_t Bn = size_t(o.batch), Tn = size_t(cfg.context);
-      npy::save(dump + "/grads0.npy", tr.cap_grads.data(), {tr.cap_grads.size()});
-      npy::save(dump + "/tokens0.npy", tr.cap_tok.data(), {Bn, Tn});
-      npy::save(dump + "/targets0.npy", tr.cap_tgt.data(), {Bn, Tn});
-      npy::save(dump + "/loss0.npy", &tr.cap_loss, {1});
+      npy::save(f.dump + "/grads0.npy", tr.cap_grads.data(), {tr.cap_grads.size()});
+      npy::save(f.dump + "/tokens0.npy", tr.cap_tok.data(), {Bn, Tn});
+      npy::save(f.dump + "/targets0.npy", tr.cap_tgt.data(), {Bn, Tn});
+      npy::save(f.dump + "/loss0.npy", &tr.cap_loss, {1});
       tr.cap_grads.clear();
-      std::printf("dumped the initial weights and step 0's batch, loss and gradients to %s/\n", dump.c_str());
+      std::printf("dumped the initial weights and step 0's batch, loss and gradients to %s/\n", f.dump.c_str());
     }
     const bool log_now = tr.step % o.log_every == 0 || tr.step == last, val_now = tr.step % o.val_every == 0 || tr.step == last;
     if (!log_now && !val_now) continue;
     tr.read_back();
     for (; logged < tr.losses.size(); ++logged) {
       const int64_t s = first + int64_t(logged);
-      if (!std::isfinite(tr.losses[logged])) {
+      if (!std::isfinite(tr.losses[logged])) {  // the loss is the replicas' mean: every replica stops here
         std::fprintf(stderr, "error: the loss became %g at step %lld (try a lower --lr)\n", tr.losses[logged], (long long)s);
         return cli::kFail;
       }
@@ -751,35 +782,51 @@ static int train_run(results::Results& res, const gpt::Config& cfg, const TrainO
       val = tr.val_loss(o.val_batches);
       if (log) std::fprintf(log, "%lld val %.6f\n", (long long)tr.step - 1, val);
     }
+    std::string replicas;
+#ifdef GPT_HAVE_NCCL
+    if (dp) {
+      // The replicas must hold the same weights, bit for bit: compare a checksum (the sum of squares,
+      // reduced in a fixed order) across them. Any difference would grow, so it is worth the check.
+      k::sum_squares_partial<<<k::kNormBlocks, 256>>>(tr.m.params.template as<float>(), tr.m.lay.total, tr.m.norm_partial.template as<float>());
+      LAUNCH_CHECK();
+      k::block_sum<<<1, 256>>>(tr.m.norm_partial.template as<float>(), k::kNormBlocks, checksum.as<float>(), false);
+      LAUNCH_CHECK();
+      const auto same = dp->same_everywhere(checksum.as<float>());
+      ++comparisons, differ += !same.first;
+      replicas = same.first ? "  replicas identical" : "  REPLICAS DIFFER";
+    }
+#endif
+    if (!talk) continue;
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double done = double(tr.step - first);
     char vs[32] = "   -  ";
     if (std::isfinite(val)) std::snprintf(vs, sizeof vs, "%.4f", val);
-    std::printf("step %6lld/%d  loss %.4f  val %s  lr %.2e  |g| %.2f  %.0f tok/s  %.0f s elapsed, ETA %.0f s\n", (long long)tr.step, o.steps,
-                tr.losses.back(), vs, tr.lr_now(), tr.norms.back(), done * o.batch * cfg.context / el, el,
-                el / done * double(last - tr.step));
+    std::printf("step %6lld/%d  loss %.4f  val %s  lr %.2e  |g| %.2f  %.0f tok/s  %.0f s elapsed, ETA %.0f s%s\n", (long long)tr.step, o.steps,
+                tr.losses.back(), vs, tr.lr_now(), tr.norms.back(), done * o.batch * cfg.context / el, el, el / done * double(last - tr.step),
+                replicas.c_str());
     std::fflush(stdout);
   }
   if (log) std::fclose(log);
-  if (!save.empty()) {
+  if (talk && !f.save.empty()) {
     try {
-      ckpt::save(save, tr.checkpoint());
+      ckpt::save(f.save, tr.checkpoint());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return cli::kFail;
     }
-    std::printf("saved %s (step %lld)\n", save.c_str(), (long long)tr.step);
+    std::printf("saved %s (step %lld)\n", f.save.c_str(), (long long)tr.step);
   }
+  if (!res) return 0;
   // A training run is its own check: the loss must be finite (a non-finite one stopped the run above)
   // and, for a run from scratch, must have fallen from the start.
-  if (first > 0) {
+  if (first > 0 || !talk) {
     verify::Check ch;
-    ch.name = "resumed training: every loss finite";
+    ch.name = talk ? "resumed training: every loss finite" : "rank " + std::to_string(tr.rank) + ": every loss finite";
     ch.n = tr.losses.size();
     ch.passed = !tr.losses.empty();
     for (float l : tr.losses) ch.passed = ch.passed && std::isfinite(l);
     ch.tol = verify::Tol{0, 0, Types<T>::name()};
-    res.add(ch);
+    res->add(ch);
   } else if (!tr.losses.empty()) {
     const size_t n = tr.losses.size(), k = std::max<size_t>(1, n / 10);
     double tail = 0;
@@ -791,154 +838,51 @@ static int train_run(results::Results& res, const gpt::Config& cfg, const TrainO
     ch.passed = std::isfinite(tail) && tail < tr.losses[0];
     ch.max_abs_err = tr.losses[0] - tail;
     ch.tol = verify::Tol{0, 0, Types<T>::name()};
-    res.add(ch);
+    res->add(ch);
   }
-  res.config["final_train_loss"] = tr.losses.empty() ? NAN : double(tr.losses.back());
-  res.config["final_val_loss"] = val;
+  if (dp) {
+    verify::Check same;
+    same.name = "data parallel over " + std::to_string(tr.world) + " GPUs: the replicas' weights stay identical (checksum at every progress line)";
+    same.n = size_t(comparisons), same.n_bad = size_t(differ);
+    same.passed = comparisons > 0 && differ == 0;
+    same.tol = verify::Tol{0, 0, "exact"};
+    res->add(same);
+  }
+  if (talk) {
+    res->config["gpus"] = tr.world;
+    res->config["final_train_loss"] = tr.losses.empty() ? NAN : double(tr.losses.back());
+    res->config["final_val_loss"] = val;
+  }
   return 0;
 }
 
 // ---- Data parallel over several GPUs (NCCL) ---------------------------------------------------------
 #ifdef GPT_HAVE_NCCL
-// One process, one thread and one model replica per GPU. Every replica starts from the same weights
-// (same seed), takes its slice of each global batch, and after its backward the gradients are averaged
-// over the replicas with one NCCL all-reduce; every replica then takes the same AdamW step. At every
-// logging step the replicas compare a checksum of their weights (the sum of squares, min and max over
-// the replicas through NCCL): they must stay bit-identical.
-// What rank 0 of a data-parallel run reports.
-struct DpResult {
-  std::vector<float> losses;
-  double val = NAN, seconds = 0;
-  int mismatches = 0, comparisons = 0;
-};
-
-// One replica's training loop (a thread of --gpus N, or a process of --world N): steps in lockstep with
-// the other replicas (the all-reduce in step_once synchronizes them), the weight checksum at every
-// logging step, and on rank 0 the progress lines and the final validation.
+// --gpus N: one process, one thread and one replica per GPU; rank 0 reports.
 template <class T>
-static void dp_replica(const gpt::Config& cfg, TrainOptions o, const train::Corpus& data, Attn attn, uint64_t seed, ncclComm_t comm, int device,
-                       int rank, int world, DpResult& out) {
-  CUDA_CHECK(cudaSetDevice(device));
-  o.world = world, o.rank = rank;
-  Trainer<T> tr(cfg, o, data, attn, seed);
-  tr.comm = comm;
-  DeviceBuffer cs(3 * sizeof(float));
-  if (rank == 0) std::printf("attention: %s\n", tr.m.attn_note.c_str());
-  const int64_t last = o.until > 0 ? std::min<int64_t>(o.until, o.steps) : o.steps;
-  const auto t0 = std::chrono::steady_clock::now();
-  while (tr.step < last) {
-    tr.step_once();
-    if (tr.step % o.log_every != 0 && tr.step != last) continue;
-    // The replicas' weights must be identical: sum of squares here, then its max and min over them.
-    k::sum_squares_partial<<<k::kNormBlocks, 256>>>(tr.m.params.template as<float>(), tr.m.lay.total, tr.m.norm_partial.template as<float>());
-    LAUNCH_CHECK();
-    k::block_sum<<<1, 256>>>(tr.m.norm_partial.template as<float>(), k::kNormBlocks, cs.as<float>(), false);
-    LAUNCH_CHECK();
-    NCCL_CHECK(ncclGroupStart());
-    NCCL_CHECK(ncclAllReduce(cs.as<float>(), cs.as<float>() + 1, 1, ncclFloat, ncclMax, tr.comm, 0));
-    NCCL_CHECK(ncclAllReduce(cs.as<float>(), cs.as<float>() + 2, 1, ncclFloat, ncclMin, tr.comm, 0));
-    NCCL_CHECK(ncclGroupEnd());
-    tr.read_back();
-    const std::vector<float> c = to_host(cs.as<float>(), 3);
-    if (rank == 0) {
-      ++out.comparisons;
-      out.mismatches += c[1] != c[2];
-      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("step %6lld/%d  loss %.4f  %.0f tok/s (all GPUs)  replicas %s (|w|^2 %.6g)\n", (long long)tr.step, o.steps, tr.losses.back(),
-                  double(tr.step) * o.batch * cfg.context / el, c[1] == c[2] ? "identical" : "DIFFER", c[0]);
-      std::fflush(stdout);
-    }
-  }
-  tr.read_back();
-  CUDA_CHECK(cudaDeviceSynchronize());
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out.losses = tr.losses;
-  if (rank == 0) out.val = tr.val_loss(o.val_batches);
+static int train_threads(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, const train::Corpus& data, const RunFiles& f,
+                         Attn attn, uint64_t seed, int n) {
+  dp::nvls_off();
+  const std::string buckets = o.bucket_bytes ? std::to_string(o.bucket_bytes >> 20) + " MiB" : "the whole gradient (no overlap)";
+  std::printf("data parallel: %d GPUs, one thread each; NCCL %s, NCCL_NVLS_ENABLE=%s; all-reduce buckets of %s\n", n, dp::nccl_version().c_str(),
+              std::getenv("NCCL_NVLS_ENABLE"), buckets.c_str());
+  std::vector<int> rc(static_cast<size_t>(n), 0);
+  dp::run_threads(n, [&](dp::Replica& r) { rc[size_t(r.rank)] = train_run<T>(r.rank == 0 ? &res : nullptr, cfg, o, data, f, attn, seed, &r); });
+  return *std::max_element(rc.begin(), rc.end());
 }
 
-static void dp_report(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, int world, const DpResult& r) {
-  std::printf("validation loss %.4f; %.0f tokens/s over %d GPUs\n", r.val, double(r.losses.size()) * o.batch * cfg.context / r.seconds, world);
-  verify::Check same;
-  same.name = "data parallel: the replicas' weights stay identical (checksum at every logging step)";
-  same.n = size_t(r.comparisons), same.n_bad = size_t(r.mismatches);
-  same.passed = r.comparisons > 0 && r.mismatches == 0;
-  same.tol = verify::Tol{0, 0, "exact"};
-  res.add(same);
-  res.config["gpus"] = world;
-  res.config["final_train_loss"] = r.losses.empty() ? NAN : double(r.losses.back());
-  res.config["final_val_loss"] = r.val;
-}
-
-// --gpus N: one process, one thread per GPU, the communicators made together by ncclCommInitAll.
+// --world N --rank R --id-file PATH [--device D]: this process is one replica. Every rank reports its
+// own checks; rank 0 alone prints progress, writes the log, the checkpoint and the results file.
 template <class T>
-static int train_run_multi(results::Results& res, const gpt::Config& cfg, TrainOptions o, const train::Corpus& data, int world, Attn attn,
-                           uint64_t seed) {
-  setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink SHARP / multicast stays off unless the user set it (see the notes)
-  std::printf("data parallel over %d GPUs (threads): %d sequences per GPU per step (global batch %d); NCCL_NVLS_ENABLE=%s\n", world,
-              o.batch / world, o.batch, std::getenv("NCCL_NVLS_ENABLE"));
-  std::vector<ncclComm_t> comms(static_cast<size_t>(world));
-  std::vector<int> devs(static_cast<size_t>(world));
-  for (int i = 0; i < world; ++i) devs[size_t(i)] = i;
-  NCCL_CHECK(ncclCommInitAll(comms.data(), world, devs.data()));
-  std::vector<DpResult> out(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] { dp_replica<T>(cfg, o, data, attn, seed, comms[size_t(r)], r, r, world, out[size_t(r)]); });
-  for (auto& t : threads) t.join();
-  for (auto& c : comms) ncclCommDestroy(c);
-  dp_report(res, cfg, o, world, out[0]);
-  return 0;
-}
-
-// --world N --rank R --id-file PATH: one process per GPU (on one host or several). Rank 0 makes
-// NCCL's unique id and publishes it in PATH (written to PATH.tmp, then renamed, so no rank reads half
-// a file); the others wait for the file, read the id, and all join with ncclCommInitRank. Across
-// hosts PATH must be on a shared file system (or pass the id another way: it is 128 opaque bytes).
-template <class T>
-static int train_run_rank(results::Results& res, const gpt::Config& cfg, TrainOptions o, const train::Corpus& data, int world, int rank,
-                          int device, const std::string& id_file, Attn attn, uint64_t seed) {
-  setenv("NCCL_NVLS_ENABLE", "0", 0);
-  ncclUniqueId id;
-  if (rank == 0) {
-    NCCL_CHECK(ncclGetUniqueId(&id));
-    const std::string tmp = id_file + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f || std::fwrite(&id, sizeof id, 1, f) != 1 || std::fclose(f) != 0 || std::rename(tmp.c_str(), id_file.c_str()) != 0)
-      cli::usage_error(kProg, "--id-file: cannot write " + id_file);
-  } else {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (;;) {
-      FILE* f = std::fopen(id_file.c_str(), "rb");
-      if (f) {
-        const bool ok = std::fread(&id, sizeof id, 1, f) == 1;
-        std::fclose(f);
-        if (ok) break;
-      }
-      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(120))
-        cli::usage_error(kProg, "rank " + std::to_string(rank) + ": no NCCL id appeared in " + id_file + " within 120 s (is rank 0 running?)");
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  CUDA_CHECK(cudaSetDevice(device));
-  ncclComm_t comm;
-  NCCL_CHECK(ncclCommInitRank(&comm, world, id, rank));
-  if (rank == 0) std::remove(id_file.c_str());  // every rank has joined: the id is no longer needed
-  std::printf("rank %d of %d on GPU %d: %d sequences per step (global batch %d); NCCL_NVLS_ENABLE=%s\n", rank, world, device, o.batch / world,
-              o.batch, std::getenv("NCCL_NVLS_ENABLE"));
-  DpResult out;
-  dp_replica<T>(cfg, o, data, attn, seed, comm, device, rank, world, out);
-  ncclCommDestroy(comm);
-  if (rank == 0) {
-    dp_report(res, cfg, o, world, out);
-  } else {
-    verify::Check ch;
-    ch.name = "rank " + std::to_string(rank) + ": every loss finite";
-    ch.n = out.losses.size();
-    ch.passed = !out.losses.empty();
-    for (float l : out.losses) ch.passed = ch.passed && std::isfinite(l);
-    res.add(ch);
-  }
-  return 0;
+static int train_process(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, const train::Corpus& data, const RunFiles& f,
+                         Attn attn, uint64_t seed, int world, int rank, int device, const std::string& id_file) {
+  ncclComm_t comm = nullptr;
+  const std::string err = dp::join_by_file(world, rank, device, id_file, 120.0, comm);
+  if (!err.empty()) cli::usage_error(kProg, err);
+  std::printf("data parallel: rank %d of %d on GPU %d; NCCL %s, NCCL_NVLS_ENABLE=%s\n", rank, world, device, dp::nccl_version().c_str(),
+              std::getenv("NCCL_NVLS_ENABLE"));
+  dp::Replica r(comm, rank, world);
+  return train_run<T>(&res, cfg, o, data, f, attn, seed, &r);
 }
 #endif
 
@@ -1316,6 +1260,30 @@ struct BenchOptions {
   int steps = 1000, timed = 20;
 };
 
+// The times of `reps` training steps, from events on the compute stream between them, sorted. With
+// data parallelism every step ends with the all-reduce, so rank 0's step is every GPU's step.
+template <class T>
+static std::vector<double> step_times(Trainer<T>& tr, int reps) {
+  std::vector<cudaEvent_t> ev(size_t(reps) + 1);
+  for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+  CUDA_CHECK(cudaEventRecord(ev[0]));
+  for (int i = 0; i < reps; ++i) {
+    tr.step_once();
+    CUDA_CHECK(cudaEventRecord(ev[size_t(i) + 1]));
+  }
+  CUDA_CHECK(cudaEventSynchronize(ev[size_t(reps)]));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, ev[size_t(i)], ev[size_t(i) + 1]));
+    ms.push_back(t);
+  }
+  for (auto& e : ev) CUDA_CHECK(cudaEventDestroy(e));
+  std::sort(ms.begin(), ms.end());
+  return ms;
+}
+static double median_of_sorted(const std::vector<double>& v) { return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]); }
+
 template <class T>
 static void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, const train::Corpus& data, Attn attn,
                         uint64_t seed) {
@@ -1335,21 +1303,7 @@ static void bench_train(results::Results& res, const gpt::Config& cfg, const Tra
   tr.m.ph = nullptr;
   // Step time: events around each step (the training data differs every step: nothing is cached).
   const int reps = 20;
-  std::vector<cudaEvent_t> ev(reps + 1);
-  for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
-  CUDA_CHECK(cudaEventRecord(ev[0]));
-  for (int i = 0; i < reps; ++i) {
-    tr.step_once();
-    CUDA_CHECK(cudaEventRecord(ev[size_t(i) + 1]));
-  }
-  CUDA_CHECK(cudaEventSynchronize(ev[reps]));
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    float t = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&t, ev[size_t(i)], ev[size_t(i) + 1]));
-    ms.push_back(t);
-  }
-  for (auto& e : ev) CUDA_CHECK(cudaEventDestroy(e));
+  const std::vector<double> ms = step_times(tr, reps);
   tr.read_back();
   for (float l : tr.losses)
     if (!std::isfinite(l)) {
@@ -1359,12 +1313,11 @@ static void bench_train(results::Results& res, const gpt::Config& cfg, const Tra
       ch.passed = false;
       res.add(ch);
     }
-  std::sort(ms.begin(), ms.end());
   results::Bench b;
   b.name = name;
   b.dtype = Types<T>::name();
   b.shape = {cfg.layers, cfg.heads, cfg.width, cfg.context, o.batch};
-  b.ms = 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
+  b.ms = median_of_sorted(ms);
   b.min_ms = ms.front(), b.max_ms = ms.back(), b.reps = reps;
   b.tokens_per_s = double(o.batch) * cfg.context / (b.ms * 1e-3);
   // Model FLOPs per step: 6 * params * tokens for the matmuls (forward 2, backward 4) plus attention's
@@ -1486,6 +1439,305 @@ static void bench_quality(results::Results& res, const gpt::Config& cfg, TrainOp
   std::printf("generation without CUDA graphs: %.0f tokens/s\n", plain.made / plain.seconds);
 }
 
+// ---- Data parallel: verification and benchmark -------------------------------------------------------
+#ifdef GPT_HAVE_NCCL
+// What one data-parallel run (or the one-GPU reference) leaves behind for the checks.
+struct DpRun {
+  std::vector<float> grads0, losses;  // the first step's gradient (after the all-reduce), every step's loss
+  double val = NAN;
+  bool replicas_same = true;
+};
+
+// Train `steps` steps of `o` on `n` GPUs (n = 1: one GPU, no NCCL) and keep what the checks compare.
+template <class T>
+static DpRun dp_train(const gpt::Config& c, const TrainOptions& o, const train::Corpus& data, Attn attn, uint64_t seed, int n) {
+  DpRun out;
+  auto body = [&](dp::Replica* rep) {
+    Trainer<T> tr(c, o, data, attn, seed, rep);
+    tr.capture = true;
+    while (tr.step < o.steps) tr.step_once();
+    tr.read_back();
+    const double val = tr.val_loss(o.val_batches);  // collective: every replica scores its slice
+    bool same = true;
+    if (rep) {
+      DeviceBuffer cs(4);
+      k::sum_squares_partial<<<k::kNormBlocks, 256>>>(tr.m.params.template as<float>(), tr.m.lay.total, tr.m.norm_partial.template as<float>());
+      LAUNCH_CHECK();
+      k::block_sum<<<1, 256>>>(tr.m.norm_partial.template as<float>(), k::kNormBlocks, cs.as<float>(), false);
+      LAUNCH_CHECK();
+      same = rep->same_everywhere(cs.as<float>()).first;
+    }
+    if (tr.rank == 0) out.grads0 = tr.cap_grads, out.losses = tr.losses, out.val = val, out.replicas_same = same;
+  };
+  if (n == 1) body(nullptr);
+  else dp::run_threads(n, [&](dp::Replica& r) { body(&r); });
+  CUDA_CHECK(cudaSetDevice(0));
+  return out;
+}
+
+// --verify on a machine with two or more GPUs: N GPUs must train as one GPU does with the same global
+// batch. The first step's averaged gradient equals the one-GPU gradient (up to summation order), the
+// losses of the next steps follow the one-GPU run's, the validation loss too, and the replicas end
+// with identical weights; with the gradient in one bucket (no overlap) and in one bucket per block.
+template <class T>
+static void verify_data_parallel(results::Results& res, const train::Corpus& data, uint64_t seed, Attn attn, int n) {
+  gpt::Config c;
+  c.layers = 3, c.heads = 4, c.width = 128, c.context = 64;
+  TrainOptions o;
+  o.batch = 8 * n, o.steps = 60, o.warmup = 10, o.lr = 3e-3, o.log_every = 10, o.val_batches = 2;
+  const DpRun one = dp_train<T>(c, o, data, attn, seed, 1);
+  const bool bf = std::is_same<T, bf16>::value;
+  // Only the order of the sums differs (each GPU's mean over half the rows, then their mean); the
+  // losses then drift apart slowly, as any two runs that differ in rounding do.
+  const verify::Tol grad_tol{bf ? 1e-5 : 1e-6, bf ? 5e-3 : 1e-3, Types<T>::name()}, first_tol{0, bf ? 5e-3 : 1e-4, Types<T>::name()},
+      loss_tol{0, bf ? 1e-2 : 1e-3, Types<T>::name()};
+  for (size_t bucket : {size_t(0), size_t(1)}) {  // one all-reduce after the backward; one per block (a bucket of 1 byte closes at every block)
+    o.bucket_bytes = bucket;
+    const DpRun many = dp_train<T>(c, o, data, attn, seed, n);
+    const std::string tag = "data parallel " + std::to_string(n) + " GPUs " + Types<T>::name() + (bucket ? ", a bucket per block" : ", one bucket");
+    res.add(verify::compare(tag + ": first step's averaged gradient == one GPU's", many.grads0.data(), one.grads0.data(),
+                            std::min(many.grads0.size(), one.grads0.size()), grad_tol));
+    // The first 10 steps one by one, then means over windows of 10 steps: in bf16 two runs that differ
+    // in rounding soon take different, equally good paths, and single steps' losses scatter.
+    std::vector<double> a, r;
+    const size_t nl = many.losses.size() == one.losses.size() ? one.losses.size() : 0;
+    for (size_t i = 0; i < std::min<size_t>(10, nl); ++i) a.push_back(many.losses[i]), r.push_back(one.losses[i]);
+    res.add(verify::compare(tag + ": the first 10 steps' losses == one GPU's", a.data(), r.data(), a.size(), first_tol));
+    a.clear(), r.clear();
+    for (size_t i = 0; i + 10 <= nl; i += 10) {
+      double sa = 0, sr = 0;
+      for (size_t j = i; j < i + 10; ++j) sa += many.losses[j], sr += one.losses[j];
+      a.push_back(sa / 10), r.push_back(sr / 10);
+    }
+    res.add(verify::compare(tag + ": " + std::to_string(o.steps) + " steps' losses follow one GPU's (means of 10 steps)", a.data(), r.data(), a.size(),
+                            loss_tol));
+    res.add(verify::compare(tag + ": validation loss == one GPU's", &many.val, &one.val, 1, loss_tol));
+    verify::Check same;
+    same.name = tag + ": replicas' weights identical after training";
+    same.n = 1, same.passed = many.replicas_same, same.tol = verify::Tol{0, 0, "exact"};
+    res.add(same);
+  }
+}
+
+// --bench --gpus N: tokens/s on 1 and N GPUs for the given model and a larger one, with and without
+// overlapping the all-reduce with the backward; NCCL's all-reduce alone at the same message sizes;
+// and the loss curve of N GPUs against one GPU's.
+struct MultiConfig {
+  std::string name;
+  gpt::Config cfg;
+  int batch;
+};
+
+template <class T>
+static void bench_multi(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, const train::Corpus& data, Attn attn,
+                        uint64_t seed, int n, int quality_steps) {
+  gpt::Config big = cfg;
+  big.layers = 12, big.heads = 12, big.width = 768, big.context = 1024;
+  // The large model at two global batches: 16 (8 sequences per GPU on 2 GPUs) and 2 x 16 (each GPU
+  // keeps the one-GPU batch of 16). The first asks N GPUs to finish the same step faster (strong
+  // scaling); the second gives each GPU as much work as one GPU had (weak scaling), which is how data
+  // parallelism is used when the global batch can grow.
+  const std::vector<MultiConfig> configs = {{"default", cfg, o.batch}, {"large", big, 16}, {"large-b" + std::to_string(16 * n), big, 16 * n}};
+  const int warm = 5, reps = 30;
+  res.config["gpus"] = n;
+  res.config["nccl"] = dp::nccl_version();
+  for (const char* v : {"NCCL_NVLS_ENABLE", "NCCL_MAX_CTAS", "NCCL_ALGO", "NCCL_PROTO"})  // the NCCL settings this run had
+    if (std::getenv(v)) res.config[v] = std::getenv(v);
+  res.config["bucket_mib"] = double(o.bucket_bytes) / (1 << 20);
+  double large_eff = NAN, large32_eff = NAN;
+  for (const auto& mc : configs) {
+    TrainOptions to = o;
+    to.batch = mc.batch, to.steps = 100000, to.log_every = 50;  // a long schedule: the timed steps sit at the warm-up's learning rates
+    const gpt::Layout lay(mc.cfg);
+    const double grad_bytes = double(lay.total) * sizeof(float), tokens = double(mc.batch) * mc.cfg.context;
+    std::printf("\n%s model: %d layers, width %d, context %d, global batch %d: %zu parameters (%.1f MB of fp32 gradient)\n", mc.name.c_str(),
+                mc.cfg.layers, mc.cfg.width, mc.cfg.context, mc.batch, lay.total, grad_bytes / 1e6);
+    // One GPU, the whole batch.
+    double one_ms = 0;
+    {
+      Trainer<T> tr(mc.cfg, to, data, attn, seed);
+      for (int i = 0; i < warm; ++i) tr.step_once();
+      const std::vector<double> ms = step_times(tr, reps);
+      one_ms = median_of_sorted(ms);
+      results::Bench b;
+      b.name = "train step " + mc.name + " 1 GPU";
+      b.dtype = Types<T>::name();
+      b.shape = {mc.cfg.layers, mc.cfg.heads, mc.cfg.width, mc.cfg.context, mc.batch};
+      b.ms = one_ms, b.min_ms = ms.front(), b.max_ms = ms.back(), b.reps = reps;
+      b.tokens_per_s = tokens / (one_ms * 1e-3);
+      json::Value ex = json::Value::object();
+      ex["gpus"] = 1, ex["config"] = mc.name;
+      b.extra = ex;
+      res.add(b);
+      std::printf("  1 GPU                      %8.2f ms/step  %10.0f tokens/s\n", one_ms, b.tokens_per_s);
+    }
+    // One GPU with one replica's share of the batch: what an N-GPU step would take if communication
+    // were free. The gap from one_ms / N is the smaller per-GPU batch (less work per kernel, the same
+    // optimizer step over every parameter); the rest of the N-GPU step's time is communication.
+    double share_ms = 0;
+    {
+      TrainOptions ts = to;
+      ts.batch = mc.batch / n;
+      Trainer<T> tr(mc.cfg, ts, data, attn, seed);
+      for (int i = 0; i < warm; ++i) tr.step_once();
+      const std::vector<double> ms = step_times(tr, reps);
+      share_ms = median_of_sorted(ms);
+      results::Bench b;
+      b.name = "train step " + mc.name + " 1 GPU, one replica's share of the batch";
+      b.dtype = Types<T>::name();
+      b.shape = {mc.cfg.layers, mc.cfg.heads, mc.cfg.width, mc.cfg.context, ts.batch};
+      b.ms = share_ms, b.min_ms = ms.front(), b.max_ms = ms.back(), b.reps = reps;
+      b.tokens_per_s = double(ts.batch) * mc.cfg.context / (share_ms * 1e-3);
+      json::Value ex = json::Value::object();
+      ex["gpus"] = 1, ex["config"] = mc.name, ex["batch"] = ts.batch;
+      ex["ideal_scaling_pct"] = 100.0 * one_ms / (n * share_ms);  // the best N GPUs could do with free communication
+      ex["share_tokens_per_s"] = b.tokens_per_s;
+      b.extra = ex;
+      res.add(b);
+      std::printf("  1 GPU, batch %-4d           %8.2f ms/step  (an N-GPU step with free communication: at most %.1f%% scaling)\n", ts.batch,
+                  share_ms, 100.0 * one_ms / (n * share_ms));
+    }
+    // N GPUs: the gradient in one all-reduce after the backward, then in buckets of several sizes during it.
+    std::vector<size_t> sizes = {0, size_t(8) << 20, size_t(25) << 20, size_t(100) << 20};
+    if (std::find(sizes.begin(), sizes.end(), o.bucket_bytes) == sizes.end()) sizes.push_back(o.bucket_bytes);  // --bucket-mb's own
+    for (size_t bucket : sizes) {
+      TrainOptions tb = to;
+      tb.bucket_bytes = bucket;
+      std::vector<double> ms, comm;
+      size_t nb = 0, biggest = 0;
+      double alone_all = 0, alone_bucket = 0;
+      bool finite = true, same = true;
+      dp::run_threads(n, [&](dp::Replica& r) {
+        Trainer<T> tr(mc.cfg, tb, data, attn, seed, &r);
+        for (int i = 0; i < warm; ++i) tr.step_once();
+        const std::vector<double> t = step_times(tr, reps);
+        // The all-reduces' own times inside training: a few more steps with events on the side stream.
+        r.time_buckets(true);
+        std::vector<double> c;
+        for (int i = 0; i < 5; ++i) {
+          tr.step_once();
+          const std::vector<double> b = r.last_comm_ms();
+          double sum = 0;
+          for (double x : b) sum += x;
+          c.push_back(sum);
+        }
+        r.time_buckets(false);
+        tr.read_back();
+        bool ok = true;
+        for (float l : tr.losses) ok = ok && std::isfinite(l);
+        DeviceBuffer cs(4);
+        k::sum_squares_partial<<<k::kNormBlocks, 256>>>(tr.m.params.template as<float>(), tr.m.lay.total, tr.m.norm_partial.template as<float>());
+        LAUNCH_CHECK();
+        k::block_sum<<<1, 256>>>(tr.m.norm_partial.template as<float>(), k::kNormBlocks, cs.as<float>(), false);
+        LAUNCH_CHECK();
+        const bool s = r.same_everywhere(cs.as<float>()).first;
+        // NCCL alone, with the GPUs otherwise idle: the whole gradient, and the largest bucket.
+        size_t big_b = 0;
+        for (const auto& bk : r.buckets()) big_b = std::max(big_b, (bk.end - bk.begin) * sizeof(float));
+        const double all_ms = r.time_allreduce_ms(tr.m.grads.template as<float>(), tr.m.lay.total * sizeof(float), 20);
+        const double bucket_ms = bucket ? r.time_allreduce_ms(tr.m.grads.template as<float>(), big_b, 20) : all_ms;
+        std::sort(c.begin(), c.end());
+        if (r.rank == 0) ms = t, comm = c, nb = r.buckets().size(), biggest = big_b, alone_all = all_ms, alone_bucket = bucket_ms, finite = ok, same = s;
+      });
+      CUDA_CHECK(cudaSetDevice(0));
+      const double med = median_of_sorted(ms);
+      const double scaling = 100.0 * one_ms / (n * med);  // tokens/s on N GPUs / (N x tokens/s on one)
+      const double comm_ms = comm[comm.size() / 2];
+      const std::string mode = bucket ? "buckets of " + std::to_string(bucket >> 20) + " MiB" : "one all-reduce";
+      results::Bench b;
+      b.name = "train step " + mc.name + " " + std::to_string(n) + " GPUs " + mode;
+      b.dtype = Types<T>::name();
+      b.shape = {mc.cfg.layers, mc.cfg.heads, mc.cfg.width, mc.cfg.context, mc.batch};
+      b.ms = med, b.min_ms = ms.front(), b.max_ms = ms.back(), b.reps = reps;
+      b.tokens_per_s = tokens / (med * 1e-3);
+      b.ref = "train step " + mc.name + " 1 GPU";
+      json::Value ex = json::Value::object();
+      ex["gpus"] = n, ex["config"] = mc.name, ex["mode"] = mode;
+      ex["scaling_efficiency_pct"] = scaling;
+      ex["bucket_bytes"] = double(bucket), ex["default_bucket"] = bucket == o.bucket_bytes;
+      ex["exposed_ms"] = med - share_ms;  // the step beyond one replica's compute: communication not hidden
+      // Weak scaling: N GPUs against N times one GPU running one replica's batch.
+      ex["weak_scaling_pct"] = 100.0 * share_ms / med;
+      ex["buckets"] = double(nb), ex["largest_bucket_bytes"] = double(biggest);
+      ex["comm_ms_in_training"] = comm_ms;  // the all-reduces' time inside a step (side-stream events; includes waiting)
+      ex["bus_gbps_in_training"] = dp::bus_gbps(grad_bytes, comm_ms, n);
+      ex["allreduce_alone_ms"] = alone_all;
+      ex["bus_gbps_alone"] = dp::bus_gbps(grad_bytes, alone_all, n);
+      ex["bucket_allreduce_alone_ms"] = alone_bucket;
+      ex["bucket_bus_gbps_alone"] = dp::bus_gbps(double(biggest), alone_bucket, n);
+      b.extra = ex;
+      res.add(b);
+      std::printf("  %d GPUs, %-20s %8.2f ms/step  %10.0f tokens/s  scaling %.1f%%  (all-reduce in training %.2f ms, %.0f GB/s bus; NCCL "
+                  "alone %.2f ms, %.0f GB/s bus)\n",
+                  n, mode.c_str(), med, b.tokens_per_s, scaling, comm_ms, dp::bus_gbps(grad_bytes, comm_ms, n), alone_all,
+                  dp::bus_gbps(grad_bytes, alone_all, n));
+      verify::Check ch;
+      ch.name = mc.name + " model, " + std::to_string(n) + " GPUs, " + mode + ": losses finite and replicas identical while timing";
+      ch.n = 1, ch.passed = finite && same, ch.tol = verify::Tol{0, 0, "exact"};
+      res.add(ch);
+      if (bucket == o.bucket_bytes && mc.name == "large") large_eff = scaling;
+      if (bucket == o.bucket_bytes && mc.name != "default" && mc.name != "large") large32_eff = scaling;
+    }
+  }
+  // NCCL alone over a range of sizes: the bus bandwidth curve that the gradient's sizes sit on.
+  {
+    std::vector<std::pair<double, double>> curve;  // bytes, ms
+    dp::run_threads(n, [&](dp::Replica& r) {
+      DeviceBuffer buf(size_t(1) << 30);
+      CUDA_CHECK(cudaMemset(buf.as(), 0, buf.bytes()));
+      std::vector<std::pair<double, double>> c;
+      for (size_t bytes = size_t(1) << 20; bytes <= buf.bytes(); bytes <<= 1) c.push_back({double(bytes), r.time_allreduce_ms(buf.as<float>(), bytes, 20)});
+      if (r.rank == 0) curve = c;
+    });
+    CUDA_CHECK(cudaSetDevice(0));
+    std::printf("\nNCCL all-reduce alone (fp32, ncclAvg), %d GPUs:\n", n);
+    for (const auto& [bytes, ms] : curve) {
+      results::Bench b;
+      b.name = "nccl all-reduce alone";
+      b.dtype = "fp32";
+      b.shape = {(long long)bytes};
+      b.ms = ms, b.min_ms = b.max_ms = ms, b.reps = 20;
+      b.gbps = dp::bus_gbps(bytes, ms, n);
+      json::Value ex = json::Value::object();
+      ex["gpus"] = n, ex["note"] = "gbps is the bus bandwidth: 2(N-1)/N x bytes / time, as nccl-tests reports it";
+      b.extra = ex;
+      res.add(b);
+      std::printf("  %10.0f bytes  %8.3f ms  %6.1f GB/s bus\n", bytes, ms, b.gbps);
+    }
+  }
+  // The same training on 1 and N GPUs: the loss curves must agree (same global batch, same data).
+  {
+    TrainOptions q = o;
+    q.steps = quality_steps, q.log_every = 10;
+    std::printf("\nloss curves, %s, %d steps: 1 GPU against %d GPUs\n", Types<T>::name(), q.steps, n);
+    const DpRun one = dp_train<T>(cfg, q, data, attn, seed, 1), many = dp_train<T>(cfg, q, data, attn, seed, n);
+    // Means over windows of 25 steps: single steps are noisy, and two runs that differ in rounding
+    // take different (equally good) paths.
+    const size_t w = 25;
+    json::Value st = json::Value::array(), l1 = json::Value::array(), ln = json::Value::array();
+    std::vector<double> a, r;
+    for (size_t i = 0; i + w <= std::min(one.losses.size(), many.losses.size()); i += w) {
+      double s1 = 0, sn = 0;
+      for (size_t j = i; j < i + w; ++j) s1 += one.losses[j], sn += many.losses[j];
+      r.push_back(s1 / w), a.push_back(sn / w);
+      st.push((long long)(i + w)), l1.push(s1 / w), ln.push(sn / w);
+      std::printf("  steps %4zu-%-4zu  1 GPU %.4f  %d GPUs %.4f\n", i + 1, i + w, s1 / w, n, sn / w);
+    }
+    std::printf("  validation loss: 1 GPU %.4f, %d GPUs %.4f\n", one.val, n, many.val);
+    json::Value lc = json::Value::object();
+    lc["window"] = (long long)w, lc["step"] = st, lc["loss_1gpu"] = l1, lc["loss_ngpu"] = ln, lc["val_1gpu"] = one.val, lc["val_ngpu"] = many.val;
+    res.config["loss_curves"] = lc;
+    const verify::Tol t{0, 0.03, "bf16 run-to-run"};
+    res.add(verify::compare(std::to_string(n) + " GPUs' loss curve follows 1 GPU's (means of 25 steps)", a.data(), r.data(), a.size(), t));
+    res.add(verify::compare(std::to_string(n) + " GPUs' validation loss == 1 GPU's", &many.val, &one.val, 1, t));
+  }
+  std::printf("\n");
+  const std::string tail = " GPUs, large model, buckets of " + std::to_string(o.bucket_bytes >> 20) + " MiB (%; goal >= 90)";
+  res.add_goal("scaling efficiency on " + std::to_string(n) + tail + ", global batch 16", large_eff, large_eff >= 90);
+  res.add_goal("scaling efficiency on " + std::to_string(n) + tail + ", global batch " + std::to_string(16 * n), large32_eff, large32_eff >= 90);
+}
+#endif
+
 // ---- main --------------------------------------------------------------------------------------------
 int main(int argc, char** argv) {
   cli::Args args(argc, argv, kProg, "a small GPT trained on any text, then sampled (fp32 or bf16; cuBLAS, cuDNN and hand-written kernels)");
@@ -1516,11 +1768,12 @@ int main(int argc, char** argv) {
   const int ntok = int(args.integer("tokens", 200, 1, 1 << 20, "with --sample: bytes to generate"));
   const double temperature = args.real("temperature", 0.8, 0.01, 10.0, "with --sample: softmax temperature");
   const int top_k = int(args.integer("top-k", 40, 1, 256, "with --sample: sample among the k likeliest bytes"));
-  const std::string gpus_s = args.str("gpus", "1", "GPUs to train on (data parallel through NCCL, one process): a number or 'all'");
-  const int world_n = int(args.integer("world", 1, 1, 4096, "processes in a multi-process data-parallel run (one per GPU; with --rank, --id-file)"));
+  const std::string gpus_s = args.str("gpus", "1", "GPUs to train on, one thread each (data parallel through NCCL): a number or 'all'");
+  const int world_n = int(args.integer("world", 1, 1, 4096, "processes of a multi-process data-parallel run, one GPU each (with --rank, --id-file)"));
   const int rank_n = int(args.integer("rank", 0, 0, 4095, "this process's rank in a multi-process run"));
   const int device_n = int(args.integer("device", -1, -1, 1023, "the GPU this rank uses (default: rank modulo the GPUs visible)"));
   const std::string id_file = args.str("id-file", "", "multi-process run: where rank 0 publishes NCCL's unique id and the others read it");
+  const double bucket_mb = args.real("bucket-mb", 25, 0, 1 << 20, "data parallel: all-reduce the gradient in buckets of this many MiB during the backward (0: all of it after)");
   const std::string verify_only = args.str("verify-only", "all", "with --verify: all | fp32 (skip the bf16 checks; for racecheck, see the Makefile)");
   BenchOptions bo;
   bo.steps = int(args.integer("bench-steps", 1000, 10, 1000000, "with --bench: steps of the quality run"));
@@ -1529,12 +1782,15 @@ int main(int argc, char** argv) {
   long long gpus_req = 0;
   if (gpus_s != "all" && (!cli::parse_int(gpus_s, gpus_req) || gpus_req < 1))
     cli::usage_error(kProg, "--gpus must be a positive number or 'all', got '" + gpus_s + "'");
+  const bool multi = gpus_s != "1" || world_n > 1;
   if (world_n > 1 && gpus_s != "1") cli::usage_error(kProg, "--world (one process per GPU) and --gpus (one process, several GPUs) exclude each other");
-  if (world_n > 1 && id_file.empty()) cli::usage_error(kProg, "--world needs --id-file (where the ranks meet)");
+  if (world_n > 1 && id_file.empty()) cli::usage_error(kProg, "--world needs --id-file (the file where the ranks meet)");
   if (rank_n >= world_n) cli::usage_error(kProg, "--rank must be below --world");
+  if (world_n > 1 && (st.verify || st.bench)) cli::usage_error(kProg, "--world runs training; --verify and --bench take --gpus N (one process)");
   if (world_n > 1 && o.batch % world_n) cli::usage_error(kProg, "--batch " + std::to_string(o.batch) + " does not split evenly over " + std::to_string(world_n) + " ranks");
-  if ((gpus_s != "1" || world_n > 1) && (!resume.empty() || !dump.empty() || !save.empty() || !log_path.empty()))
-    cli::usage_error(kProg, "--gpus > 1 does not take --resume, --save, --dump or --log yet");
+  if (multi && !dump.empty()) cli::usage_error(kProg, "--dump captures one GPU's step: leave out --gpus / --world");
+  if (multi && !sample.empty()) cli::usage_error(kProg, "--sample generates on one GPU: leave out --gpus / --world");
+  o.bucket_bytes = size_t(bucket_mb * (1 << 20));
   if (verify_only != "all" && verify_only != "fp32") cli::usage_error(kProg, "--verify-only must be all or fp32, got '" + verify_only + "'");
   if (fusion_s != "on" && fusion_s != "off") cli::usage_error(kProg, "--fusion must be on or off, got '" + fusion_s + "'");
   o.fusion = fusion_s == "on";
@@ -1567,6 +1823,19 @@ int main(int argc, char** argv) {
                 s.made < ntok ? "; stopped at the context length" : "");
     return 0;
   }
+  // --gpus: the GPUs this process drives, against the GPUs there are (with none, env::begin below
+  // skips the run); before anything is printed, so a refusal is one line.
+  int gpus = 1;
+  if (gpus_s != "1") {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) cudaGetLastError(), count = 0;
+    gpus = gpus_s == "all" ? std::max(count, 1) : int(gpus_req);
+    if (count > 0 && gpus > count) cli::usage_error(kProg, "--gpus " + gpus_s + ": this machine has " + std::to_string(count) + " GPU(s)");
+    if (o.batch % gpus) cli::usage_error(kProg, "--batch " + std::to_string(o.batch) + " does not split evenly over " + std::to_string(gpus) + " GPUs");
+#ifndef GPT_HAVE_NCCL
+    if (gpus > 1) cli::usage_error(kProg, "--gpus > 1 needs NCCL, and this build found none (see the first lines make prints)");
+#endif
+  }
   train::Corpus data;
   try {
     data = train::split_bytes(train::read_file(data_path), st.verify ? 64 : cfg.context);
@@ -1579,6 +1848,8 @@ int main(int argc, char** argv) {
   res.config["attention"] = attn_s;
   res.config["data"] = data_path;
   const uint64_t seed = uint64_t(st.seed);
+  const RunFiles files{data_path, save, resume, log_path, dump};
+  res.config["gpus"] = world_n > 1 ? world_n : gpus;
   if (st.verify) {
     // fp32: the matmul attention (auto) and the naive one; bf16: cuDNN (auto), matmul and naive.
     // --attention narrows this to one kind. The training checks use the precision's default.
@@ -1602,6 +1873,28 @@ int main(int argc, char** argv) {
     g2.context = 20, g2.layers = 1, g2.heads = 1, g2.width = 256;  // head size 256: the wide path
     verify_generate(res, seed + 3, g1);
     verify_generate(res, seed + 4, g2);
+    // Data parallelism, where there are GPUs to spread over: all of them, or --gpus N of them.
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    const int n = gpus > 1 ? gpus : count;
+#ifdef GPT_HAVE_NCCL
+    if (n >= 2 && verify_only == "all") {
+      verify_data_parallel<float>(res, data, seed + 5, f32, n);
+      verify_data_parallel<bf16>(res, data, seed + 5, attn, n);
+    } else {
+      std::printf("  (data-parallel checks not run: %s)\n", n < 2 ? "one GPU visible" : "--verify-only fp32");
+    }
+#else
+    std::printf("  (data-parallel checks not run: this build has no NCCL)\n");
+    (void)n;
+#endif
+  } else if (st.bench && gpus > 1) {
+#ifdef GPT_HAVE_NCCL
+    res.config["layers"] = cfg.layers, res.config["heads"] = cfg.heads, res.config["width"] = cfg.width, res.config["context"] = cfg.context;
+    res.config["batch"] = o.batch;
+    if (prec == "fp32") bench_multi<float>(res, cfg, o, data, attn, seed, gpus, bo.steps);
+    else bench_multi<bf16>(res, cfg, o, data, attn, seed, gpus, bo.steps);
+#endif
   } else if (st.bench) {
     res.config["layers"] = cfg.layers, res.config["heads"] = cfg.heads, res.config["width"] = cfg.width, res.config["context"] = cfg.context;
     res.config["batch"] = o.batch;
@@ -1627,34 +1920,26 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaGetDeviceCount(&count));
     const int dev = device_n >= 0 ? device_n : rank_n % count;
     if (dev >= count) cli::usage_error(kProg, "--device " + std::to_string(dev) + ": this machine has " + std::to_string(count) + " GPU(s)");
-    const int rc = prec == "fp32" ? train_run_rank<float>(res, cfg, o, data, world_n, rank_n, dev, id_file, attn, seed)
-                                  : train_run_rank<bf16>(res, cfg, o, data, world_n, rank_n, dev, id_file, attn, seed);
+    const int rc = prec == "fp32" ? train_process<float>(res, cfg, o, data, files, attn, seed, world_n, rank_n, dev, id_file)
+                                  : train_process<bf16>(res, cfg, o, data, files, attn, seed, world_n, rank_n, dev, id_file);
     if (rc) return rc;
+    if (rank_n != 0) {  // rank 0 writes the results file; the others only report
+      res.print_summary();
+      return res.exit_code();
+    }
 #else
     cli::usage_error(kProg, "--world > 1 needs NCCL, and this build found none (see the first lines make prints)");
 #endif
-  } else if (gpus_s != "1") {
-    int count = 0;
-    CUDA_CHECK(cudaGetDeviceCount(&count));
-    const int world = gpus_s == "all" ? count : int(gpus_req);
-    if (world > count) cli::usage_error(kProg, "--gpus " + gpus_s + ": this machine has " + std::to_string(count) + " GPU(s)");
-    if (o.batch % world) cli::usage_error(kProg, "--batch " + std::to_string(o.batch) + " does not split evenly over " + std::to_string(world) + " GPUs");
-    if (world == 1) {
-      const int rc = prec == "fp32" ? train_run<float>(res, cfg, o, data, data_path, save, resume, log_path, dump, attn, seed)
-                                    : train_run<bf16>(res, cfg, o, data, data_path, save, resume, log_path, dump, attn, seed);
-      if (rc) return rc;
-    } else {
+  } else if (gpus > 1) {
 #ifdef GPT_HAVE_NCCL
-      const int rc = prec == "fp32" ? train_run_multi<float>(res, cfg, o, data, world, attn, seed) : train_run_multi<bf16>(res, cfg, o, data, world, attn, seed);
-      if (rc) return rc;
-#else
-      cli::usage_error(kProg, "--gpus > 1 needs NCCL, and this build found none (see the first lines make prints)");
+    const int rc = prec == "fp32" ? train_threads<float>(res, cfg, o, data, files, attn, seed, gpus) : train_threads<bf16>(res, cfg, o, data, files, attn, seed, gpus);
+    if (rc) return rc;
 #endif
-    }
   } else {
-    const int rc = prec == "fp32" ? train_run<float>(res, cfg, o, data, data_path, save, resume, log_path, dump, attn, seed)
-                                  : train_run<bf16>(res, cfg, o, data, data_path, save, resume, log_path, dump, attn, seed);
+    const int rc = prec == "fp32" ? train_run<float>(&res, cfg, o, data, files, attn, seed) : train_run<bf16>(&res, cfg, o, data, files, attn, seed);
     if (rc) return rc;
   }
-  return res.finish(kProg, st.json);
+  std::string json_path = st.json;  // "{gpus}" in --json: the GPU count (results/{gpu}x{gpus}/...)
+  for (size_t p; (p = json_path.find("{gpus}")) != std::string::npos;) json_path.replace(p, 6, std::to_string(world_n > 1 ? world_n : gpus));
+  return res.finish(kProg, json_path);
 }

@@ -3,7 +3,8 @@
 #
 #   1. builds everything that is missing (make -k all);
 #   2. runs the host-only unit tests (common/tests and each lesson's HOST_TESTS);
-#   3. runs every lesson program in its quick verification mode (--verify);
+#   3. runs every lesson program in its quick verification mode (--verify), then the lessons'
+#      EXTRA_VERIFY commands;
 #   4. feeds every program bad arguments (scripts/bad_input.sh): each must exit 2 with one line.
 # Prints PASS/FAIL/SKIP per item (a SKIP shows the program's reason), then the line
 # "N passed, N failed, N skipped", and exits 1 if anything failed.
@@ -70,6 +71,21 @@ for dir in "${LESSONS[@]}"; do
       124) report FAIL "$name" "timed out after ${VERIFY_TIMEOUT}s (log: $log)";;
       *)  report FAIL "$name" "exit $rc: $(grep -m1 -E '^  FAIL|error' "$log" | cut -c1-120)"
           grep -E '^  FAIL|error|first at' "$log" | head -10 | sed 's/^/        /';;
+    esac
+  done
+done
+
+# 3b. A lesson's extra verification commands (EXTRA_VERIFY, separated by ';'), e.g. a multi-process run.
+for dir in "${LESSONS[@]}"; do
+  IFS=';' read -r -a extras <<<"$(var_of "$dir" EXTRA_VERIFY)"
+  for cmd in "${extras[@]}"; do
+    cmd=$(echo "$cmd" | sed 's/^ *//; s/ *$//'); [ -n "$cmd" ] || continue
+    name="$dir/$cmd"; log="$LOG/${dir}_extra_$(echo "$cmd" | tr -c 'A-Za-z0-9' '_' | cut -c1-40).log"
+    (cd "$dir" && timeout "$VERIFY_TIMEOUT" bash -c "$cmd") >"$log" 2>&1; rc=$?
+    case $rc in
+      0)  report PASS "$name" "$(grep -m1 '^RESULT' "$log")";;
+      77) report SKIP "$name" "$(grep -m1 'SKIP' "$log" | sed 's/^SKIP: //')";;
+      *)  report FAIL "$name" "exit $rc: $(grep -m1 -E '^  FAIL|error' "$log" | cut -c1-120)";;
     esac
   done
 done

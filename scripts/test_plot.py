@@ -76,6 +76,22 @@ def main():
                              "torch": "2.11", "date": "2026-11-22T00:00:00Z"}}
         expect(plot.env_line(torch_env) == "G, 2 SMs, driver 1, CUDA 13.0, cuDNN 9.19.0, PyTorch 2.11, 2026-11-22",
                "a PyTorch-written environment: cuDNN's integer version spelled out, PyTorch named, no cuBLAS field invented")
+        expect(plot.folder_of("day50_gpt_multi") == "day50_gpt" and plot.folder_of("day50_gpt-torch_peer") == "day50_gpt",
+               "results files map to their lesson's folder")
+        row = lambda name, ms, batch, ex: {"name": name, "dtype": "bf16", "shape": [1, 1, 8, 4, batch], "ms": ms,
+                                           "tokens_per_s": batch * 4 / ms * 1e3, "extra": ex}
+        multi = {"env": {"gpu": "G"}, "config": {"gpus": 2, "nccl": "2.28.9", "NCCL_NVLS_ENABLE": "0", "precision": "bf16"},
+                 "bench": [row("train step m 1 GPU", 10.0, 8, {"gpus": 1, "config": "m"}),
+                           row("train step m 1 GPU, one replica's share of the batch", 6.0, 4,
+                               {"gpus": 1, "config": "m", "batch": 4, "ideal_scaling_pct": 83.3}),
+                           row("train step m 2 GPUs one all-reduce", 6.5, 8,
+                               {"gpus": 2, "config": "m", "mode": "one all-reduce", "scaling_efficiency_pct": 76.9, "weak_scaling_pct": 92.3,
+                                "exposed_ms": 0.5, "comm_ms_in_training": 0.4, "bus_gbps_in_training": 100.0, "bucket_bytes": 0,
+                                "default_bucket": True, "largest_bucket_bytes": 64})],
+                 "goals": [{"goal": "g", "value": 76.9, "met": False}]}
+        text = "\n".join(plot.multi_block(multi))
+        expect("| m | 8 | 2 | one all-reduce (default) | 6.50 | 4,923 | 76.9% | 92.3% | 0.50 | 0.40 ms, 100 GB/s bus |" in text
+               and "**missed**" in text and plot.gpu_label("g", multi) == "2 × G", "day50 multi-GPU table, goals and GPU count")
         log = os.path.join(root, "train.log")
         open(log, "w").write("0 5.5\n1 5.0\n1 val 5.1\n")
         expect(plot.read_loss_log(log) == ([1, 2], [5.5, 5.0], [2], [5.1]), "loss log parsed")
