@@ -603,6 +603,7 @@ struct Trainer {
   // GPU with the same --batch, so the learning rate means the same thing whatever the GPU count.
   dp::Replica* dp = nullptr;
   int world = 1, rank = 0;
+  DeviceBuffer checksum;  // replicas_identical()'s
 
   Trainer(const gpt::Config& c, const TrainOptions& opts, const train::Corpus& d, Attn attn, uint64_t seed, dp::Replica* replica = nullptr)
       : cfg(c), o(opts), data(d), m(c, opts.batch / replica_count(replica), attn, opts.fusion), rng_state(seed), dp(replica) {
@@ -622,6 +623,18 @@ struct Trainer {
     }
 #endif
   }
+#ifdef GPT_HAVE_NCCL
+  // Whether every replica holds the same weights, bit for bit: a checksum (the sum of squares, reduced
+  // in a fixed order) compared across the replicas. Collective: every replica calls it at the same step.
+  bool replicas_identical() {
+    if (!checksum.bytes()) checksum.alloc(sizeof(float));
+    k::sum_squares_partial<<<k::kNormBlocks, 256>>>(m.params.template as<float>(), m.lay.total, m.norm_partial.template as<float>());
+    LAUNCH_CHECK();
+    k::block_sum<<<1, 256>>>(m.norm_partial.template as<float>(), k::kNormBlocks, checksum.as<float>(), false);
+    LAUNCH_CHECK();
+    return dp->same_everywhere(checksum.as<float>()).first;
+  }
+#endif
   static int replica_count(dp::Replica* r) {
 #ifdef GPT_HAVE_NCCL
     if (r) return r->world;
@@ -754,7 +767,6 @@ static int train_run(results::Results* res, const gpt::Config& cfg, const TrainO
   size_t logged = 0;
   double val = NAN;
   int comparisons = 0, differ = 0;  // data parallel: the replicas' weight checksums
-  DeviceBuffer checksum(4);
   const auto t0 = std::chrono::steady_clock::now();
   while (tr.step < last) {
     tr.step_once();
@@ -785,15 +797,10 @@ static int train_run(results::Results* res, const gpt::Config& cfg, const TrainO
     std::string replicas;
 #ifdef GPT_HAVE_NCCL
     if (dp) {
-      // The replicas must hold the same weights, bit for bit: compare a checksum (the sum of squares,
-      // reduced in a fixed order) across them. Any difference would grow, so it is worth the check.
-      k::sum_squares_partial<<<k::kNormBlocks, 256>>>(tr.m.params.template as<float>(), tr.m.lay.total, tr.m.norm_partial.template as<float>());
-      LAUNCH_CHECK();
-      k::block_sum<<<1, 256>>>(tr.m.norm_partial.template as<float>(), k::kNormBlocks, checksum.as<float>(), false);
-      LAUNCH_CHECK();
-      const auto same = dp->same_everywhere(checksum.as<float>());
-      ++comparisons, differ += !same.first;
-      replicas = same.first ? "  replicas identical" : "  REPLICAS DIFFER";
+      // The replicas must hold the same weights; any difference would grow, so it is worth the check.
+      const bool same = tr.replicas_identical();
+      ++comparisons, differ += !same;
+      replicas = same ? "  replicas identical" : "  REPLICAS DIFFER";
     }
 #endif
     if (!talk) continue;
@@ -1458,15 +1465,7 @@ static DpRun dp_train(const gpt::Config& c, const TrainOptions& o, const train::
     while (tr.step < o.steps) tr.step_once();
     tr.read_back();
     const double val = tr.val_loss(o.val_batches);  // collective: every replica scores its slice
-    bool same = true;
-    if (rep) {
-      DeviceBuffer cs(4);
-      k::sum_squares_partial<<<k::kNormBlocks, 256>>>(tr.m.params.template as<float>(), tr.m.lay.total, tr.m.norm_partial.template as<float>());
-      LAUNCH_CHECK();
-      k::block_sum<<<1, 256>>>(tr.m.norm_partial.template as<float>(), k::kNormBlocks, cs.as<float>(), false);
-      LAUNCH_CHECK();
-      same = rep->same_everywhere(cs.as<float>()).first;
-    }
+    const bool same = rep ? tr.replicas_identical() : true;
     if (tr.rank == 0) out.grads0 = tr.cap_grads, out.losses = tr.losses, out.val = val, out.replicas_same = same;
   };
   if (n == 1) body(nullptr);
@@ -1522,6 +1521,27 @@ static void verify_data_parallel(results::Results& res, const train::Corpus& dat
 // --bench --gpus N: tokens/s on 1 and N GPUs for the given model and a larger one, with and without
 // overlapping the all-reduce with the backward; NCCL's all-reduce alone at the same message sizes;
 // and the loss curve of N GPUs against one GPU's.
+// A training-step row of the data-parallel benchmark, from sorted step times.
+static results::Bench step_row(const std::string& name, const char* dtype, const gpt::Config& c, int batch, const std::vector<double>& ms) {
+  results::Bench b;
+  b.name = name, b.dtype = dtype;
+  b.shape = {c.layers, c.heads, c.width, c.context, batch};
+  b.ms = median_of_sorted(ms), b.min_ms = ms.front(), b.max_ms = ms.back(), b.reps = int(ms.size());
+  b.tokens_per_s = double(batch) * c.context / (b.ms * 1e-3);
+  b.extra = json::Value::object();
+  return b;
+}
+
+// One GPU training `batch` sequences a step: sorted step times after a warm-up.
+template <class T>
+static std::vector<double> one_gpu_step_times(const gpt::Config& c, TrainOptions o, int batch, const train::Corpus& data, Attn attn, uint64_t seed,
+                                              int warm, int reps) {
+  o.batch = batch;
+  Trainer<T> tr(c, o, data, attn, seed);
+  for (int i = 0; i < warm; ++i) tr.step_once();
+  return step_times(tr, reps);
+}
+
 struct MultiConfig {
   std::string name;
   gpt::Config cfg;
@@ -1549,52 +1569,30 @@ static void bench_multi(results::Results& res, const gpt::Config& cfg, const Tra
     TrainOptions to = o;
     to.batch = mc.batch, to.steps = 100000, to.log_every = 50;  // a long schedule: the timed steps sit at the warm-up's learning rates
     const gpt::Layout lay(mc.cfg);
-    const double grad_bytes = double(lay.total) * sizeof(float), tokens = double(mc.batch) * mc.cfg.context;
+    const double grad_bytes = double(lay.total) * sizeof(float);
     std::printf("\n%s model: %d layers, width %d, context %d, global batch %d: %zu parameters (%.1f MB of fp32 gradient)\n", mc.name.c_str(),
                 mc.cfg.layers, mc.cfg.width, mc.cfg.context, mc.batch, lay.total, grad_bytes / 1e6);
     // One GPU, the whole batch.
-    double one_ms = 0;
+    const std::vector<double> one = one_gpu_step_times<T>(mc.cfg, to, mc.batch, data, attn, seed, warm, reps);
+    const double one_ms = median_of_sorted(one);
     {
-      Trainer<T> tr(mc.cfg, to, data, attn, seed);
-      for (int i = 0; i < warm; ++i) tr.step_once();
-      const std::vector<double> ms = step_times(tr, reps);
-      one_ms = median_of_sorted(ms);
-      results::Bench b;
-      b.name = "train step " + mc.name + " 1 GPU";
-      b.dtype = Types<T>::name();
-      b.shape = {mc.cfg.layers, mc.cfg.heads, mc.cfg.width, mc.cfg.context, mc.batch};
-      b.ms = one_ms, b.min_ms = ms.front(), b.max_ms = ms.back(), b.reps = reps;
-      b.tokens_per_s = tokens / (one_ms * 1e-3);
-      json::Value ex = json::Value::object();
-      ex["gpus"] = 1, ex["config"] = mc.name;
-      b.extra = ex;
+      results::Bench b = step_row("train step " + mc.name + " 1 GPU", Types<T>::name(), mc.cfg, mc.batch, one);
+      b.extra["gpus"] = 1, b.extra["config"] = mc.name;
       res.add(b);
       std::printf("  1 GPU                      %8.2f ms/step  %10.0f tokens/s\n", one_ms, b.tokens_per_s);
     }
     // One GPU with one replica's share of the batch: what an N-GPU step would take if communication
     // were free. The gap from one_ms / N is the smaller per-GPU batch (less work per kernel, the same
     // optimizer step over every parameter); the rest of the N-GPU step's time is communication.
-    double share_ms = 0;
+    const std::vector<double> share = one_gpu_step_times<T>(mc.cfg, to, mc.batch / n, data, attn, seed, warm, reps);
+    const double share_ms = median_of_sorted(share);
     {
-      TrainOptions ts = to;
-      ts.batch = mc.batch / n;
-      Trainer<T> tr(mc.cfg, ts, data, attn, seed);
-      for (int i = 0; i < warm; ++i) tr.step_once();
-      const std::vector<double> ms = step_times(tr, reps);
-      share_ms = median_of_sorted(ms);
-      results::Bench b;
-      b.name = "train step " + mc.name + " 1 GPU, one replica's share of the batch";
-      b.dtype = Types<T>::name();
-      b.shape = {mc.cfg.layers, mc.cfg.heads, mc.cfg.width, mc.cfg.context, ts.batch};
-      b.ms = share_ms, b.min_ms = ms.front(), b.max_ms = ms.back(), b.reps = reps;
-      b.tokens_per_s = double(ts.batch) * mc.cfg.context / (share_ms * 1e-3);
-      json::Value ex = json::Value::object();
-      ex["gpus"] = 1, ex["config"] = mc.name, ex["batch"] = ts.batch;
-      ex["ideal_scaling_pct"] = 100.0 * one_ms / (n * share_ms);  // the best N GPUs could do with free communication
-      ex["share_tokens_per_s"] = b.tokens_per_s;
-      b.extra = ex;
+      results::Bench b = step_row("train step " + mc.name + " 1 GPU, one replica's share of the batch", Types<T>::name(), mc.cfg, mc.batch / n, share);
+      b.extra["gpus"] = 1, b.extra["config"] = mc.name, b.extra["batch"] = mc.batch / n;
+      b.extra["ideal_scaling_pct"] = 100.0 * one_ms / (n * share_ms);  // the best N GPUs could do with free communication
+      b.extra["share_tokens_per_s"] = b.tokens_per_s;
       res.add(b);
-      std::printf("  1 GPU, batch %-4d           %8.2f ms/step  (an N-GPU step with free communication: at most %.1f%% scaling)\n", ts.batch,
+      std::printf("  1 GPU, batch %-4d           %8.2f ms/step  (an N-GPU step with free communication: at most %.1f%% scaling)\n", mc.batch / n,
                   share_ms, 100.0 * one_ms / (n * share_ms));
     }
     // N GPUs: the gradient in one all-reduce after the backward, then in buckets of several sizes during it.
@@ -1625,12 +1623,7 @@ static void bench_multi(results::Results& res, const gpt::Config& cfg, const Tra
         tr.read_back();
         bool ok = true;
         for (float l : tr.losses) ok = ok && std::isfinite(l);
-        DeviceBuffer cs(4);
-        k::sum_squares_partial<<<k::kNormBlocks, 256>>>(tr.m.params.template as<float>(), tr.m.lay.total, tr.m.norm_partial.template as<float>());
-        LAUNCH_CHECK();
-        k::block_sum<<<1, 256>>>(tr.m.norm_partial.template as<float>(), k::kNormBlocks, cs.as<float>(), false);
-        LAUNCH_CHECK();
-        const bool s = r.same_everywhere(cs.as<float>()).first;
+        const bool s = tr.replicas_identical();
         // NCCL alone, with the GPUs otherwise idle: the whole gradient, and the largest bucket.
         size_t big_b = 0;
         for (const auto& bk : r.buckets()) big_b = std::max(big_b, (bk.end - bk.begin) * sizeof(float));
@@ -1644,13 +1637,7 @@ static void bench_multi(results::Results& res, const gpt::Config& cfg, const Tra
       const double scaling = 100.0 * one_ms / (n * med);  // tokens/s on N GPUs / (N x tokens/s on one)
       const double comm_ms = comm[comm.size() / 2];
       const std::string mode = bucket ? "buckets of " + std::to_string(bucket >> 20) + " MiB" : "one all-reduce";
-      results::Bench b;
-      b.name = "train step " + mc.name + " " + std::to_string(n) + " GPUs " + mode;
-      b.dtype = Types<T>::name();
-      b.shape = {mc.cfg.layers, mc.cfg.heads, mc.cfg.width, mc.cfg.context, mc.batch};
-      b.ms = med, b.min_ms = ms.front(), b.max_ms = ms.back(), b.reps = reps;
-      b.tokens_per_s = tokens / (med * 1e-3);
-      b.ref = "train step " + mc.name + " 1 GPU";
+      results::Bench b = step_row("train step " + mc.name + " " + std::to_string(n) + " GPUs " + mode, Types<T>::name(), mc.cfg, mc.batch, ms);
       json::Value ex = json::Value::object();
       ex["gpus"] = n, ex["config"] = mc.name, ex["mode"] = mode;
       ex["scaling_efficiency_pct"] = scaling;
