@@ -561,6 +561,14 @@ def day50_oracle_plot(plt, data, png):
     return True
 
 
+def goals_table(data, digits):
+    """A results file's performance goals: met, or missed in bold."""
+    out = ["", "| goal | measured | |", "|---|---:|---|"]
+    for g in data.get("goals", []):
+        out.append(f"| {g['goal']} | {g['value']:.{digits}f} | {'met' if g['met'] else '**missed**'} |")
+    return out + [""]
+
+
 def day50_peer_block(data):
     t, o, r = data.get("torch", {}), data.get("ours", {}), data.get("ratios", {})
     out = [f"Same GPU, same model (6 layers, 6 heads, width 384, context 256, batch 64, byte vocabulary, tied head, AdamW), one run "
@@ -577,10 +585,7 @@ def day50_peer_block(data):
     if g and "generate" in o:
         out += ["", f"Generation at batch 1 with a KV cache (fp32): PyTorch eager {fmt(g['tokens_per_s'])} tokens/s, "
                 f"./build/gpt {fmt(o['generate']['tokens_per_s'])} tokens/s."]
-    out += ["", "| goal | measured | |", "|---|---:|---|"]
-    for goal in data.get("goals", []):
-        out.append(f"| {goal['goal']} | {goal['value']:.2f} | {'met' if goal['met'] else '**missed**'} |")
-    return out + [""]
+    return out + goals_table(data, 2)
 
 
 def day50_peer_headline(data):
@@ -643,11 +648,7 @@ def multi_block(data):
         out += ["", f"The same training on 1 and {n} GPUs (default model, {lc['step'][-1]} steps): training loss in means of "
                 f"{lc['window']} steps differs by at most {100 * max(diffs):.2f}%; validation loss {lc['val_1gpu']:.4f} on 1 GPU, "
                 f"{lc['val_ngpu']:.4f} on {n}."]
-    if data.get("goals"):
-        out += ["", "| goal | measured | |", "|---|---:|---|"]
-        for g in data["goals"]:
-            out.append(f"| {g['goal']} | {g['value']:.1f} | {'met' if g['met'] else '**missed**'} |")
-    return out + [""]
+    return out + (goals_table(data, 1) if data.get("goals") else [""])
 
 
 def multi_headline(data):
