@@ -47,8 +47,8 @@ __global__ void count_mismatch(const float* a, const float* b, size_t n, unsigne
 struct Copy {
   double memcpy_gbps = 0, kernel_gbps = 0;  // bytes read + bytes written, per second
   timing::Stats memcpy_t, kernel_t;
-  size_t bytes = 0;                          // size of one buffer
-  bool exact = false;                        // both copies reproduced the source exactly
+  size_t bytes = 0;    // size of one buffer
+  bool exact = false;  // both copies reproduced the source exactly
   double best() const { return memcpy_gbps > kernel_gbps ? memcpy_gbps : kernel_gbps; }
 };
 
@@ -144,8 +144,17 @@ inline Fma fp32_fma(int iters = 65536) {
   CUDA_CHECK(cudaMalloc(&out, sizeof(float) * threads));
   poison(out, sizeof(float) * threads);
   Fma r;
-  r.t = timing::time_gpu([&] { fma_chains<<<grid, block>>>(out, a, b, iters); LAUNCH_CHECK(); }, [] {
-    timing::Options o; o.warmup = 3; o.reps = 20; return o; }());
+  r.t = timing::time_gpu(
+      [&] {
+        fma_chains<<<grid, block>>>(out, a, b, iters);
+        LAUNCH_CHECK();
+      },
+      [] {
+        timing::Options o;
+        o.warmup = 3;
+        o.reps = 20;
+        return o;
+      }());
   r.threads = threads;
   r.iters = iters;
   r.tflops = 2.0 * threads * double(iters) * kChains / (r.t.median_ms * 1e-3) / 1e12;
@@ -192,9 +201,12 @@ inline Gemm tensor_gemm(cudaDataType_t type, int n = 8192) {
   CUDA_CHECK(cudaMalloc(&b, elems * in_bytes));
   CUDA_CHECK(cudaMalloc(&c, elems * sizeof(float)));
   auto fill = [&](void* p, unsigned salt) {
-    if (type == CUDA_R_16BF) fill_small_ints<<<1024, 256>>>(static_cast<__nv_bfloat16*>(p), elems, salt);
-    else if (type == CUDA_R_16F) fill_small_ints<<<1024, 256>>>(static_cast<__half*>(p), elems, salt);
-    else fill_small_ints<<<1024, 256>>>(static_cast<float*>(p), elems, salt);
+    if (type == CUDA_R_16BF)
+      fill_small_ints<<<1024, 256>>>(static_cast<__nv_bfloat16*>(p), elems, salt);
+    else if (type == CUDA_R_16F)
+      fill_small_ints<<<1024, 256>>>(static_cast<__half*>(p), elems, salt);
+    else
+      fill_small_ints<<<1024, 256>>>(static_cast<float*>(p), elems, salt);
     LAUNCH_CHECK();
   };
   fill(a, 1);
@@ -205,8 +217,8 @@ inline Gemm tensor_gemm(cudaDataType_t type, int n = 8192) {
   const float one = 1.f, zero = 0.f;
   // Column-major C = A * B (n x n each).
   auto gemm = [&] {
-    CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, type, n, b, type, n, &zero, c, CUDA_R_32F, n, ct,
-                              CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, type, n, b, type, n, &zero, c, CUDA_R_32F,
+                              n, ct, CUBLAS_GEMM_DEFAULT));
   };
   timing::Options o;
   o.warmup = 3;
@@ -217,8 +229,11 @@ inline Gemm tensor_gemm(cudaDataType_t type, int n = 8192) {
   r.t = timing::time_gpu(gemm, o);
   r.n = n;
   r.tflops = 2.0 * double(n) * n * n / (r.t.median_ms * 1e-3) / 1e12;
-  r.what = std::string("cuBLAS ") + (type == CUDA_R_16BF ? "BF16" : type == CUDA_R_16F ? "FP16" : "TF32") + " GEMM n=" +
-           std::to_string(n);
+  r.what = std::string("cuBLAS ") +
+           (type == CUDA_R_16BF  ? "BF16"
+            : type == CUDA_R_16F ? "FP16"
+                                 : "TF32") +
+           " GEMM n=" + std::to_string(n);
   // Check 32 entries of C(i, j) = sum_k A(i, k) B(k, j), column-major.
   std::vector<float> col(n);
   bool ok = true;
@@ -276,8 +291,10 @@ struct All {
     print();
   }
   void print() const {
-    std::printf("ceilings measured in this run: copy %.0f GB/s, FP32 FMA %.1f TFLOP/s, cuBLAS GEMM fp16 %.0f / bf16 %.0f / tf32 %.0f TFLOP/s\n",
-                copy.best(), fma.tflops, tensor("fp16"), tensor("bf16"), tensor("tf32"));
+    std::printf(
+        "ceilings measured in this run: copy %.0f GB/s, FP32 FMA %.1f TFLOP/s, cuBLAS GEMM fp16 %.0f / bf16 %.0f / "
+        "tf32 %.0f TFLOP/s\n",
+        copy.best(), fma.tflops, tensor("fp16"), tensor("bf16"), tensor("tf32"));
   }
 };
 

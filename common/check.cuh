@@ -15,28 +15,27 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#define CUDA_CHECK(call)                                                                  \
-  do {                                                                                    \
-    cudaError_t err_ = (call);                                                            \
-    if (err_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "error: %s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
-                   cudaGetErrorString(err_), cudaGetErrorName(err_));                     \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define CUDA_CHECK(call)                                                                                              \
+  do {                                                                                                                \
+    cudaError_t err_ = (call);                                                                                        \
+    if (err_ != cudaSuccess) {                                                                                        \
+      std::fprintf(stderr, "error: %s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_), \
+                   cudaGetErrorName(err_));                                                                           \
+      std::exit(1);                                                                                                   \
+    }                                                                                                                 \
   } while (0)
 
 // After every kernel launch: catches bad launch configurations at once (asynchronous
 // faults inside the kernel surface at the next synchronizing call's CUDA_CHECK).
 #define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
 
-#define CUBLAS_CHECK(call)                                                                \
-  do {                                                                                    \
-    cublasStatus_t st_ = (call);                                                          \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                   \
-      std::fprintf(stderr, "error: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,     \
-                   cublasGetStatusString(st_));                                           \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define CUBLAS_CHECK(call)                                                                                          \
+  do {                                                                                                              \
+    cublasStatus_t st_ = (call);                                                                                    \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                                             \
+      std::fprintf(stderr, "error: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cublasGetStatusString(st_)); \
+      std::exit(1);                                                                                                 \
+    }                                                                                                               \
   } while (0)
 
 // cudnnGetLastErrorString fills a buffer with the most recent error message on this thread.
@@ -47,14 +46,14 @@ inline const char* cudnn_last_error() {
   return buf[0] ? buf : "(no further detail)";
 }
 
-#define CUDNN_CHECK(call)                                                                 \
-  do {                                                                                    \
-    cudnnStatus_t st_ = (call);                                                           \
-    if (st_ != CUDNN_STATUS_SUCCESS) {                                                    \
-      std::fprintf(stderr, "error: %s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, #call, \
-                   cudnnGetErrorString(st_), cudnn_last_error());                         \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define CUDNN_CHECK(call)                                                                                            \
+  do {                                                                                                               \
+    cudnnStatus_t st_ = (call);                                                                                      \
+    if (st_ != CUDNN_STATUS_SUCCESS) {                                                                               \
+      std::fprintf(stderr, "error: %s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, #call, cudnnGetErrorString(st_), \
+                   cudnn_last_error());                                                                              \
+      std::exit(1);                                                                                                  \
+    }                                                                                                                \
   } while (0)
 
 // Fill a device buffer with 0xFF bytes before a kernel writes it: as float, half and
@@ -64,7 +63,10 @@ inline void poison(void* dev_ptr, size_t bytes, cudaStream_t stream = 0) {
 }
 
 // Ceiling division, for grid sizes.
-template <class T> __host__ __device__ constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
+template <class T>
+__host__ __device__ constexpr T ceil_div(T a, T b) {
+  return (a + b - 1) / b;
+}
 
 // Copy n elements of a device array to a new host vector (synchronous).
 template <class T>
@@ -103,7 +105,9 @@ class DeviceBuffer {
     if (bytes) CUDA_CHECK(cudaMalloc(&p_, bytes));
   }
   template <class T = void>
-  T* as() const { return static_cast<T*>(p_); }
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:

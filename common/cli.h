@@ -64,8 +64,7 @@ inline bool parse_double(const std::string& s, double& out) {
 
 class Args {
  public:
-  Args(int argc, char** argv, std::string prog, std::string about)
-      : prog_(std::move(prog)), about_(std::move(about)) {
+  Args(int argc, char** argv, std::string prog, std::string about) : prog_(std::move(prog)), about_(std::move(about)) {
     for (int i = 1; i < argc; ++i) tokens_.push_back(argv[i]);
     used_.assign(tokens_.size(), false);
   }
@@ -78,8 +77,10 @@ class Args {
     bool seen = false;
     for (size_t i = 0; i < tokens_.size(); ++i) {
       if (used_[i]) continue;
-      if (tokens_[i] == "--" + name) { used_[i] = true; seen = true; }
-      else if (tokens_[i].rfind("--" + name + "=", 0) == 0)
+      if (tokens_[i] == "--" + name) {
+        used_[i] = true;
+        seen = true;
+      } else if (tokens_[i].rfind("--" + name + "=", 0) == 0)
         usage_error(prog_, "--" + name + " takes no value");
     }
     return seen;
@@ -93,16 +94,15 @@ class Args {
   }
 
   // An integer option, checked against [lo, hi].
-  long long integer(const std::string& name, long long def, long long lo, long long hi,
-                    const std::string& help) {
+  long long integer(const std::string& name, long long def, long long lo, long long hi, const std::string& help) {
     add_help("--" + name + " N", help + " (default " + std::to_string(def) + ")");
     std::string v;
     if (!take(name, v)) return def;
     long long x;
     if (!parse_int(v, x)) usage_error(prog_, "--" + name + " expects an integer, got '" + v + "'");
     if (x < lo || x > hi)
-      usage_error(prog_, "--" + name + " must be in [" + std::to_string(lo) + ", " +
-                             std::to_string(hi) + "], got " + v);
+      usage_error(prog_,
+                  "--" + name + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v);
     return x;
   }
 
@@ -118,8 +118,8 @@ class Args {
   }
 
   // A comma-separated list of integers, each in [lo, hi]: "--sizes 256,512,1000".
-  std::vector<long long> int_list(const std::string& name, const std::vector<long long>& def,
-                                  long long lo, long long hi, const std::string& help) {
+  std::vector<long long> int_list(const std::string& name, const std::vector<long long>& def, long long lo,
+                                  long long hi, const std::string& help) {
     add_help("--" + name + " N,N,..", help);
     std::string v;
     if (!take(name, v)) return def;
@@ -132,8 +132,8 @@ class Args {
       if (!parse_int(item, x))
         usage_error(prog_, "--" + name + " expects integers separated by commas, got '" + v + "'");
       if (x < lo || x > hi)
-        usage_error(prog_, "--" + name + " values must be in [" + std::to_string(lo) + ", " +
-                               std::to_string(hi) + "], got " + item);
+        usage_error(prog_, "--" + name + " values must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                               "], got " + item);
       out.push_back(x);
       if (comma == std::string::npos) break;
       start = comma + 1;
@@ -145,7 +145,10 @@ class Args {
   void finish() {
     for (size_t i = 0; i < tokens_.size(); ++i) {
       if (used_[i]) continue;
-      if (tokens_[i] == "--help" || tokens_[i] == "-h") { print_help(); std::exit(kPass); }
+      if (tokens_[i] == "--help" || tokens_[i] == "-h") {
+        print_help();
+        std::exit(kPass);
+      }
     }
     for (size_t i = 0; i < tokens_.size(); ++i) {
       if (used_[i]) continue;
@@ -171,8 +174,7 @@ class Args {
       if (used_[i]) continue;
       std::string v;
       if (tokens_[i] == key) {
-        if (i + 1 >= tokens_.size() || tokens_[i + 1].rfind("--", 0) == 0)
-          usage_error(prog_, key + " needs a value");
+        if (i + 1 >= tokens_.size() || tokens_[i + 1].rfind("--", 0) == 0) usage_error(prog_, key + " needs a value");
         used_[i] = used_[i + 1] = true;
         v = tokens_[i + 1];
       } else if (tokens_[i].rfind(key + "=", 0) == 0) {

@@ -70,7 +70,8 @@ inline double conv_at(const ConvShape& s, const float* x, const float* w, int n,
       for (int t = 0; t < s.S; ++t) {
         const int v = q * s.stride - s.pad + t * s.dil;
         if (v < 0 || v >= s.W) continue;
-        acc += double(x[((size_t(n) * s.C + c) * s.H + h) * s.W + v]) * double(w[((size_t(k) * s.C + c) * s.R + r) * s.S + t]);
+        acc += double(x[((size_t(n) * s.C + c) * s.H + h) * s.W + v]) *
+               double(w[((size_t(k) * s.C + c) * s.R + r) * s.S + t]);
       }
     }
   return acc;
@@ -131,8 +132,10 @@ struct Idx4 {
 };
 inline Idx4 unflatten(size_t f, int d1, int d2, int d3) {
   Idx4 r;
-  r.d = int(f % d3); f /= d3;
-  r.c = int(f % d2); f /= d2;
+  r.d = int(f % d3);
+  f /= d3;
+  r.c = int(f % d2);
+  f /= d2;
   r.b = int(f % d1);
   r.a = int(f / d1);
   return r;
@@ -166,7 +169,8 @@ inline double bwd_data_at(const ConvShape& s, const float* dy, const float* w, i
         if (qv < 0 || qv % s.stride) continue;
         const int q = qv / s.stride;
         if (q >= Q) continue;
-        acc += double(dy[((size_t(n) * s.K + k) * P + p) * Q + q]) * double(w[((size_t(k) * s.C + c) * s.R + r) * s.S + t]);
+        acc += double(dy[((size_t(n) * s.K + k) * P + p) * Q + q]) *
+               double(w[((size_t(k) * s.C + c) * s.R + r) * s.S + t]);
       }
     }
   return acc;
@@ -184,20 +188,23 @@ inline double bwd_filter_at(const ConvShape& s, const float* x, const float* dy,
       for (int q = 0; q < Q; ++q) {
         const int v = q * s.stride - s.pad + t * s.dil;
         if (v < 0 || v >= s.W) continue;
-        acc += double(dy[((size_t(n) * s.K + k) * P + p) * Q + q]) * double(x[((size_t(n) * s.C + c) * s.H + h) * s.W + v]);
+        acc += double(dy[((size_t(n) * s.K + k) * P + p) * Q + q]) *
+               double(x[((size_t(n) * s.C + c) * s.H + h) * s.W + v]);
       }
     }
   return acc;
 }
 
-inline std::vector<double> bwd_data_sampled(const ConvShape& s, const float* dy, const float* w, const std::vector<size_t>& idx) {
+inline std::vector<double> bwd_data_sampled(const ConvShape& s, const float* dy, const float* w,
+                                            const std::vector<size_t>& idx) {
   return eval_at(idx, [&](size_t f) {
     const Idx4 i = unflatten(f, s.C, s.H, s.W);
     return bwd_data_at(s, dy, w, i.a, i.b, i.c, i.d);
   });
 }
 
-inline std::vector<double> bwd_filter_sampled(const ConvShape& s, const float* x, const float* dy, const std::vector<size_t>& idx) {
+inline std::vector<double> bwd_filter_sampled(const ConvShape& s, const float* x, const float* dy,
+                                              const std::vector<size_t>& idx) {
   return eval_at(idx, [&](size_t f) {
     const Idx4 i = unflatten(f, s.C, s.R, s.S);
     return bwd_filter_at(s, x, dy, i.a, i.b, i.c, i.d);

@@ -21,7 +21,7 @@ namespace lt {
 
 struct Spec {
   cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
-  int m = 0, n = 0, k = 0;       // D is m x n; op(A) is m x k, op(B) is k x n
+  int m = 0, n = 0, k = 0;        // D is m x n; op(A) is m x k, op(B) is k x n
   int lda = 0, ldb = 0, ldd = 0;  // leading dimensions of A, B and C = D as stored
   cudaDataType_t ab = CUDA_R_32F, cd = CUDA_R_32F;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
@@ -31,11 +31,14 @@ struct Spec {
 class Matmul {
  public:
   Matmul(cublasLtHandle_t h, const Spec& s, size_t workspace_bytes) : h_(h), s_(s), ws_bytes_(workspace_bytes) {
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));  // fp32 accumulation (and no TF32 for fp32 inputs)
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F,
+                                          CUDA_R_32F));  // fp32 accumulation (and no TF32 for fp32 inputs)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &s.ta, sizeof s.ta));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &s.tb, sizeof s.tb));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue, sizeof s.epilogue));
-    if (s.aux_ld) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &s.aux_ld, sizeof s.aux_ld));
+    if (s.aux_ld)
+      CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &s.aux_ld, sizeof s.aux_ld));
     const bool a_t = s.ta != CUBLAS_OP_N, b_t = s.tb != CUBLAS_OP_N;
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, s.ab, a_t ? s.k : s.m, a_t ? s.m : s.k, s.lda));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, s.ab, b_t ? s.n : s.k, b_t ? s.k : s.n, s.ldb));
@@ -44,13 +47,15 @@ class Matmul {
     // (256-byte aligned) and their offsets are multiples of 16 bytes, which is what is promised here.
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_, sizeof ws_bytes_));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_,
+                                                      sizeof ws_bytes_));
     cublasLtMatmulHeuristicResult_t r{};
     int found = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h_, op_, a_, b_, d_, d_, pref, 1, &r, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-      why_ = std::string("cuBLASLt has no algorithm for this epilogue and type combination (") + cublasGetStatusString(st) + ")";
+      why_ = std::string("cuBLASLt has no algorithm for this epilogue and type combination (") +
+             cublasGetStatusString(st) + ")";
     } else {
       algo_ = r.algo;
       ok_ = true;
@@ -68,11 +73,14 @@ class Matmul {
   const std::string& why() const { return why_; }
 
   // D = epilogue(op(A).op(B) + beta * D); bias and aux as the epilogue needs them (else null).
-  void run(const void* A, const void* B, void* D, float beta, const void* bias, void* aux, void* workspace, cudaStream_t stream = 0) {
+  void run(const void* A, const void* B, void* D, float beta, const void* bias, void* aux, void* workspace,
+           cudaStream_t stream = 0) {
     if (bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    if (aux) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+    if (aux)
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
     const float one = 1.f;
-    CUBLAS_CHECK(cublasLtMatmul(h_, op_, &one, A, a_, B, b_, &beta, D, d_, D, d_, &algo_, workspace, ws_bytes_, stream));
+    CUBLAS_CHECK(
+        cublasLtMatmul(h_, op_, &one, A, a_, B, b_, &beta, D, d_, D, d_, &algo_, workspace, ws_bytes_, stream));
   }
 
  private:

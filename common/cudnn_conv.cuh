@@ -44,37 +44,61 @@ inline int algo_count(Dir d) {
 inline const char* algo_name(Dir d, int a) {
   if (d == Dir::Fwd) {
     switch (cudnnConvolutionFwdAlgo_t(a)) {
-      case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
-      case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
-      case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
-      case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
-      case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
-      case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
-      case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
-      case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
-      default: return "unknown";
+      case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
+        return "IMPLICIT_GEMM";
+      case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+        return "IMPLICIT_PRECOMP_GEMM";
+      case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
+        return "GEMM";
+      case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
+        return "DIRECT";
+      case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
+        return "FFT";
+      case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
+        return "FFT_TILING";
+      case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
+        return "WINOGRAD";
+      case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+        return "WINOGRAD_NONFUSED";
+      default:
+        return "unknown";
     }
   }
   if (d == Dir::BwdData) {
     switch (cudnnConvolutionBwdDataAlgo_t(a)) {
-      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return "ALGO_0";
-      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return "ALGO_1";
-      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT: return "FFT";
-      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING: return "FFT_TILING";
-      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD: return "WINOGRAD";
-      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
-      default: return "unknown";
+      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0:
+        return "ALGO_0";
+      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1:
+        return "ALGO_1";
+      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT:
+        return "FFT";
+      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING:
+        return "FFT_TILING";
+      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD:
+        return "WINOGRAD";
+      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED:
+        return "WINOGRAD_NONFUSED";
+      default:
+        return "unknown";
     }
   }
   switch (cudnnConvolutionBwdFilterAlgo_t(a)) {
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return "ALGO_0";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1: return "ALGO_1";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT: return "FFT";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3: return "ALGO_3";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD: return "WINOGRAD";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING: return "FFT_TILING";
-    default: return "unknown";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0:
+      return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1:
+      return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT:
+      return "FFT";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3:
+      return "ALGO_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD:
+      return "WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED:
+      return "WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING:
+      return "FFT_TILING";
+    default:
+      return "unknown";
   }
 }
 
@@ -85,11 +109,16 @@ inline size_t dtype_bytes(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT ? 4 
 inline const char* layout_name(cudnnTensorFormat_t f) { return f == CUDNN_TENSOR_NHWC ? "NHWC" : "NCHW"; }
 inline const char* math_name(cudnnMathType_t m) {
   switch (m) {
-    case CUDNN_DEFAULT_MATH: return "DEFAULT";
-    case CUDNN_TENSOR_OP_MATH: return "TENSOR_OP";
-    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "TENSOR_OP_ALLOW_CONVERSION";
-    case CUDNN_FMA_MATH: return "FMA";
-    default: return "unknown";
+    case CUDNN_DEFAULT_MATH:
+      return "DEFAULT";
+    case CUDNN_TENSOR_OP_MATH:
+      return "TENSOR_OP";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return "TENSOR_OP_ALLOW_CONVERSION";
+    case CUDNN_FMA_MATH:
+      return "FMA";
+    default:
+      return "unknown";
   }
 }
 
@@ -121,12 +150,14 @@ class ConvDesc {
     // Cross-correlation (no filter flip) is what deep-learning frameworks call convolution.
     // The last argument is the compute type: fp32 accumulation for every data type here.
     if (!step("cudnnSetConvolution2dDescriptor",
-              cudnnSetConvolution2dDescriptor(conv, s.pad, s.pad, s.stride, s.stride, s.dil, s.dil, CUDNN_CROSS_CORRELATION,
-                                              CUDNN_DATA_FLOAT)))
+              cudnnSetConvolution2dDescriptor(conv, s.pad, s.pad, s.stride, s.stride, s.dil, s.dil,
+                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)))
       return;
     if (!step("cudnnSetConvolutionMathType", cudnnSetConvolutionMathType(conv, m))) return;
     int n = 0, k = 0, p = 0, q = 0;
-    if (!step("cudnnGetConvolution2dForwardOutputDim", cudnnGetConvolution2dForwardOutputDim(conv, x, w, &n, &k, &p, &q))) return;
+    if (!step("cudnnGetConvolution2dForwardOutputDim",
+              cudnnGetConvolution2dForwardOutputDim(conv, x, w, &n, &k, &p, &q)))
+      return;
     if (n != s.N || k != s.K || p != s.P() || q != s.Q()) {
       error = "cuDNN's output shape " + std::to_string(n) + "x" + std::to_string(k) + "x" + std::to_string(p) + "x" +
               std::to_string(q) + " differs from ours";
@@ -144,7 +175,9 @@ class ConvDesc {
   ConvDesc& operator=(const ConvDesc&) = delete;
 
   bool ok() const { return error.empty(); }
-  std::string config() const { return std::string(dtype_name(dtype)) + " " + layout_name(layout) + " " + math_name(math); }
+  std::string config() const {
+    return std::string(dtype_name(dtype)) + " " + layout_name(layout) + " " + math_name(math);
+  }
 
  private:
   bool step(const char* what, cudnnStatus_t st) {
@@ -187,16 +220,18 @@ inline std::vector<AlgoPerf> heuristic(cudnnHandle_t h, const ConvDesc& d, Dir d
   int got = 0;
   if (dir == Dir::Fwd) {
     cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, p));
+    CUDNN_CHECK(
+        cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, p));
     for (int i = 0; i < got; ++i) out.push_back(from_perf(dir, p[i], i));
   } else if (dir == Dir::BwdData) {
     cudnnConvolutionBwdDataAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, p));
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x,
+                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, p));
     for (int i = 0; i < got; ++i) out.push_back(from_perf(dir, p[i], i));
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                                                              &got, p));
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w,
+                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, p));
     for (int i = 0; i < got; ++i) out.push_back(from_perf(dir, p[i], i));
   }
   return out;
@@ -219,18 +254,18 @@ inline std::vector<AlgoPerf> find(cudnnHandle_t h, const ConvDesc& d, Dir dir, O
   int got = 0;
   if (dir == Dir::Fwd) {
     cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, d.x, o.a, d.w, o.b, d.conv, d.y, o.out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                       &got, p, ws, ws_bytes));
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, d.x, o.a, d.w, o.b, d.conv, d.y, o.out,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, p, ws, ws_bytes));
     for (int i = 0; i < got; ++i) out.push_back(from_perf(dir, p[i], i));
   } else if (dir == Dir::BwdData) {
     cudnnConvolutionBwdDataAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, o.a, d.y, o.b, d.conv, d.x, o.out,
-                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, p, ws, ws_bytes));
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+        h, d.w, o.a, d.y, o.b, d.conv, d.x, o.out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, p, ws, ws_bytes));
     for (int i = 0; i < got; ++i) out.push_back(from_perf(dir, p[i], i));
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, o.a, d.y, o.b, d.conv, d.w, o.out,
-                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, p, ws, ws_bytes));
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        h, d.x, o.a, d.y, o.b, d.conv, d.w, o.out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, p, ws, ws_bytes));
     for (int i = 0; i < got; ++i) out.push_back(from_perf(dir, p[i], i));
   }
   return out;
@@ -242,8 +277,10 @@ inline cudnnStatus_t workspace_size(cudnnHandle_t h, const ConvDesc& d, Dir dir,
   if (dir == Dir::Fwd)
     return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, cudnnConvolutionFwdAlgo_t(algo), bytes);
   if (dir == Dir::BwdData)
-    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, cudnnConvolutionBwdDataAlgo_t(algo), bytes);
-  return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, cudnnConvolutionBwdFilterAlgo_t(algo), bytes);
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, cudnnConvolutionBwdDataAlgo_t(algo),
+                                                        bytes);
+  return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, cudnnConvolutionBwdFilterAlgo_t(algo),
+                                                        bytes);
 }
 
 // Runs one direction with one algorithm; returns cuDNN's status instead of exiting, so a
@@ -256,13 +293,13 @@ inline cudnnStatus_t run(cudnnHandle_t h, ConvDesc& d, Dir dir, int algo, cudnnM
   if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionMathType(d.conv, math);
   if (s != CUDNN_STATUS_SUCCESS) return s;
   if (dir == Dir::Fwd)
-    return cudnnConvolutionForward(h, &one, d.x, o.a, d.w, o.b, d.conv, cudnnConvolutionFwdAlgo_t(algo), ws, ws_bytes, &zero, d.y,
-                                   o.out);
+    return cudnnConvolutionForward(h, &one, d.x, o.a, d.w, o.b, d.conv, cudnnConvolutionFwdAlgo_t(algo), ws, ws_bytes,
+                                   &zero, d.y, o.out);
   if (dir == Dir::BwdData)
-    return cudnnConvolutionBackwardData(h, &one, d.w, o.a, d.y, o.b, d.conv, cudnnConvolutionBwdDataAlgo_t(algo), ws, ws_bytes,
-                                        &zero, d.x, o.out);
-  return cudnnConvolutionBackwardFilter(h, &one, d.x, o.a, d.y, o.b, d.conv, cudnnConvolutionBwdFilterAlgo_t(algo), ws, ws_bytes,
-                                        &zero, d.w, o.out);
+    return cudnnConvolutionBackwardData(h, &one, d.w, o.a, d.y, o.b, d.conv, cudnnConvolutionBwdDataAlgo_t(algo), ws,
+                                        ws_bytes, &zero, d.x, o.out);
+  return cudnnConvolutionBackwardFilter(h, &one, d.x, o.a, d.y, o.b, d.conv, cudnnConvolutionBwdFilterAlgo_t(algo), ws,
+                                        ws_bytes, &zero, d.w, o.out);
 }
 
 // One device workspace for everything: it grows when a larger request comes, never shrinks,
@@ -315,7 +352,8 @@ inline std::vector<Timed> retime(cudnnHandle_t h, ConvDesc& d, Dir dir, const st
     void* wp = a.workspace ? ws.get(a.workspace) : nullptr;
     cudnnStatus_t st = run(h, d, dir, a.algo, a.math, o, wp, a.workspace, opt.stream);
     if (st != CUDNN_STATUS_SUCCESS) continue;  // Find said yes, the call said no: leave it out
-    timing::Stats t = timing::time_gpu([&] { CUDNN_CHECK(run(h, d, dir, a.algo, a.math, o, wp, a.workspace, opt.stream)); }, opt);
+    timing::Stats t =
+        timing::time_gpu([&] { CUDNN_CHECK(run(h, d, dir, a.algo, a.math, o, wp, a.workspace, opt.stream)); }, opt);
     out.push_back({a, t});
   }
   std::sort(out.begin(), out.end(), [](const Timed& l, const Timed& r) { return l.t.median_ms < r.t.median_ms; });

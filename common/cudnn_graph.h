@@ -34,7 +34,9 @@
 
 namespace cg {
 
-inline std::string status_text(cudnnStatus_t st) { return std::string(cudnnGetErrorString(st)) + ": " + cudnn_last_error(); }
+inline std::string status_text(cudnnStatus_t st) {
+  return std::string(cudnnGetErrorString(st)) + ": " + cudnn_last_error();
+}
 
 // Row-major ("packed") strides for dims, and the strides of an NHWC tensor whose dims are given
 // in the N, C, H, W order cuDNN always uses.
@@ -75,7 +77,9 @@ class Desc {
     return *this;
   }
   Desc& i64(cudnnBackendAttributeName_t n, int64_t v) { return set(n, CUDNN_TYPE_INT64, 1, &v); }
-  Desc& i64s(cudnnBackendAttributeName_t n, const std::vector<int64_t>& v) { return set(n, CUDNN_TYPE_INT64, int64_t(v.size()), v.data()); }
+  Desc& i64s(cudnnBackendAttributeName_t n, const std::vector<int64_t>& v) {
+    return set(n, CUDNN_TYPE_INT64, int64_t(v.size()), v.data());
+  }
   Desc& dtype(cudnnBackendAttributeName_t n, cudnnDataType_t v) { return set(n, CUDNN_TYPE_DATA_TYPE, 1, &v); }
   Desc& boolean(cudnnBackendAttributeName_t n, bool v) { return set(n, CUDNN_TYPE_BOOLEAN, 1, &v); }
   Desc& f32(cudnnBackendAttributeName_t n, float v) { return set(n, CUDNN_TYPE_FLOAT, 1, &v); }
@@ -101,7 +105,10 @@ class Desc {
 };
 
 inline const char* heur_mode_name(cudnnBackendHeurMode_t m) {
-  return m == CUDNN_HEUR_MODE_A ? "A" : m == CUDNN_HEUR_MODE_B ? "B" : m == CUDNN_HEUR_MODE_FALLBACK ? "FALLBACK" : "other";
+  return m == CUDNN_HEUR_MODE_A          ? "A"
+         : m == CUDNN_HEUR_MODE_B        ? "B"
+         : m == CUDNN_HEUR_MODE_FALLBACK ? "FALLBACK"
+                                         : "other";
 }
 
 // What the heuristics offered, and what became of each offer.
@@ -114,8 +121,8 @@ struct Engine {
   std::vector<std::string> notes;  // numerical and behaviour notes, as text
   int knobs = 0;                   // knob choices in this configuration
   bool tried = false;
-  std::string status;              // "" = the plan finalized
-  double build_ms = 0;             // plan finalization time (includes runtime compilation)
+  std::string status;   // "" = the plan finalized
+  double build_ms = 0;  // plan finalization time (includes runtime compilation)
   int64_t workspace = 0;
   bool chosen = false;
 };
@@ -142,7 +149,8 @@ class Graph {
   const std::string& name() const { return name_; }
 
   // A tensor in device memory (16-byte aligned, as our allocations are).
-  const Tensor& tensor(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides, cudnnDataType_t type) {
+  const Tensor& tensor(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides,
+                       cudnnDataType_t type) {
     return add_tensor(name, std::move(dims), std::move(strides), type, false, false);
   }
   // An intermediate that exists only inside the fused kernel: it never touches memory.
@@ -152,13 +160,13 @@ class Graph {
   }
   // A virtual tensor with a reordering mode: cuDNN's attention engines expect the probabilities
   // and the dQ accumulator marked CUDNN_TENSOR_REORDERING_F16x16 (the tensor-core fragment order).
-  const Tensor& virt_reordered(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides, cudnnDataType_t type,
-                               cudnnBackendTensorReordering_t reorder) {
+  const Tensor& virt_reordered(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides,
+                               cudnnDataType_t type, cudnnBackendTensorReordering_t reorder) {
     return add_tensor(name, std::move(dims), std::move(strides), type, true, false, reorder);
   }
   // Same for a tensor in device memory.
-  const Tensor& tensor_reordered(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides, cudnnDataType_t type,
-                                 cudnnBackendTensorReordering_t reorder) {
+  const Tensor& tensor_reordered(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides,
+                                 cudnnDataType_t type, cudnnBackendTensorReordering_t reorder) {
     return add_tensor(name, std::move(dims), std::move(strides), type, false, false, reorder);
   }
   // A scalar passed by value from the host at execution (all-ones dims and strides of the given rank).
@@ -176,7 +184,9 @@ class Graph {
   void pointwise(cudnnPointwiseMode_t mode, const std::string& x, const std::string& b, const std::string& y,
                  cudnnDataType_t prec = CUDNN_DATA_FLOAT) {
     Desc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode).dtype(CUDNN_ATTR_POINTWISE_MATH_PREC, prec).finalized("pointwise");
+    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+        .dtype(CUDNN_ATTR_POINTWISE_MATH_PREC, prec)
+        .finalized("pointwise");
     Desc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
     op.desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw).desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, get(x).d);
     if (!b.empty()) op.desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, get(b).d);
@@ -208,7 +218,9 @@ class Graph {
   void select(const std::string& x, const std::string& b, const std::string& t, const std::string& y) {
     Desc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
     const cudnnPointwiseMode_t mode = CUDNN_POINTWISE_BINARY_SELECT;
-    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode).dtype(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_DATA_FLOAT).finalized("select");
+    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+        .dtype(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_DATA_FLOAT)
+        .finalized("select");
     Desc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
     op.desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
         .desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, get(x).d)
@@ -224,15 +236,17 @@ class Graph {
   // when both are virtual.
   void reshape(const std::string& x, const std::string& y) {
     Desc op(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
-    op.desc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, get(x).d).desc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, get(y).d).finalized("reshape op");
+    op.desc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, get(x).d)
+        .desc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, get(y).d)
+        .finalized("reshape op");
     ops_.push_back(std::move(op));
     aux_.emplace_back();
     op_names_.push_back("reshape");
   }
 
   // 2-D cross-correlation y = conv(x, w), computed in `comp`.
-  void conv_fwd(const std::string& x, const std::string& w, const std::string& y, int64_t pad, int64_t stride, int64_t dil,
-                cudnnDataType_t comp = CUDNN_DATA_FLOAT) {
+  void conv_fwd(const std::string& x, const std::string& w, const std::string& y, int64_t pad, int64_t stride,
+                int64_t dil, cudnnDataType_t comp = CUDNN_DATA_FLOAT) {
     Desc c(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
     const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
     c.i64(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, 2)
@@ -257,7 +271,8 @@ class Graph {
   }
 
   // c = a · b (batched: a [.., M, K], b [.., K, N], c [.., M, N]).
-  void matmul(const std::string& a, const std::string& b, const std::string& c, cudnnDataType_t comp = CUDNN_DATA_FLOAT) {
+  void matmul(const std::string& a, const std::string& b, const std::string& c,
+              cudnnDataType_t comp = CUDNN_DATA_FLOAT) {
     Desc m(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
     m.dtype(CUDNN_ATTR_MATMUL_COMP_TYPE, comp).finalized("matmul");
     Desc op(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
@@ -272,9 +287,12 @@ class Graph {
   }
 
   // y = reduce(x) over the axes where y's dims are 1.
-  void reduction(cudnnReduceTensorOp_t red, const std::string& x, const std::string& y, cudnnDataType_t comp = CUDNN_DATA_FLOAT) {
+  void reduction(cudnnReduceTensorOp_t red, const std::string& x, const std::string& y,
+                 cudnnDataType_t comp = CUDNN_DATA_FLOAT) {
     Desc r(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
-    r.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &red).dtype(CUDNN_ATTR_REDUCTION_COMP_TYPE, comp).finalized("reduction");
+    r.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &red)
+        .dtype(CUDNN_ATTR_REDUCTION_COMP_TYPE, comp)
+        .finalized("reduction");
     Desc op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
     op.desc(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, get(x).d)
         .desc(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, get(y).d)
@@ -337,7 +355,8 @@ class Graph {
           last_refusal = e.status;
         } else {
           int64_t ws = 0, got = 0;
-          CUDNN_CHECK(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws));
+          CUDNN_CHECK(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                               1, &got, &ws));
           e.workspace = ws;
           if (!plan_ready_) {
             plan_ = std::move(plan);
@@ -374,7 +393,8 @@ class Graph {
     for (const auto& p : ptrs) {
       const Tensor& t = get(p.first);
       if (t.is_virtual) {
-        std::fprintf(stderr, "error: graph '%s': '%s' is virtual and takes no pointer\n", name_.c_str(), p.first.c_str());
+        std::fprintf(stderr, "error: graph '%s': '%s' is virtual and takes no pointer\n", name_.c_str(),
+                     p.first.c_str());
         std::exit(1);
       }
       uids.push_back(t.uid);
@@ -401,21 +421,24 @@ class Graph {
 
   // One line per engine the heuristics offered (what day40 prints).
   void print_engines(FILE* f = stdout) const {
-    std::fprintf(f, "  %-4s %-8s %5s %6s %-6s %-44s %9s %9s  %s\n", "", "mode", "rank", "engine", "kind", "notes", "build ms",
-                 "ws KiB", "plan");
+    std::fprintf(f, "  %-4s %-8s %5s %6s %-6s %-44s %9s %9s  %s\n", "", "mode", "rank", "engine", "kind", "notes",
+                 "build ms", "ws KiB", "plan");
     for (const Engine& e : engines_) {
       std::string notes;
       for (const auto& n : e.notes) notes += (notes.empty() ? "" : ",") + n;
-      std::fprintf(f, "  %-4s %-8s %5d %6lld %-6s %-44s %9s %9s  %s\n", e.chosen ? "=>" : "", e.heur_mode.c_str(), e.rank,
-                   (long long)e.global_index, e.runtime_compiled ? "RTC" : "pre", notes.substr(0, 44).c_str(),
-                   e.tried ? fmt(e.build_ms).c_str() : "-", e.tried && e.status.empty() ? fmt(e.workspace / 1024.0).c_str() : "-",
-                   !e.tried ? (e.status.empty() ? "not tried" : e.status.c_str()) : e.status.empty() ? "finalized" : e.status.c_str());
+      std::fprintf(f, "  %-4s %-8s %5d %6lld %-6s %-44s %9s %9s  %s\n", e.chosen ? "=>" : "", e.heur_mode.c_str(),
+                   e.rank, (long long)e.global_index, e.runtime_compiled ? "RTC" : "pre", notes.substr(0, 44).c_str(),
+                   e.tried ? fmt(e.build_ms).c_str() : "-",
+                   e.tried && e.status.empty() ? fmt(e.workspace / 1024.0).c_str() : "-",
+                   !e.tried           ? (e.status.empty() ? "not tried" : e.status.c_str())
+                   : e.status.empty() ? "finalized"
+                                      : e.status.c_str());
     }
   }
 
  private:
-  const Tensor& add_tensor(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides, cudnnDataType_t type,
-                           bool is_virtual, bool by_value,
+  const Tensor& add_tensor(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides,
+                           cudnnDataType_t type, bool is_virtual, bool by_value,
                            cudnnBackendTensorReordering_t reorder = CUDNN_TENSOR_REORDERING_NONE) {
     for (const auto& t : tensors_)
       if (t.name == name) {
@@ -432,25 +455,30 @@ class Graph {
         .i64(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16)
         .boolean(CUDNN_ATTR_TENSOR_IS_VIRTUAL, is_virtual);
     if (by_value) d.boolean(CUDNN_ATTR_TENSOR_IS_BY_VALUE, true);
-    if (reorder != CUDNN_TENSOR_REORDERING_NONE) d.set(CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1, &reorder);
+    if (reorder != CUDNN_TENSOR_REORDERING_NONE)
+      d.set(CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1, &reorder);
     d.finalized("tensor " + name);
-    tensors_.push_back(Tensor{uid, name, std::move(dims), std::move(strides), type, is_virtual, by_value, std::move(d)});
+    tensors_.push_back(
+        Tensor{uid, name, std::move(dims), std::move(strides), type, is_virtual, by_value, std::move(d)});
     return tensors_.back();
   }
 
   std::vector<Desc> heuristics(cudnnBackendHeurMode_t mode, std::string* why) {
     std::vector<Desc> cfgs;
     Desc h(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    h.desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph_).set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    h.desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph_)
+        .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
     cudnnStatus_t st = h.finalize();
     if (st != CUDNN_STATUS_SUCCESS) {
       *why = std::string("heuristics mode ") + heur_mode_name(mode) + ": " + status_text(st);
       return cfgs;
     }
     int64_t count = 0;
-    st = cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
+    st = cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                  nullptr);
     if (st != CUDNN_STATUS_SUCCESS || count == 0) {
-      *why = std::string("heuristics mode ") + heur_mode_name(mode) + " offered no configuration: " + cudnn_last_error();
+      *why =
+          std::string("heuristics mode ") + heur_mode_name(mode) + " offered no configuration: " + cudnn_last_error();
       return cfgs;
     }
     std::vector<cudnnBackendDescriptor_t> raw(size_t(count), nullptr);
@@ -459,7 +487,8 @@ class Graph {
       raw[size_t(i)] = cfgs.back().get();
     }
     int64_t got = 0;
-    CUDNN_CHECK(cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()));
+    CUDNN_CHECK(cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                         &got, raw.data()));
     cfgs.resize(size_t(got));
     return cfgs;
   }
@@ -471,30 +500,36 @@ class Graph {
     Desc eng(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
     cudnnBackendDescriptor_t ep = eng.get();
     int64_t got = 0;
-    if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &ep) != CUDNN_STATUS_SUCCESS)
+    if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &ep) !=
+        CUDNN_STATUS_SUCCESS)
       return e;
     cudnnBackendGetAttribute(ep, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &e.global_index);
     cudnnBackendBehaviorNote_t beh[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-    if (cudnnBackendGetAttribute(ep, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &got, beh) ==
-        CUDNN_STATUS_SUCCESS)
+    if (cudnnBackendGetAttribute(ep, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                 CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &got, beh) == CUDNN_STATUS_SUCCESS)
       for (int64_t i = 0; i < got; ++i) {
-        if (beh[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) e.runtime_compiled = true;
-        else if (beh[i] == CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API) e.notes.push_back("cuda-graph");
-        else if (beh[i] == CUDNN_BEHAVIOR_NOTE_CUBLASLT_DEPENDENCY) e.notes.push_back("cublasLt");
+        if (beh[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)
+          e.runtime_compiled = true;
+        else if (beh[i] == CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API)
+          e.notes.push_back("cuda-graph");
+        else if (beh[i] == CUDNN_BEHAVIOR_NOTE_CUBLASLT_DEPENDENCY)
+          e.notes.push_back("cublasLt");
       }
     cudnnBackendNumericalNote_t num[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-    if (cudnnBackendGetAttribute(ep, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &got, num) ==
-        CUDNN_STATUS_SUCCESS)
+    if (cudnnBackendGetAttribute(ep, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &got, num) == CUDNN_STATUS_SUCCESS)
       for (int64_t i = 0; i < got; ++i) {
-        static const char* names[] = {"tensor-core", "down-convert", "reduced-prec-reduction", "fft", "nondeterministic",
-                                      "winograd", "wino4x4", "wino6x6", "wino13x13", "strict-nan"};
+        static const char* names[] = {"tensor-core", "down-convert",     "reduced-prec-reduction",
+                                      "fft",         "nondeterministic", "winograd",
+                                      "wino4x4",     "wino6x6",          "wino13x13",
+                                      "strict-nan"};
         if (num[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE) e.tensor_core = true;
         if (num[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) e.down_convert = true;
         if (int(num[i]) >= 0 && int(num[i]) < 10) e.notes.push_back(names[int(num[i])]);
       }
     int64_t knobs = 0;
-    if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &knobs, nullptr) ==
-        CUDNN_STATUS_SUCCESS)
+    if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &knobs,
+                                 nullptr) == CUDNN_STATUS_SUCCESS)
       e.knobs = int(knobs);
     return e;
   }

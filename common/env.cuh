@@ -24,15 +24,17 @@ namespace env {
 
 // The first usable GPU, or a one-line SKIP (exit 77). Also catches a binary built for
 // the wrong architecture, which would otherwise fail at the first kernel launch.
-__global__ void probe_kernel(int* out) { if (out) *out = 1; }
+__global__ void probe_kernel(int* out) {
+  if (out) *out = 1;
+}
 
 inline int require_gpu(const std::string& prog) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
     cudaGetLastError();  // clear the sticky error
-    cli::skip(prog, std::string("no usable CUDA GPU (") +
-                        (e != cudaSuccess ? cudaGetErrorString(e) : "no devices") + ")");
+    cli::skip(prog,
+              std::string("no usable CUDA GPU (") + (e != cudaSuccess ? cudaGetErrorString(e) : "no devices") + ")");
   }
   CUDA_CHECK(cudaSetDevice(0));
   cudaFuncAttributes fa;
@@ -59,8 +61,8 @@ inline void require_memory(const std::string& prog, size_t bytes, const std::str
   const size_t reserve = size_t(256) << 20;
   if (bytes + reserve > free_b) {
     char b[512];
-    std::snprintf(b, sizeof b, "%s needs %.2f GiB of GPU memory, but only %.2f GiB of %.2f GiB is free",
-                  what.c_str(), gib(bytes), gib(free_b), gib(total_b));
+    std::snprintf(b, sizeof b, "%s needs %.2f GiB of GPU memory, but only %.2f GiB of %.2f GiB is free", what.c_str(),
+                  gib(bytes), gib(free_b), gib(total_b));
     cli::usage_error(prog, b);
   }
 }
@@ -91,8 +93,14 @@ struct Nvml {
     ok = by_pci(bus, &dev) == 0;
   }
   // NVML clock types: 0 graphics, 1 SM, 2 memory.
-  long current(int type) { unsigned v = 0; return ok && clock(dev, type, &v) == 0 ? long(v) : -1; }
-  long maximum(int type) { unsigned v = 0; return ok && max_clock(dev, type, &v) == 0 ? long(v) : -1; }
+  long current(int type) {
+    unsigned v = 0;
+    return ok && clock(dev, type, &v) == 0 ? long(v) : -1;
+  }
+  long maximum(int type) {
+    unsigned v = 0;
+    return ok && max_clock(dev, type, &v) == 0 ? long(v) : -1;
+  }
   std::string driver() {
     char b[96] = {0};
     return lib && driver_version && driver_version(b, sizeof b) == 0 ? std::string(b) : "unknown";
@@ -110,7 +118,11 @@ inline std::string cudnn_str(size_t v) {  // cuDNN 9: 91400 -> "9.14.0"
 inline json::Value collect(int dev) {
   cudaDeviceProp p;
   CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
-  auto attr = [&](cudaDeviceAttr a) { int v = 0; CUDA_CHECK(cudaDeviceGetAttribute(&v, a, dev)); return v; };
+  auto attr = [&](cudaDeviceAttr a) {
+    int v = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, a, dev));
+    return v;
+  };
   json::Value e = json::Value::object();
   e["gpu"] = p.name;
   e["gpu_slug"] = results::slug(p.name);
@@ -146,13 +158,15 @@ inline json::Value collect(int dev) {
 
 // One line for the top of every program's output.
 inline void print(const json::Value& e) {
-  auto s = [&](const char* k) { const json::Value* v = e.find(k); return v ? v->dump(0).substr(0, v->dump(0).size() - 1) : std::string("?"); };
+  auto s = [&](const char* k) {
+    const json::Value* v = e.find(k);
+    return v ? v->dump(0).substr(0, v->dump(0).size() - 1) : std::string("?");
+  };
   std::printf("GPU %s (cc %s, %s SMs, SM clock max %s MHz) | driver %s | CUDA %s | cuBLAS %s | cuDNN %s\n",
               e.find("gpu")->str().c_str(), e.find("compute_capability")->str().c_str(), s("sm_count").c_str(),
               s("sm_clock_max_mhz").c_str(), e.find("driver")->str().c_str(), e.find("cuda_runtime")->str().c_str(),
               e.find("cublas")->str().c_str(), e.find("cudnn_loaded")->str().c_str());
 }
-
 
 // The opening of every lesson program, after its arguments are parsed: the GPU (or a SKIP line
 // and exit 77), then the results record: mode, environment (printed), seed. Returns the device.

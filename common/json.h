@@ -28,20 +28,30 @@ class Value {
   Value(const char* s) : kind_(String), s_(s) {}
   Value(std::string s) : kind_(String), s_(std::move(s)) {}
 
-  static Value array() { Value v; v.kind_ = Array; return v; }
-  static Value object() { Value v; v.kind_ = Object; return v; }
+  static Value array() {
+    Value v;
+    v.kind_ = Array;
+    return v;
+  }
+  static Value object() {
+    Value v;
+    v.kind_ = Object;
+    return v;
+  }
 
   Kind kind() const { return kind_; }
 
   // Object access: inserts a key if missing and keeps insertion order for output.
   Value& operator[](const std::string& key) {
     if (kind_ == Null) kind_ = Object;
-    for (auto& kv : obj_) if (kv.first == key) return kv.second;
+    for (auto& kv : obj_)
+      if (kv.first == key) return kv.second;
     obj_.emplace_back(key, Value());
     return obj_.back().second;
   }
   const Value* find(const std::string& key) const {
-    for (auto& kv : obj_) if (kv.first == key) return &kv.second;
+    for (auto& kv : obj_)
+      if (kv.first == key) return &kv.second;
     return nullptr;
   }
   void push(Value v) {
@@ -63,14 +73,28 @@ class Value {
     std::string o = "\"";
     for (unsigned char c : s) {
       switch (c) {
-        case '"': o += "\\\""; break;
-        case '\\': o += "\\\\"; break;
-        case '\n': o += "\\n"; break;
-        case '\t': o += "\\t"; break;
-        case '\r': o += "\\r"; break;
+        case '"':
+          o += "\\\"";
+          break;
+        case '\\':
+          o += "\\\\";
+          break;
+        case '\n':
+          o += "\\n";
+          break;
+        case '\t':
+          o += "\\t";
+          break;
+        case '\r':
+          o += "\\r";
+          break;
         default:
-          if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
-          else o += char(c);
+          if (c < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", c);
+            o += b;
+          } else
+            o += char(c);
       }
     }
     return o + "\"";
@@ -80,20 +104,35 @@ class Value {
   void write(std::string& o, int indent, int depth) const {
     const std::string pad(size_t(indent) * (depth + 1), ' '), pad0(size_t(indent) * depth, ' ');
     switch (kind_) {
-      case Null: o += "null"; break;
-      case Bool: o += b_ ? "true" : "false"; break;
+      case Null:
+        o += "null";
+        break;
+      case Bool:
+        o += b_ ? "true" : "false";
+        break;
       case Number: {
-        if (!std::isfinite(n_)) { o += "null"; break; }
+        if (!std::isfinite(n_)) {
+          o += "null";
+          break;
+        }
         char b[40];
-        if (is_int_) std::snprintf(b, sizeof b, "%lld", i_);
-        else if (n_ == std::floor(n_) && std::fabs(n_) < 1e15) std::snprintf(b, sizeof b, "%.0f", n_);
-        else std::snprintf(b, sizeof b, "%.6g", n_);
+        if (is_int_)
+          std::snprintf(b, sizeof b, "%lld", i_);
+        else if (n_ == std::floor(n_) && std::fabs(n_) < 1e15)
+          std::snprintf(b, sizeof b, "%.0f", n_);
+        else
+          std::snprintf(b, sizeof b, "%.6g", n_);
         o += b;
         break;
       }
-      case String: o += escape(s_); break;
+      case String:
+        o += escape(s_);
+        break;
       case Array: {
-        if (arr_.empty()) { o += "[]"; break; }
+        if (arr_.empty()) {
+          o += "[]";
+          break;
+        }
         // Arrays of scalars stay on one line: shapes and size lists read better that way.
         bool flat = true;
         for (auto& v : arr_) flat = flat && v.kind_ != Array && v.kind_ != Object;
@@ -108,7 +147,10 @@ class Value {
         break;
       }
       case Object: {
-        if (obj_.empty()) { o += "{}"; break; }
+        if (obj_.empty()) {
+          o += "{}";
+          break;
+        }
         o += "{";
         for (size_t i = 0; i < obj_.size(); ++i) {
           o += i ? ",\n" : "\n";

@@ -13,9 +13,18 @@
 
 namespace minitest {
 
-struct Case { const char* name; std::function<void()> fn; };
-inline std::vector<Case>& registry() { static std::vector<Case> r; return r; }
-inline int& failures_in_case() { static int f = 0; return f; }
+struct Case {
+  const char* name;
+  std::function<void()> fn;
+};
+inline std::vector<Case>& registry() {
+  static std::vector<Case> r;
+  return r;
+}
+inline int& failures_in_case() {
+  static int f = 0;
+  return f;
+}
 
 struct Register {
   Register(const char* name, std::function<void()> fn) { registry().push_back({name, std::move(fn)}); }
@@ -26,8 +35,13 @@ inline int run_all() {
   for (auto& c : registry()) {
     failures_in_case() = 0;
     c.fn();
-    if (failures_in_case()) { ++failed; std::printf("FAIL  %s\n", c.name); }
-    else { ++passed; std::printf("ok    %s\n", c.name); }
+    if (failures_in_case()) {
+      ++failed;
+      std::printf("FAIL  %s\n", c.name);
+    } else {
+      ++passed;
+      std::printf("ok    %s\n", c.name);
+    }
   }
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
@@ -35,15 +49,15 @@ inline int run_all() {
 
 }  // namespace minitest
 
-#define TEST(name)                                                        \
-  static void test_##name();                                              \
-  static minitest::Register reg_##name(#name, test_##name);               \
+#define TEST(name)                                          \
+  static void test_##name();                                \
+  static minitest::Register reg_##name(#name, test_##name); \
   static void test_##name()
 
-#define EXPECT(cond)                                                                    \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::printf("  %s:%d: expected %s\n", __FILE__, __LINE__, #cond);                 \
-      ++minitest::failures_in_case();                                                   \
-    }                                                                                   \
+#define EXPECT(cond)                                                    \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      std::printf("  %s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
+      ++minitest::failures_in_case();                                   \
+    }                                                                   \
   } while (0)

@@ -17,16 +17,33 @@
 
 namespace npy {
 
-template <class T> struct Dtype;
-template <> struct Dtype<float> { static constexpr const char* str = "<f4"; };
-template <> struct Dtype<double> { static constexpr const char* str = "<f8"; };
-template <> struct Dtype<int32_t> { static constexpr const char* str = "<i4"; };
-template <> struct Dtype<uint8_t> { static constexpr const char* str = "|u1"; };
-template <> struct Dtype<uint16_t> { static constexpr const char* str = "<u2"; };
+template <class T>
+struct Dtype;
+template <>
+struct Dtype<float> {
+  static constexpr const char* str = "<f4";
+};
+template <>
+struct Dtype<double> {
+  static constexpr const char* str = "<f8";
+};
+template <>
+struct Dtype<int32_t> {
+  static constexpr const char* str = "<i4";
+};
+template <>
+struct Dtype<uint8_t> {
+  static constexpr const char* str = "|u1";
+};
+template <>
+struct Dtype<uint16_t> {
+  static constexpr const char* str = "<u2";
+};
 
 inline std::string shape_str(const std::vector<size_t>& shape) {
   std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
   return s + ")";
 }
 
@@ -35,8 +52,8 @@ template <class T>
 void save(const std::string& path, const T* data, const std::vector<size_t>& shape) {
   size_t count = 1;
   for (size_t d : shape) count *= d;
-  std::string header = std::string("{'descr': '") + Dtype<T>::str + "', 'fortran_order': False, 'shape': " +
-                       shape_str(shape) + ", }";
+  std::string header =
+      std::string("{'descr': '") + Dtype<T>::str + "', 'fortran_order': False, 'shape': " + shape_str(shape) + ", }";
   // Magic(6) + version(2) + header length(2) + header, padded with spaces to a multiple of
   // 64 bytes and ended by '\n', as the format specification asks.
   size_t total = 10 + header.size() + 1;

@@ -30,18 +30,18 @@
 namespace results {
 
 struct Bench {
-  std::string name;                // "05_2d_blocktiling"
-  std::string dtype;               // "fp32", "bf16", ...
-  std::vector<long long> shape;    // e.g. {M, N, K}
-  double ms = NAN;                 // median time
+  std::string name;              // "05_2d_blocktiling"
+  std::string dtype;             // "fp32", "bf16", ...
+  std::vector<long long> shape;  // e.g. {M, N, K}
+  double ms = NAN;               // median time
   double min_ms = NAN, max_ms = NAN;
   int reps = 0;
   double tflops = NAN, gbps = NAN, tokens_per_s = NAN;
-  std::string ref;                 // the baseline's name ("cuBLAS SGEMM")
-  double ref_ms = NAN;             // the baseline's median time on the same shape
-  double peak = NAN;               // ceiling, same unit as the rate (TFLOP/s or GB/s)
-  std::string peak_name;           // where the ceiling comes from
-  json::Value extra;               // anything lesson-specific (algorithm picked, workspace, ...)
+  std::string ref;        // the baseline's name ("cuBLAS SGEMM")
+  double ref_ms = NAN;    // the baseline's median time on the same shape
+  double peak = NAN;      // ceiling, same unit as the rate (TFLOP/s or GB/s)
+  std::string peak_name;  // where the ceiling comes from
+  json::Value extra;      // anything lesson-specific (algorithm picked, workspace, ...)
 
   double rate() const { return std::isfinite(tflops) ? tflops : gbps; }
   double pct_of_ref() const { return 100.0 * ref_ms / ms; }
@@ -96,9 +96,12 @@ inline json::Value to_json(const Bench& b) {
 inline std::string slug(const std::string& name) {
   std::string s;
   for (char c : name) {
-    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) s += c;
-    else if (c >= 'A' && c <= 'Z') s += char(c - 'A' + 'a');
-    else if (!s.empty() && s.back() != '-') s += '-';
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+      s += c;
+    else if (c >= 'A' && c <= 'Z')
+      s += char(c - 'A' + 'a');
+    else if (!s.empty() && s.back() != '-')
+      s += '-';
   }
   while (!s.empty() && s.back() == '-') s.pop_back();
   return s.empty() ? "unknown-gpu" : s;
@@ -111,7 +114,8 @@ inline void require_writable_dir(const std::string& prog, const std::string& fla
   std::error_code ec;
   const std::filesystem::path d = dir.empty() ? std::filesystem::path(".") : std::filesystem::path(dir);
   std::filesystem::create_directories(d, ec);
-  if (!std::filesystem::is_directory(d, ec)) cli::usage_error(prog, flag + ": cannot create folder '" + d.string() + "'");
+  if (!std::filesystem::is_directory(d, ec))
+    cli::usage_error(prog, flag + ": cannot create folder '" + d.string() + "'");
   const std::filesystem::path probe = d / (".write_test_" + std::to_string(uint64_t(std::hash<std::string>{}(prog))));
   FILE* f = std::fopen(probe.string().c_str(), "w");
   if (!f) cli::usage_error(prog, flag + ": folder '" + d.string() + "' is not writable");
@@ -215,9 +219,7 @@ class Results {
     if (!json_path.empty()) {
       try {
         std::printf("wrote %s\n", write(json_path).c_str());
-      } catch (const std::exception& e) {
-        cli::usage_error(prog, std::string("--json: ") + e.what());
-      }
+      } catch (const std::exception& e) { cli::usage_error(prog, std::string("--json: ") + e.what()); }
     }
     print_summary();
     return exit_code();
@@ -225,9 +227,12 @@ class Results {
 
   // The closing summary every program prints: "RESULT: PASS (12 checks)".
   void print_summary() const {
-    if (checks_.empty()) std::printf("RESULT: FAIL (no checks ran)\n");
-    else if (failed()) std::printf("RESULT: FAIL (%d of %zu checks failed)\n", failed(), checks_.size());
-    else std::printf("RESULT: PASS (%zu checks)\n", checks_.size());
+    if (checks_.empty())
+      std::printf("RESULT: FAIL (no checks ran)\n");
+    else if (failed())
+      std::printf("RESULT: FAIL (%d of %zu checks failed)\n", failed(), checks_.size());
+    else
+      std::printf("RESULT: PASS (%zu checks)\n", checks_.size());
   }
 
  private:

@@ -102,8 +102,10 @@ struct L2Flusher {
 
 template <class F>
 void invoke(F& f, int rep) {
-  if constexpr (std::is_invocable_v<F&, int>) f(rep);
-  else f();
+  if constexpr (std::is_invocable_v<F&, int>)
+    f(rep);
+  else
+    f();
 }
 
 template <class F>

@@ -41,21 +41,24 @@ inline constexpr Tol kFp16{4e-3, 4e-3, "fp16"};
 struct Check {
   std::string name;
   bool passed = false;
-  size_t n = 0;             // elements compared
-  size_t n_bad = 0;         // elements outside tolerance (NaN included)
-  size_t first_bad = 0;     // index of the first bad element (valid when n_bad > 0)
+  size_t n = 0;          // elements compared
+  size_t n_bad = 0;      // elements outside tolerance (NaN included)
+  size_t first_bad = 0;  // index of the first bad element (valid when n_bad > 0)
   double bad_out = 0, bad_ref = 0;
-  double max_abs_err = 0;   // max |out - ref| (NaN if any output was NaN)
-  double max_rel_err = 0;   // max |out - ref| / |ref| over elements with |ref| >= 1e-3 * max|ref|
-  double rel_l2 = 0;        // ||out - ref|| / ||ref||
-  double worst = 0;         // max err / (atol + rtol|ref|): <= 1 passes
+  double max_abs_err = 0;  // max |out - ref| (NaN if any output was NaN)
+  double max_rel_err = 0;  // max |out - ref| / |ref| over elements with |ref| >= 1e-3 * max|ref|
+  double rel_l2 = 0;       // ||out - ref|| / ||ref||
+  double worst = 0;        // max err / (atol + rtol|ref|): <= 1 passes
   Tol tol{0, 0, ""};
-  std::string note;         // free text: a skip reason, an exact-match check, ...
+  std::string note;  // free text: a skip reason, an exact-match check, ...
 };
 
 inline double to_double(double x) { return x; }
 inline double to_double(float x) { return x; }
-template <class T> inline double to_double(const T& x) { return double(float(x)); }  // half, bf16
+template <class T>
+inline double to_double(const T& x) {
+  return double(float(x));
+}  // half, bf16
 
 // Compare out[0..n) against ref[0..n). Both are read through to_double, so T may be
 // float, double, or a CUDA half/bf16 type (which converts to float on the host).
@@ -78,10 +81,17 @@ Check compare(const std::string& name, const T* out, const R* ref, size_t n, Tol
     const double err = std::fabs(o - r);
     const double lim = tol.atol + tol.rtol * std::fabs(r);
     if (!(err <= lim)) {  // NaN-safe: a NaN err is never <= lim
-      if (c.n_bad == 0) { c.first_bad = i; c.bad_out = o; c.bad_ref = r; }
+      if (c.n_bad == 0) {
+        c.first_bad = i;
+        c.bad_out = o;
+        c.bad_ref = r;
+      }
       ++c.n_bad;
     }
-    if (err != err) { nan_seen = true; continue; }
+    if (err != err) {
+      nan_seen = true;
+      continue;
+    }
     if (err > c.max_abs_err) c.max_abs_err = err;
     if (std::fabs(r) >= rel_floor && std::fabs(r) > 0 && err / std::fabs(r) > c.max_rel_err)
       c.max_rel_err = err / std::fabs(r);
@@ -98,8 +108,8 @@ Check compare(const std::string& name, const T* out, const R* ref, size_t n, Tol
 // compare() on a subset: out[idx[i]] against want[i]. For outputs too large for a full CPU
 // reference, the reference is computed at sampled flat indices only; the check's name says so.
 template <class T>
-Check compare_at(const std::string& name, const std::vector<T>& out, const std::vector<size_t>& idx, const std::vector<double>& want,
-                 Tol tol) {
+Check compare_at(const std::string& name, const std::vector<T>& out, const std::vector<size_t>& idx,
+                 const std::vector<double>& want, Tol tol) {
   std::vector<T> got(idx.size());
   for (size_t i = 0; i < idx.size(); ++i) got[i] = out[idx[i]];
   const std::string n = name + (idx.size() == out.size() ? "" : " (" + std::to_string(idx.size()) + " sampled)");
@@ -109,14 +119,14 @@ Check compare_at(const std::string& name, const std::vector<T>& out, const std::
 // One line per check: "  PASS  name  max_abs 1.2e-06  max_rel 3.4e-07  (fp32: atol 1e-4 rtol 1e-4)"
 inline void print(const Check& c) {
   std::printf("  %s  %-44s max_abs %.2e  max_rel %.2e  rel_l2 %.1e  (%s: atol %.1e, rtol %.1e)\n",
-              c.passed ? "PASS" : "FAIL", c.name.c_str(), c.max_abs_err, c.max_rel_err, c.rel_l2,
-              c.tol.precision, c.tol.atol, c.tol.rtol);
+              c.passed ? "PASS" : "FAIL", c.name.c_str(), c.max_abs_err, c.max_rel_err, c.rel_l2, c.tol.precision,
+              c.tol.atol, c.tol.rtol);
   if (!c.passed) {
     if (c.n == 0)
       std::printf("        nothing was compared\n");
     else
-      std::printf("        %zu of %zu elements out of tolerance; first at index %zu: out %.7g, ref %.7g\n",
-                  c.n_bad, c.n, c.first_bad, c.bad_out, c.bad_ref);
+      std::printf("        %zu of %zu elements out of tolerance; first at index %zu: out %.7g, ref %.7g\n", c.n_bad,
+                  c.n, c.first_bad, c.bad_out, c.bad_ref);
   }
 }
 
@@ -132,9 +142,7 @@ class Rng {
     return z ^ (z >> 31);
   }
   // Uniform in [lo, hi), 24 random bits (exactly representable in float).
-  float uniform(float lo = -1.f, float hi = 1.f) {
-    return lo + (hi - lo) * float(next() >> 40) * (1.0f / 16777216.0f);
-  }
+  float uniform(float lo = -1.f, float hi = 1.f) { return lo + (hi - lo) * float(next() >> 40) * (1.0f / 16777216.0f); }
   // Small integers in [-r, r]: their products and sums are exact in fp32 (and bf16
   // for r <= 8), so a check on them must match bit for bit.
   float small_int(int r) { return float(int64_t(next() % uint64_t(2 * r + 1)) - r); }

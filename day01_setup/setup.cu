@@ -37,8 +37,7 @@ __global__ void hello_kernel() {
 
 // ---- kernel 2: vector add -------------------------------------------------------------
 // One thread per element; the bounds test matters because n is rarely a multiple of the block.
-__global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c,
-                           long n) {
+__global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, long n) {
   long i = blockIdx.x * long(blockDim.x) + threadIdx.x;
   if (i < n) c[i] = a[i] + b[i];
 }
@@ -73,12 +72,15 @@ int main(int argc, char** argv) {
 
   const int dev = env::require_gpu("setup");
   // Refuse what cannot fit before printing or allocating anything.
-  std::vector<long> sizes = verify_mode ? std::vector<long>{1, 31, small ? 4097L : 1000003L} : std::vector<long>{1, 1000003, n};
+  std::vector<long> sizes =
+      verify_mode ? std::vector<long>{1, 31, small ? 4097L : 1000003L} : std::vector<long>{1, 1000003, n};
   long max_n = 0;
   for (long s : sizes) max_n = std::max(max_n, s);
   const size_t copy_bytes = verify_mode ? (small ? size_t(4) << 20 : size_t(64) << 20) : size_t(copy_mib) << 20;
-  env::require_memory("setup", size_t(max_n) * 3 * sizeof(float), "the vector add (3 arrays of " + std::to_string(max_n) + " floats)");
-  env::require_memory("setup", 2 * copy_bytes, "the copy test (2 buffers of " + std::to_string(copy_bytes >> 20) + " MiB)");
+  env::require_memory("setup", size_t(max_n) * 3 * sizeof(float),
+                      "the vector add (3 arrays of " + std::to_string(max_n) + " floats)");
+  env::require_memory("setup", 2 * copy_bytes,
+                      "the copy test (2 buffers of " + std::to_string(copy_bytes >> 20) + " MiB)");
   results::Results res("day01_setup", "setup");
   res.mode = st.mode();
   res.env = env::collect(dev);
@@ -90,7 +92,11 @@ int main(int argc, char** argv) {
   // ---- 1. the device -----------------------------------------------------------------
   cudaDeviceProp p;
   CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
-  auto attr = [&](cudaDeviceAttr a) { int v = 0; CUDA_CHECK(cudaDeviceGetAttribute(&v, a, dev)); return v; };
+  auto attr = [&](cudaDeviceAttr a) {
+    int v = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, a, dev));
+    return v;
+  };
   const double sm_clock_ghz = attr(cudaDevAttrClockRate) / 1e6;
   const double mem_clock_mhz = attr(cudaDevAttrMemoryClockRate) / 1e3;
   // HBM and GDDR transfer on both clock edges: bytes/s = 2 * clock * bus width / 8.
@@ -122,14 +128,17 @@ int main(int argc, char** argv) {
   std::printf("  %-34s %s (compiled with %d.%d)\n", "CUDA runtime", res.env.find("cuda_runtime")->str().c_str(),
               __CUDACC_VER_MAJOR__, __CUDACC_VER_MINOR__);
   std::printf("  %-34s %s\n", "cuBLAS", res.env.find("cublas")->str().c_str());
-  const std::string cudnn_loaded = res.env.find("cudnn_loaded")->str(), cudnn_compiled = res.env.find("cudnn_compiled")->str();
+  const std::string cudnn_loaded = res.env.find("cudnn_loaded")->str(),
+                    cudnn_compiled = res.env.find("cudnn_compiled")->str();
   std::printf("  %-34s loaded %s, compiled against %s\n", "cuDNN", cudnn_loaded.c_str(), cudnn_compiled.c_str());
   // cuDNN promises compatibility within a major version only if the loaded library is at
   // least as new as the headers; an older one may lack functions or enum values we use.
   if (cudnnGetVersion() / 10000 != CUDNN_VERSION / 10000)
     std::printf("  WARNING: cuDNN major versions differ: rebuild against the loaded cuDNN (make clean && make)\n");
   else if (cudnnGetVersion() < size_t(CUDNN_VERSION))
-    std::printf("  WARNING: the loaded cuDNN is older than the headers: rebuild (make clean && make) or fix the library path\n");
+    std::printf(
+        "  WARNING: the loaded cuDNN is older than the headers: rebuild (make clean && make) or fix the library "
+        "path\n");
 
   // ---- 3. a first kernel, then a checked one ------------------------------------------
   std::printf("\n3. First kernels\n");
@@ -155,21 +164,25 @@ int main(int argc, char** argv) {
     std::vector<double> ref(s);
     for (long i = 0; i < s; ++i) ref[i] = double(a[i]) + double(b[i]);
     // One fp32 rounding of an exact sum: |err| <= 2^-24 |ref|, so rtol 1e-7 with a tiny atol.
-    res.add(verify::compare("vector_add n=" + std::to_string(s), c.data(), ref.data(), s, verify::Tol{1e-30, 1.2e-7, "fp32 (one rounding)"}));
+    res.add(verify::compare("vector_add n=" + std::to_string(s), c.data(), ref.data(), s,
+                            verify::Tol{1e-30, 1.2e-7, "fp32 (one rounding)"}));
     if (!npy_dir.empty() && s == sizes.back()) {
       try {
         npy::save(npy_dir + "/a.npy", a.data(), {size_t(s)});
         npy::save(npy_dir + "/b.npy", b.data(), {size_t(s)});
         npy::save(npy_dir + "/c.npy", c.data(), {size_t(s)});
         std::printf("  wrote a.npy, b.npy, c.npy (n = %ld) to %s\n", s, npy_dir.c_str());
-      } catch (const std::exception& e) {
-        cli::usage_error("setup", std::string("--save-npy: ") + e.what());
-      }
+      } catch (const std::exception& e) { cli::usage_error("setup", std::string("--save-npy: ") + e.what()); }
     }
   }
   // The vector add moves 12 bytes per element (two reads, one write): a bandwidth test too.
   const long vn = sizes.back();
-  timing::Stats vt = timing::time_gpu([&] { launch_vector_add(da, db, dc, vn); }, [] { timing::Options o; o.flush_l2 = true; return o; }());
+  timing::Stats vt = timing::time_gpu([&] { launch_vector_add(da, db, dc, vn); },
+                                      [] {
+                                        timing::Options o;
+                                        o.flush_l2 = true;
+                                        return o;
+                                      }());
   CUDA_CHECK(cudaFree(da));
   CUDA_CHECK(cudaFree(db));
   CUDA_CHECK(cudaFree(dc));
@@ -194,24 +207,36 @@ int main(int argc, char** argv) {
   res.add(fc);
 
   char theory_bw[128], theory_fp[128];
-  std::snprintf(theory_bw, sizeof theory_bw, "theoretical DRAM: 2 x %.0f MHz x %d bit / 8", mem_clock_mhz, p.memoryBusWidth);
-  std::snprintf(theory_fp, sizeof theory_fp, "theoretical FP32: %d SMs x %d lanes x 2 x %.0f MHz", p.multiProcessorCount,
-                lanes, sm_clock_ghz * 1e3);
-  auto row = [&](const char* name, const char* dtype, std::vector<long long> shape, const timing::Stats& t, double tflops,
-                 double gbps, double peak, const char* peak_name) {
+  std::snprintf(theory_bw, sizeof theory_bw, "theoretical DRAM: 2 x %.0f MHz x %d bit / 8", mem_clock_mhz,
+                p.memoryBusWidth);
+  std::snprintf(theory_fp, sizeof theory_fp, "theoretical FP32: %d SMs x %d lanes x 2 x %.0f MHz",
+                p.multiProcessorCount, lanes, sm_clock_ghz * 1e3);
+  auto row = [&](const char* name, const char* dtype, std::vector<long long> shape, const timing::Stats& t,
+                 double tflops, double gbps, double peak, const char* peak_name) {
     results::Bench b;
-    b.name = name; b.dtype = dtype; b.shape = shape;
-    b.ms = t.median_ms; b.min_ms = t.min_ms; b.max_ms = t.max_ms; b.reps = t.reps;
-    b.tflops = tflops; b.gbps = gbps; b.peak = peak; b.peak_name = peak_name;
+    b.name = name;
+    b.dtype = dtype;
+    b.shape = shape;
+    b.ms = t.median_ms;
+    b.min_ms = t.min_ms;
+    b.max_ms = t.max_ms;
+    b.reps = t.reps;
+    b.tflops = tflops;
+    b.gbps = gbps;
+    b.peak = peak;
+    b.peak_name = peak_name;
     res.add(b);
     return b;
   };
   const double vadd_gbps = 12.0 * vn / (vt.median_ms * 1e-3) / 1e9;
   std::vector<results::Bench> rows = {
-      row("copy_cudaMemcpy_d2d", "bytes", {(long long)copy_bytes}, cp.memcpy_t, NAN, cp.memcpy_gbps, dram_gbps_theory, theory_bw),
-      row("copy_kernel_float4", "bytes", {(long long)copy_bytes}, cp.kernel_t, NAN, cp.kernel_gbps, dram_gbps_theory, theory_bw),
+      row("copy_cudaMemcpy_d2d", "bytes", {(long long)copy_bytes}, cp.memcpy_t, NAN, cp.memcpy_gbps, dram_gbps_theory,
+          theory_bw),
+      row("copy_kernel_float4", "bytes", {(long long)copy_bytes}, cp.kernel_t, NAN, cp.kernel_gbps, dram_gbps_theory,
+          theory_bw),
       row("vector_add", "fp32", {(long long)vn}, vt, NAN, vadd_gbps, dram_gbps_theory, theory_bw),
-      row("fp32_fma_chains", "fp32", {fm.threads, fm.iters, ceilings::kChains}, fm.t, fm.tflops, NAN, fp32_tflops_theory, theory_fp)};
+      row("fp32_fma_chains", "fp32", {fm.threads, fm.iters, ceilings::kChains}, fm.t, fm.tflops, NAN,
+          fp32_tflops_theory, theory_fp)};
   std::printf("  %-22s %10s %12s %14s\n", "what", "ms", "rate", "% of theory");
   for (auto& b : rows)
     std::printf("  %-22s %10.4f %8.1f %-4s %13.1f%%\n", b.name.c_str(), b.ms, b.rate(),

@@ -69,7 +69,7 @@ struct Shape {
 // ---- device buffers for one shape ---------------------------------------------------
 struct Buffers {
   Shape s{0, 0, 0};
-  float *A = nullptr, *B = nullptr, *C = nullptr, *Cref = nullptr;    // fp32 ladder
+  float *A = nullptr, *B = nullptr, *C = nullptr, *Cref = nullptr;      // fp32 ladder
   bf16 *Ah = nullptr, *Bth = nullptr, *Ch = nullptr, *Chref = nullptr;  // bf16 steps
   static size_t bytes(const Shape& s) {
     const size_t mk = size_t(s.M) * s.K, kn = size_t(s.K) * s.N, mn = size_t(s.M) * s.N;
@@ -98,8 +98,8 @@ struct Buffers {
 
 // Host copies of one shape's inputs: fresh random numbers for every shape.
 struct HostInputs {
-  std::vector<float> A, B;     // fp32 ladder: A (M x K), B (K x N)
-  std::vector<bf16> Ah, Bth;   // bf16 steps: A (M x K), Bt (N x K), independent draws
+  std::vector<float> A, B;       // fp32 ladder: A (M x K), B (K x N)
+  std::vector<bf16> Ah, Bth;     // bf16 steps: A (M x K), Bt (N x K), independent draws
   std::vector<float> Ahf, Bthf;  // the same bf16 values as float, for the CPU reference
 };
 
@@ -114,8 +114,14 @@ static HostInputs make_inputs(const Shape& s, verify::Rng& rng, Buffers& d) {
   h.Bth.resize(kn);
   h.Ahf.resize(mk);
   h.Bthf.resize(kn);
-  for (size_t i = 0; i < mk; ++i) { h.Ah[i] = __float2bfloat16(rng.uniform()); h.Ahf[i] = __bfloat162float(h.Ah[i]); }
-  for (size_t i = 0; i < kn; ++i) { h.Bth[i] = __float2bfloat16(rng.uniform()); h.Bthf[i] = __bfloat162float(h.Bth[i]); }
+  for (size_t i = 0; i < mk; ++i) {
+    h.Ah[i] = __float2bfloat16(rng.uniform());
+    h.Ahf[i] = __bfloat162float(h.Ah[i]);
+  }
+  for (size_t i = 0; i < kn; ++i) {
+    h.Bth[i] = __float2bfloat16(rng.uniform());
+    h.Bthf[i] = __bfloat162float(h.Bth[i]);
+  }
   CUDA_CHECK(cudaMemcpy(d.A, h.A.data(), mk * 4, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d.B, h.B.data(), kn * 4, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(d.Ah, h.Ah.data(), mk * 2, cudaMemcpyHostToDevice));
@@ -162,16 +168,18 @@ static void baseline_bf16(Blas& b, const Shape& s, const bf16* A, const bf16* Bt
 // ---- the kernels, uniformly ------------------------------------------------------------
 enum class Kind { Fp32, Bf16 };
 struct Kernel {
-  std::string id;     // "05"
-  std::string name;   // "05_2d_blocktiling"
+  std::string id;    // "05"
+  std::string name;  // "05_2d_blocktiling"
   Kind kind;
   std::function<void(const Shape&, Buffers&, cudaStream_t)> run;  // writes d.C or d.Ch
   std::function<bool(const Shape&, std::string*)> supports;       // refused shapes say why
 };
 
 static std::vector<Kernel> make_kernels(int tuned_index) {
-  auto f32 = [](std::string id, std::string name, void (*fn)(int, int, int, const float*, const float*, float*, cudaStream_t)) {
-    return Kernel{id, name, Kind::Fp32, [fn](const Shape& s, Buffers& d, cudaStream_t st) { fn(s.M, s.N, s.K, d.A, d.B, d.C, st); },
+  auto f32 = [](std::string id, std::string name,
+                void (*fn)(int, int, int, const float*, const float*, float*, cudaStream_t)) {
+    return Kernel{id, name, Kind::Fp32,
+                  [fn](const Shape& s, Buffers& d, cudaStream_t st) { fn(s.M, s.N, s.K, d.A, d.B, d.C, st); },
                   [](const Shape&, std::string*) { return true; }};
   };
   std::vector<Kernel> k = {
@@ -182,7 +190,8 @@ static std::vector<Kernel> make_kernels(int tuned_index) {
       f32("05", "05_2d_blocktiling", run_05_2d_blocktiling),
       f32("06", "06_vectorized", run_06_vectorized),
       f32("07", "07_warptiling", run_07_warptiling),
-      f32("08", std::string("08_autotuned [") + tune_candidates()[tuned_index].name + "]", tune_candidates()[tuned_index].run),
+      f32("08", std::string("08_autotuned [") + tune_candidates()[tuned_index].name + "]",
+          tune_candidates()[tuned_index].run),
   };
   k.push_back({"09", "09_wmma_bf16", Kind::Bf16,
                [](const Shape& s, Buffers& d, cudaStream_t st) { run_09_wmma(s.M, s.N, s.K, d.Ah, d.Bth, d.Ch, st); },
@@ -208,7 +217,9 @@ static std::vector<Kernel> make_kernels(int tuned_index) {
 // the inputs are the same bf16 values on both sides, so nothing else differs but the
 // fp32 accumulation order.
 static verify::Tol tol_fp32(const Shape& s) { return verify::kFp32.scaled(std::sqrt(double(s.K))); }
-static verify::Tol tol_bf16(const Shape& s) { return verify::Tol{1e-3 * std::sqrt(double(s.K)), verify::kBf16.rtol, "bf16"}; }
+static verify::Tol tol_bf16(const Shape& s) {
+  return verify::Tol{1e-3 * std::sqrt(double(s.K)), verify::kBf16.rtol, "bf16"};
+}
 
 static std::vector<float> download_f32(const float* d, size_t n) { return to_host(d, n); }
 static std::vector<float> download_bf16(const bf16* d, size_t n) {
@@ -220,9 +231,13 @@ static std::vector<float> download_bf16(const bf16* d, size_t n) {
 
 // Runs kernel k once on poisoned output and compares with `ref` (CPU double or cuBLAS).
 template <class R>
-static verify::Check run_and_check(const Kernel& k, const Shape& s, Buffers& d, const R* ref, const std::string& against) {
+static verify::Check run_and_check(const Kernel& k, const Shape& s, Buffers& d, const R* ref,
+                                   const std::string& against) {
   const size_t mn = size_t(s.M) * s.N;
-  if (k.kind == Kind::Fp32) poison(d.C, mn * 4); else poison(d.Ch, mn * 2);
+  if (k.kind == Kind::Fp32)
+    poison(d.C, mn * 4);
+  else
+    poison(d.Ch, mn * 2);
   k.run(s, d, 0);
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::string name = k.name.substr(0, 2) + " " + s.str() + " vs " + against;
@@ -234,27 +249,39 @@ static verify::Check run_and_check(const Kernel& k, const Shape& s, Buffers& d, 
 // peaks are the published datasheet figures (NVIDIA H100 Tensor Core GPU datasheet: SXM5
 // 989.4 TFLOP/s, PCIe 756 TFLOP/s, without sparsity; H200 SXM as H100 SXM).
 static double published_bf16_peak(const std::string& gpu, std::string* which) {
-  if (gpu.find("H100") != std::string::npos && gpu.find("PCIe") != std::string::npos) { *which = "published dense BF16 (H100 PCIe datasheet)"; return 756.0; }
-  if (gpu.find("H100") != std::string::npos || gpu.find("H200") != std::string::npos) { *which = "published dense BF16 (H100/H200 SXM datasheet)"; return 989.4; }
+  if (gpu.find("H100") != std::string::npos && gpu.find("PCIe") != std::string::npos) {
+    *which = "published dense BF16 (H100 PCIe datasheet)";
+    return 756.0;
+  }
+  if (gpu.find("H100") != std::string::npos || gpu.find("H200") != std::string::npos) {
+    *which = "published dense BF16 (H100/H200 SXM datasheet)";
+    return 989.4;
+  }
   *which = "";
   return NAN;
 }
 
 int main(int argc, char** argv) {
   cli::Args args(argc, argv, kProg, "the matmul ladder, from naive to wgmma, checked and timed against cuBLAS");
-  const cli::Standard st = cli::standard_flags(args, 20261122, "write A, B and C (reference and kernel 08) of the 127x129x131 check as .npy");
+  const cli::Standard st = cli::standard_flags(
+      args, 20261122, "write A, B and C (reference and kernel 08) of the 127x129x131 check as .npy");
   const bool verify_mode = st.verify, small = st.small, bench_mode = st.bench;
   const long long seed = st.seed;
   const std::string &json_path = st.json, &npy_dir = st.npy_dir;
-  std::vector<long long> sizes = args.int_list("sizes", {}, 1, 46340, "square sizes to time (default: 4096; --bench: 256..8192)");
-  const std::vector<long long> shape_arg = args.int_list("shape", {}, 1, 1 << 30, "one extra M,N,K shape to check and time");
-  const std::vector<long long> kernel_ids = args.int_list("kernels", {}, 1, 11, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
-  const int group_m = int(args.integer("group-m", 16, 1, 1024, "step 10: rows of tiles per group in the tile order (1 = plain order)"));
+  std::vector<long long> sizes =
+      args.int_list("sizes", {}, 1, 46340, "square sizes to time (default: 4096; --bench: 256..8192)");
+  const std::vector<long long> shape_arg =
+      args.int_list("shape", {}, 1, 1 << 30, "one extra M,N,K shape to check and time");
+  const std::vector<long long> kernel_ids =
+      args.int_list("kernels", {}, 1, 11, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
+  const int group_m =
+      int(args.integer("group-m", 16, 1, 1024, "step 10: rows of tiles per group in the tile order (1 = plain order)"));
   args.finish();
   st.validate(kProg);
   if (!shape_arg.empty() && shape_arg.size() != 3) cli::usage_error(kProg, "--shape expects three numbers M,N,K");
   results::require_outputs(kProg, st);
-  if (sizes.empty()) sizes = bench_mode ? std::vector<long long>{256, 512, 1024, 2048, 4096, 8192} : std::vector<long long>{4096};
+  if (sizes.empty())
+    sizes = bench_mode ? std::vector<long long>{256, 512, 1024, 2048, 4096, 8192} : std::vector<long long>{4096};
   std::vector<Shape> timed;
   if (!verify_mode) {
     for (auto n : sizes) timed.push_back({int(n), int(n), int(n)});
@@ -269,7 +296,8 @@ int main(int argc, char** argv) {
       if (e >= 2147483648.0) cli::usage_error(kProg, "shape " + s.str() + " has a matrix of more than 2^31 elements");
   auto wanted = [&](const std::string& id) {
     if (kernel_ids.empty()) return true;
-    for (auto k : kernel_ids) if (std::stoi(id) == k) return true;
+    for (auto k : kernel_ids)
+      if (std::stoi(id) == k) return true;
     return false;
   };
 
@@ -297,10 +325,11 @@ int main(int argc, char** argv) {
   // ---- 1. correctness ----------------------------------------------------------------
   // Small and odd shapes against a CPU reference in double; a large one against cuBLAS
   // (whose own output is checked against the CPU at the small shapes).
-  std::vector<Shape> cpu_shapes = {{127, 129, 131}, {1, 1, 1}, {1, 1500, 777}, {1000, 1, 777}, {129, 130, 1},
-                                   {1000, 1500, 777}, {1000, 1504, 776}, {64, 8, 4104}, {256, 256, 256}};
+  std::vector<Shape> cpu_shapes = {{127, 129, 131},   {1, 1, 1},         {1, 1500, 777}, {1000, 1, 777}, {129, 130, 1},
+                                   {1000, 1500, 777}, {1000, 1504, 776}, {64, 8, 4104},  {256, 256, 256}};
   if (!verify_mode) cpu_shapes = {{127, 129, 131}, {1000, 1500, 777}, {1000, 1504, 776}};
-  if (small) cpu_shapes = {{127, 129, 131}, {1, 1, 1}, {1, 150, 77}, {100, 1, 77}, {129, 130, 1}, {130, 264, 72}, {64, 8, 1032}};
+  if (small)
+    cpu_shapes = {{127, 129, 131}, {1, 1, 1}, {1, 150, 77}, {100, 1, 77}, {129, 130, 1}, {130, 264, 72}, {64, 8, 1032}};
   std::vector<Shape> blas_shapes = {{2048, 2048, 2048}};
   if (!verify_mode || small) blas_shapes.clear();
 
@@ -339,8 +368,10 @@ int main(int argc, char** argv) {
         refused.push_back(k.name + " " + s.str() + ": " + why);
         continue;
       }
-      if (cpu) res.add(run_and_check(k, s, d, k.kind == Kind::Fp32 ? ref32.data() : ref16.data(), "CPU"));
-      else res.add(run_and_check(k, s, d, k.kind == Kind::Fp32 ? blas32.data() : blas16.data(), "cuBLAS"));
+      if (cpu)
+        res.add(run_and_check(k, s, d, k.kind == Kind::Fp32 ? ref32.data() : ref16.data(), "CPU"));
+      else
+        res.add(run_and_check(k, s, d, k.kind == Kind::Fp32 ? blas32.data() : blas16.data(), "cuBLAS"));
       if (k.id == "08" && s.M == 127 && !npy_dir.empty()) {
         try {
           npy::save(npy_dir + "/A.npy", h.A.data(), {size_t(s.M), size_t(s.K)});
@@ -348,17 +379,17 @@ int main(int argc, char** argv) {
           npy::save(npy_dir + "/C_ref.npy", ref32.data(), {size_t(s.M), size_t(s.N)});
           npy::save(npy_dir + "/C_08.npy", download_f32(d.C, mn).data(), {size_t(s.M), size_t(s.N)});
           std::printf("  wrote A.npy, B.npy, C_ref.npy, C_08.npy to %s\n", npy_dir.c_str());
-        } catch (const std::exception& e) {
-          cli::usage_error(kProg, std::string("--save-npy: ") + e.what());
-        }
+        } catch (const std::exception& e) { cli::usage_error(kProg, std::string("--save-npy: ") + e.what()); }
       }
     }
     if (verify_mode && wanted("08")) {  // every autotune candidate must be correct, not only the winner
       const auto& cands = tune_candidates();
       for (size_t c = 0; c < cands.size(); ++c) {
         Kernel k = make_kernels(int(c))[7];
-        if (cpu) res.add(run_and_check(k, s, d, ref32.data(), "CPU"));
-        else res.add(run_and_check(k, s, d, blas32.data(), "cuBLAS"));
+        if (cpu)
+          res.add(run_and_check(k, s, d, ref32.data(), "CPU"));
+        else
+          res.add(run_and_check(k, s, d, blas32.data(), "cuBLAS"));
       }
     }
   };
@@ -371,12 +402,17 @@ int main(int argc, char** argv) {
     ceilings::Fma fma = ceilings::fp32_fma();
     verify::Check fc;
     fc.name = "FP32 FMA ceiling kernel matches the CPU bit for bit";
-    fc.passed = fma.exact; fc.n = size_t(fma.checked); fc.n_bad = !fma.exact; fc.tol = verify::Tol{0, 0, "exact"};
+    fc.passed = fma.exact;
+    fc.n = size_t(fma.checked);
+    fc.n_bad = !fma.exact;
+    fc.tol = verify::Tol{0, 0, "exact"};
     res.add(fc);
     std::string bf16_peak_name;
     const double bf16_peak = published_bf16_peak(res.env.find("gpu")->str(), &bf16_peak_name);
     std::printf("  FP32 FMA: %.1f TFLOP/s (measured);  BF16 dense: %s\n", fma.tflops,
-                std::isfinite(bf16_peak) ? (std::to_string(int(bf16_peak)) + " TFLOP/s (" + bf16_peak_name + ")").c_str() : "no published figure for this GPU");
+                std::isfinite(bf16_peak)
+                    ? (std::to_string(int(bf16_peak)) + " TFLOP/s (" + bf16_peak_name + ")").c_str()
+                    : "no published figure for this GPU");
 
     timing::Options topt;
     topt.flush_l2 = true;  // every repeat reads A and B from device memory, as a cold GEMM would
@@ -388,7 +424,8 @@ int main(int argc, char** argv) {
     // Autotune step 8 at 4096 (or the largest timed square size below it).
     if (wanted("08")) {
       int tn = 0;
-      for (auto& s : timed) if (s.M == s.N && s.N == s.K && s.M <= 4096) tn = std::max(tn, s.M);
+      for (auto& s : timed)
+        if (s.M == s.N && s.N == s.K && s.M <= 4096) tn = std::max(tn, s.M);
       if (tn == 0) tn = std::min(4096, timed.front().M);
       Shape ts{tn, tn, tn};
       d.alloc(ts);
@@ -405,7 +442,10 @@ int main(int argc, char** argv) {
         row["ms"] = t.median_ms;
         row["tflops"] = ts.flops() / t.median_ms / 1e9;
         tune.push(row);
-        if (t.median_ms < best) { best = t.median_ms; tuned = int(c); }
+        if (t.median_ms < best) {
+          best = t.median_ms;
+          tuned = int(c);
+        }
       }
       std::printf("  -> step 8 uses %s\n", cands[tuned].name);
       res.config["autotune_size"] = tn;
@@ -415,21 +455,31 @@ int main(int argc, char** argv) {
     }
 
     // ---- 3. timing ----------------------------------------------------------------------
-    std::printf("\n3. Timing (median of CUDA events, L2 flushed before each repeat; %% of peak: FP32 vs the measured FMA ceiling, BF16 vs %s)\n",
-                std::isfinite(bf16_peak) ? "the published dense peak" : "nothing");
+    std::printf(
+        "\n3. Timing (median of CUDA events, L2 flushed before each repeat; %% of peak: FP32 vs the measured FMA "
+        "ceiling, BF16 vs %s)\n",
+        std::isfinite(bf16_peak) ? "the published dense peak" : "nothing");
     for (const Shape& s : timed) {
       d.alloc(s);
       make_inputs(s, rng, d);
       const size_t mn = size_t(s.M) * s.N;
-      std::printf("\n  %s (%.1f GFLOP)\n  %-44s %10s %9s %12s %10s\n", s.str().c_str(), s.flops() / 1e9, "kernel", "ms", "TFLOP/s",
-                  "% of cuBLAS", "% of peak");
-      auto add_row = [&](const std::string& name, const char* dtype, const timing::Stats& t, const std::string& ref, double ref_ms,
-                         double peak, const std::string& peak_name) {
+      std::printf("\n  %s (%.1f GFLOP)\n  %-44s %10s %9s %12s %10s\n", s.str().c_str(), s.flops() / 1e9, "kernel", "ms",
+                  "TFLOP/s", "% of cuBLAS", "% of peak");
+      auto add_row = [&](const std::string& name, const char* dtype, const timing::Stats& t, const std::string& ref,
+                         double ref_ms, double peak, const std::string& peak_name) {
         results::Bench b;
-        b.name = name; b.dtype = dtype; b.shape = {s.M, s.N, s.K};
-        b.ms = t.median_ms; b.min_ms = t.min_ms; b.max_ms = t.max_ms; b.reps = t.reps;
+        b.name = name;
+        b.dtype = dtype;
+        b.shape = {s.M, s.N, s.K};
+        b.ms = t.median_ms;
+        b.min_ms = t.min_ms;
+        b.max_ms = t.max_ms;
+        b.reps = t.reps;
         b.tflops = s.flops() / t.median_ms / 1e9;
-        b.ref = ref; b.ref_ms = ref_ms; b.peak = peak; b.peak_name = peak_name;
+        b.ref = ref;
+        b.ref_ms = ref_ms;
+        b.peak = peak;
+        b.peak_name = peak_name;
         res.add(b);
         std::printf("  %-44s %10.4f %9.2f %11s%% %9.1f%%\n", name.c_str(), b.ms, b.tflops,
                     ref.empty() ? "  –" : (std::to_string(int(std::lround(b.pct_of_ref())))).c_str(), b.pct_of_peak());
@@ -451,10 +501,14 @@ int main(int argc, char** argv) {
           continue;
         }
         const bool f32 = k.kind == Kind::Fp32;
-        if (f32) poison(d.C, mn * 4); else poison(d.Ch, mn * 2);
+        if (f32)
+          poison(d.C, mn * 4);
+        else
+          poison(d.Ch, mn * 2);
         timing::Stats t = timing::time_gpu([&] { k.run(s, d, 0); }, topt);
-        add_row(k.name, f32 ? "fp32" : "bf16", t, f32 ? "cublas_sgemm" : "cublas_bf16", f32 ? t_sgemm.median_ms : t_bf16.median_ms,
-                f32 ? fma.tflops : bf16_peak, f32 ? "measured FP32 FMA ceiling" : bf16_peak_name);
+        add_row(k.name, f32 ? "fp32" : "bf16", t, f32 ? "cublas_sgemm" : "cublas_bf16",
+                f32 ? t_sgemm.median_ms : t_bf16.median_ms, f32 ? fma.tflops : bf16_peak,
+                f32 ? "measured FP32 FMA ceiling" : bf16_peak_name);
         // Re-check the output the timed runs left behind: a fast wrong kernel must not pass.
         CUDA_CHECK(cudaDeviceSynchronize());
         const std::string cname = k.name.substr(0, 2) + " " + s.str() + " after timing vs cuBLAS";

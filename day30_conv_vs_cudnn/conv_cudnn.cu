@@ -129,7 +129,9 @@ struct Ctx {
 // "a, b, c"
 static void append(std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; }
 
-static std::vector<long long> shape_vec(const ConvShape& s) { return {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.pad, s.stride, s.dil}; }
+static std::vector<long long> shape_vec(const ConvShape& s) {
+  return {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.pad, s.stride, s.dil};
+}
 
 // ---- 1. Descriptors, read back -------------------------------------------------------------------
 
@@ -149,8 +151,8 @@ static void show_descriptors(Ctx& cx, const ConvShape& s, const Config& c) {
     cudnnDataType_t t;
     int n, ch, h, w, sn, sc, sh, sw;
     CUDNN_CHECK(cudnnGetTensor4dDescriptor(desc, &t, &n, &ch, &h, &w, &sn, &sc, &sh, &sw));
-    std::printf("    %s: %s  dims N=%d C=%d H=%d W=%d  strides %d,%d,%d,%d (elements)\n", name, dnn::dtype_name(t), n, ch, h, w, sn,
-                sc, sh, sw);
+    std::printf("    %s: %s  dims N=%d C=%d H=%d W=%d  strides %d,%d,%d,%d (elements)\n", name, dnn::dtype_name(t), n,
+                ch, h, w, sn, sc, sh, sw);
     json::Value dims = json::Value::array();
     for (int v : {n, ch, h, w, sn, sc, sh, sw}) dims.push(v);
     j[name] = dims;
@@ -159,10 +161,11 @@ static void show_descriptors(Ctx& cx, const ConvShape& s, const Config& c) {
   cudnnConvolutionMode_t mode;
   cudnnDataType_t ct;
   CUDNN_CHECK(cudnnGetConvolution2dDescriptor(d.conv, &pad_h, &pad_w, &u, &v, &dh, &dw, &mode, &ct));
-  std::printf("    conv: pad %d,%d stride %d,%d dilation %d,%d %s, compute type %s; output from "
-              "cudnnGetConvolution2dForwardOutputDim: %dx%dx%dx%d\n",
-              pad_h, pad_w, u, v, dh, dw, mode == CUDNN_CROSS_CORRELATION ? "CROSS_CORRELATION" : "CONVOLUTION",
-              dnn::dtype_name(ct), s.N, s.K, s.P(), s.Q());
+  std::printf(
+      "    conv: pad %d,%d stride %d,%d dilation %d,%d %s, compute type %s; output from "
+      "cudnnGetConvolution2dForwardOutputDim: %dx%dx%dx%d\n",
+      pad_h, pad_w, u, v, dh, dw, mode == CUDNN_CROSS_CORRELATION ? "CROSS_CORRELATION" : "CONVOLUTION",
+      dnn::dtype_name(ct), s.N, s.K, s.P(), s.Q());
   cx.descriptors.push(j);
 }
 
@@ -181,8 +184,8 @@ static DirTensors tensors_of(const ConvShape& s, Dir dir) {
 }
 
 // The CPU reference at `idx` (flat NCHW indices of the result).
-static std::vector<double> reference(const ConvShape& s, Dir dir, const std::vector<float>& a, const std::vector<float>& b,
-                                     const std::vector<size_t>& idx) {
+static std::vector<double> reference(const ConvShape& s, Dir dir, const std::vector<float>& a,
+                                     const std::vector<float>& b, const std::vector<size_t>& idx) {
   if (dir == Dir::BwdData) return ref::bwd_data_sampled(s, b.data(), a.data(), idx);
   if (dir == Dir::BwdFilter) return ref::bwd_filter_sampled(s, a.data(), b.data(), idx);
   const int P = s.P(), Q = s.Q();
@@ -226,7 +229,8 @@ static void survey(Ctx& cx, const ConvShape& s, const Config& c, Dir dir) {
   round_to(hb, c.dt);
   const double cost = t.reduction;  // multiply-adds per result
   const size_t total = t.out.count();
-  const size_t count = double(total) * cost <= 3e8 ? total : std::min<size_t>(4096, std::max<size_t>(512, size_t(3e8 / cost)));
+  const size_t count =
+      double(total) * cost <= 3e8 ? total : std::min<size_t>(4096, std::max<size_t>(512, size_t(3e8 / cost)));
   const std::vector<size_t> idx = ref::sample_indices(total, count, cx.rng->next());
   const std::vector<double> want = reference(s, dir, ha, hb, idx);
   const verify::Tol tol = tol_for(c, t.reduction);
@@ -287,8 +291,10 @@ static void survey(Ctx& cx, const ConvShape& s, const Config& c, Dir dir) {
         // they get the TF32-sized tolerance even in FMA math (their errors are in the table).
         const bool transform = l.name.find("WINOGRAD") != std::string::npos || l.name.find("FFT") != std::string::npos;
         verify::Tol tl = tol;
-        if (transform && c.dt == CUDNN_DATA_FLOAT && c.math == CUDNN_FMA_MATH) tl = verify::kTf32.scaled(std::sqrt(t.reduction)), tl.precision = "fp32 transform-domain";
-        l.check = verify::compare_at(title + " " + l.name + " " + dnn::math_name(f.math) + " vs CPU", download(out, t.out, c), idx, want, tl);
+        if (transform && c.dt == CUDNN_DATA_FLOAT && c.math == CUDNN_FMA_MATH)
+          tl = verify::kTf32.scaled(std::sqrt(t.reduction)), tl.precision = "fp32 transform-domain";
+        l.check = verify::compare_at(title + " " + l.name + " " + dnn::math_name(f.math) + " vs CPU",
+                                     download(out, t.out, c), idx, want, tl);
         l.checked = true;
         cx.res->add_quiet(l.check);
         if (!l.check.passed) verify::print(l.check);
@@ -324,7 +330,8 @@ static void survey(Ctx& cx, const ConvShape& s, const Config& c, Dir dir) {
       poison(out.as(), out.bytes());
       const dnn::AlgoPerf& f = timed.front().algo;
       CUDNN_CHECK(dnn::run(cx.dnn, d, dir, f.algo, f.math, ops, wsp, f.workspace));
-      cx.res->add_quiet(verify::compare_at(title + " fastest " + f.name + " after timing", download(out, t.out, c), idx, want, tol));
+      cx.res->add_quiet(
+          verify::compare_at(title + " fastest " + f.name + " after timing", download(out, t.out, c), idx, want, tol));
     }
   }
 
@@ -332,8 +339,8 @@ static void survey(Ctx& cx, const ConvShape& s, const Config& c, Dir dir) {
   std::string peak_name;
   const double peak = peak_for(cx, c, &peak_name);
   const double flops = s.flops();  // the same 2*N*K*P*Q*C*R*S for all three directions
-  std::printf("  %-22s %5s %5s %10s %10s %9s %8s %-10s %s\n", "algorithm", "heur#", "find#", "Find us", "ours us", "TFLOP/s",
-              "ws MiB", "math", "status / check against the CPU");
+  std::printf("  %-22s %5s %5s %10s %10s %9s %8s %-10s %s\n", "algorithm", "heur#", "find#", "Find us", "ours us",
+              "TFLOP/s", "ws MiB", "math", "status / check against the CPU");
   json::Value algos = json::Value::array();
   for (const auto& l : lines) {
     const bool ran = l.f && l.f->ok();
@@ -345,12 +352,14 @@ static void survey(Ctx& cx, const ConvShape& s, const Config& c, Dir dir) {
     std::string verdict = l.status;
     if (l.checked) {
       char b[96];
-      std::snprintf(b, sizeof b, "%s rel_l2 %.1e max_abs %.1e", l.check.passed ? "PASS" : "FAIL", l.check.rel_l2, l.check.max_abs_err);
+      std::snprintf(b, sizeof b, "%s rel_l2 %.1e max_abs %.1e", l.check.passed ? "PASS" : "FAIL", l.check.rel_l2,
+                    l.check.max_abs_err);
       verdict = b;
     }
     std::printf("  %-22s %5s %5s %10s %10s %9s %8s %-10s %s\n", l.name.c_str(),
-                l.heur_rank < 0 ? "-" : std::to_string(l.heur_rank).c_str(), l.find_rank < 0 ? "-" : std::to_string(l.find_rank).c_str(),
-                find_us, our_us, rate, ws, ran ? dnn::math_name(l.f->math) : "-", verdict.c_str());
+                l.heur_rank < 0 ? "-" : std::to_string(l.heur_rank).c_str(),
+                l.find_rank < 0 ? "-" : std::to_string(l.find_rank).c_str(), find_us, our_us, rate, ws,
+                ran ? dnn::math_name(l.f->math) : "-", verdict.c_str());
     json::Value j = json::Value::object();
     j["algo"] = l.name;
     j["heuristic_rank"] = l.heur_rank;
@@ -364,8 +373,10 @@ static void survey(Ctx& cx, const ConvShape& s, const Config& c, Dir dir) {
     algos.push(j);
     if (l.timed) {
       results::Bench r;
-      r.name = std::string(dir == Dir::Fwd ? "fwd" : dir == Dir::BwdData ? "bwd_data" : "bwd_filter") + " " + config_name(c) + " " + l.name +
-               " [" + dnn::math_name(l.f->math) + "]";
+      r.name = std::string(dir == Dir::Fwd       ? "fwd"
+                           : dir == Dir::BwdData ? "bwd_data"
+                                                 : "bwd_filter") +
+               " " + config_name(c) + " " + l.name + " [" + dnn::math_name(l.f->math) + "]";
       r.dtype = dnn::dtype_name(c.dt);
       r.shape = shape_vec(s);
       r.ms = l.t.median_ms, r.min_ms = l.t.min_ms, r.max_ms = l.t.max_ms, r.reps = l.t.reps;
@@ -378,7 +389,8 @@ static void survey(Ctx& cx, const ConvShape& s, const Config& c, Dir dir) {
   }
   if (cx.timed && std::isfinite(best_ms))
     std::printf("  fastest: %.1f us = %.1f TFLOP/s = %.0f%% of the %s (%.1f TFLOP/s)\n", best_ms * 1e3,
-                flops / (best_ms * 1e-3) / 1e12, 100.0 * flops / (best_ms * 1e-3) / 1e12 / peak, peak_name.c_str(), peak);
+                flops / (best_ms * 1e-3) / 1e12, 100.0 * flops / (best_ms * 1e-3) / 1e12 / peak, peak_name.c_str(),
+                peak);
   row["algorithms"] = algos;
   row["workspace_offered_bytes"] = (long long)offer;
   row["checked_elements"] = (long long)idx.size();
@@ -399,9 +411,10 @@ struct Custom {
 static std::vector<Custom> contenders(Ctx& cx, DeviceBuffer& cws) {
   std::vector<Custom> v;
   auto single = [&](std::string name, int V, void (*fn)(const ConvShape&, const float*, float*, cudaStream_t)) {
-    v.push_back({name, [V](const ConvShape& s, std::string* why) { return supports_08(s, V, why); },
-                 [](const ConvShape& s, const float* w) { set_03_filter(s, w); },  // the filter into constant memory
-                 [fn](const ConvShape& s, const float* x, const float*, float* y, cudaStream_t st) { fn(s, x, y, st); }});
+    v.push_back(
+        {name, [V](const ConvShape& s, std::string* why) { return supports_08(s, V, why); },
+         [](const ConvShape& s, const float* w) { set_03_filter(s, w); },  // the filter into constant memory
+         [fn](const ConvShape& s, const float* x, const float*, float* y, cudaStream_t st) { fn(s, x, y, st); }});
   };
   single("03b_strip 4 cols x 4 rows (day20)", 1, run_03b_strip<4>);
   // V float4 per row, R rows per thread, B threads per block, M blocks per SM at least
@@ -421,19 +434,25 @@ static std::vector<Custom> contenders(Ctx& cx, DeviceBuffer& cws) {
   single("08_strip V2 R2 B128 M4 stream", 2, run_08_strip<2, 2, 128, 4, true>);
   auto none = [](const ConvShape&, const float*) {};
   v.push_back({"04_direct (day20)", [](const ConvShape& s, std::string* why) { return supports_04(s, why); }, none,
-               [](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) { run_04_direct(s, x, w, y, st); }});
+               [](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) {
+                 run_04_direct(s, x, w, y, st);
+               }});
   v.push_back({"05_im2col_cublas (day20)",
                [&cws](const ConvShape& s, std::string* why) {
                  if (im2col_bytes(s) <= cws.bytes()) return true;
-                 *why = "im2col needs " + std::to_string(im2col_bytes(s) >> 20) + " MiB, more than the workspace we allow";
+                 *why =
+                     "im2col needs " + std::to_string(im2col_bytes(s) >> 20) + " MiB, more than the workspace we allow";
                  return false;
                },
-               none, [&cx, &cws](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) {
+               none,
+               [&cx, &cws](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) {
                  run_05_im2col(cx.blas, s, x, w, y, cws.as<float>(), st);
                }});
   v.push_back({"06_implicit_gemm (day20)", [](const ConvShape& s, std::string* why) { return supports_06(s, why); },
                [](const ConvShape& s, const float*) { set_06_table(s); },  // the gather offsets, per shape
-               [](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) { run_06_implicit_gemm(s, x, w, y, st); }});
+               [](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) {
+                 run_06_implicit_gemm(s, x, w, y, st);
+               }});
   v.push_back({"07_winograd (day20)",
                [&cws](const ConvShape& s, std::string* why) {
                  if (!supports_07(s, why)) return false;
@@ -441,7 +460,8 @@ static std::vector<Custom> contenders(Ctx& cx, DeviceBuffer& cws) {
                  *why = "Winograd needs more workspace than we allow";
                  return false;
                },
-               none, [&cx, &cws](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) {
+               none,
+               [&cx, &cws](const ConvShape& s, const float* x, const float* w, float* y, cudaStream_t st) {
                  run_07_winograd(cx.blas, s, x, w, y, cws.as<float>(), st);
                }});
   return v;
@@ -452,8 +472,8 @@ static std::vector<Custom> contenders(Ctx& cx, DeviceBuffer& cws) {
 // re-timed, both layouts where they hold the same bytes) and each contender are timed.
 static void contest(Ctx& cx, const std::string& label, const ConvShape& s, std::vector<Custom>& cands) {
   const bool memory_bound = s.C == 1 && s.K == 1;
-  std::printf("\n== contest %s: %s (%.2f GFLOP, at least %.1f MB moved)\n", label.c_str(), s.str().c_str(), s.flops() / 1e9,
-              s.min_bytes() / 1e6);
+  std::printf("\n== contest %s: %s (%.2f GFLOP, at least %.1f MB moved)\n", label.c_str(), s.str().c_str(),
+              s.flops() / 1e9, s.min_bytes() / 1e6);
   std::vector<float> hx(s.x_elems()), hw(s.w_elems());
   verify::fill_uniform(hx, *cx.rng);
   verify::fill_uniform(hw, *cx.rng);
@@ -483,14 +503,16 @@ static void contest(Ctx& cx, const std::string& label, const ConvShape& s, std::
     size_t offer = 0;
     for (const auto& h : dnn::heuristic(cx.dnn, d, Dir::Fwd))
       if (h.ok() && h.workspace <= cx.ws_limit) offer = std::max(offer, h.workspace);
-    const std::vector<dnn::AlgoPerf> found = dnn::find(cx.dnn, d, Dir::Fwd, ops, offer ? cx.ws.get(offer) : nullptr, offer);
+    const std::vector<dnn::AlgoPerf> found =
+        dnn::find(cx.dnn, d, Dir::Fwd, ops, offer ? cx.ws.get(offer) : nullptr, offer);
     // Every algorithm that ran must be right, not only the winner.
     for (const auto& f : found) {
       if (!f.ok()) continue;
       poison(yd.as(), yd.bytes());
-      CUDNN_CHECK(dnn::run(cx.dnn, d, Dir::Fwd, f.algo, f.math, ops, f.workspace ? cx.ws.get(f.workspace) : nullptr, f.workspace));
-      cx.res->add_quiet(verify::compare_at("contest " + label + " cuDNN " + config_name(c) + " " + f.name, download(yd, dy, kFp32Fma), idx,
-                                 want, tol));
+      CUDNN_CHECK(dnn::run(cx.dnn, d, Dir::Fwd, f.algo, f.math, ops, f.workspace ? cx.ws.get(f.workspace) : nullptr,
+                           f.workspace));
+      cx.res->add_quiet(verify::compare_at("contest " + label + " cuDNN " + config_name(c) + " " + f.name,
+                                           download(yd, dy, kFp32Fma), idx, want, tol));
     }
     if (!cx.timed) continue;
     for (const auto& tm : dnn::retime(cx.dnn, d, Dir::Fwd, found, ops, cx.ws, offer, cx.topt)) {
@@ -534,54 +556,70 @@ static void contest(Ctx& cx, const std::string& label, const ConvShape& s, std::
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<float> out = to_host(y.as<float>(), dy.count());
     const verify::Check v1 = verify::compare_at("contest " + label + " " + c.name + " vs CPU", out, idx, want, tol);
-    const verify::Check v2 = verify::compare("contest " + label + " " + c.name + " vs cuDNN", out.data(), ycudnn.data(), out.size(), tol);
+    const verify::Check v2 =
+        verify::compare("contest " + label + " " + c.name + " vs cuDNN", out.data(), ycudnn.data(), out.size(), tol);
     cx.res->add_quiet(v1);
     cx.res->add_quiet(v2);
     if (!v1.passed) verify::print(v1);
     if (!v2.passed) verify::print(v2);
     if (!v1.passed || !v2.passed || !cx.timed) continue;
-    entries.push_back({&c, timing::time_gpu([&] { c.run(s, x.as<float>(), w.as<float>(), y.as<float>(), 0); }, cx.topt)});
+    entries.push_back(
+        {&c, timing::time_gpu([&] { c.run(s, x.as<float>(), w.as<float>(), y.as<float>(), 0); }, cx.topt)});
     const verify::Check v3 = verify::compare("contest " + label + " " + c.name + " after timing vs cuDNN",
                                              to_host(y.as<float>(), dy.count()).data(), ycudnn.data(), dy.count(), tol);
     cx.res->add_quiet(v3);
     if (!v3.passed) verify::print(v3);
   }
-  std::printf("  checked: %zu contenders and every cuDNN algorithm that ran, against the CPU (%zu outputs) and each other\n",
-              entries.size(), idx.size());
+  std::printf(
+      "  checked: %zu contenders and every cuDNN algorithm that ran, against the CPU (%zu outputs) and each other\n",
+      entries.size(), idx.size());
   if (!cx.timed || entries.empty() || !std::isfinite(best.t.median_ms)) return;
 
   // The floors of a memory-bound case: the fewest bytes at the measured copy bandwidth, and a
   // cudaMemcpy of the same bytes (the same launch and drain costs, no arithmetic).
   double floor_ms = NAN, memcpy_ms = NAN, launch_ms = NAN;
   if (memory_bound) {
-    launch_ms = timing::time_gpu([&] {
-                  empty_kernel<<<1, 32>>>();
-                  LAUNCH_CHECK();
-                }, cx.topt).median_ms;
+    launch_ms = timing::time_gpu(
+                    [&] {
+                      empty_kernel<<<1, 32>>>();
+                      LAUNCH_CHECK();
+                    },
+                    cx.topt)
+                    .median_ms;
     floor_ms = s.min_bytes() / (cx.copy_peak * 1e9) * 1e3;
-    memcpy_ms = timing::time_gpu([&] {
-                  CUDA_CHECK(cudaMemcpyAsync(y.as(), x.as(), std::min(x.bytes(), y.bytes()), cudaMemcpyDeviceToDevice, 0));
-                }, cx.topt).median_ms;
+    memcpy_ms =
+        timing::time_gpu(
+            [&] {
+              CUDA_CHECK(cudaMemcpyAsync(y.as(), x.as(), std::min(x.bytes(), y.bytes()), cudaMemcpyDeviceToDevice, 0));
+            },
+            cx.topt)
+            .median_ms;
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.t.median_ms < b.t.median_ms; });
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.t.median_ms < b.t.median_ms; });
   auto bench_row = [&](const std::string& name, const timing::Stats& t, json::Value extra) {
     results::Bench r;
     r.name = "contest " + label + " " + name;
     r.dtype = "fp32";
     r.shape = shape_vec(s);
     r.ms = t.median_ms, r.min_ms = t.min_ms, r.max_ms = t.max_ms, r.reps = t.reps;
-    if (memory_bound) r.gbps = s.min_bytes() / (t.median_ms * 1e-3) / 1e9, r.peak = cx.copy_peak, r.peak_name = "measured copy bandwidth";
-    else r.tflops = s.flops() / (t.median_ms * 1e-3) / 1e12, r.peak = cx.fp32_peak, r.peak_name = "measured FP32 FMA ceiling";
+    if (memory_bound)
+      r.gbps = s.min_bytes() / (t.median_ms * 1e-3) / 1e9, r.peak = cx.copy_peak,
+      r.peak_name = "measured copy bandwidth";
+    else
+      r.tflops = s.flops() / (t.median_ms * 1e-3) / 1e12, r.peak = cx.fp32_peak,
+      r.peak_name = "measured FP32 FMA ceiling";
     r.ref = "cuDNN best (" + config_name(best_cfg) + " " + best.algo.name + ")";
     r.ref_ms = best.t.median_ms;
     r.extra = extra;
     cx.res->add(r);
     return r;
   };
-  std::printf("  %-36s %10s %10s %10s %10s\n", "", "time us", memory_bound ? "GB/s" : "TFLOP/s", "vs cuDNN", "% of peak");
+  std::printf("  %-36s %10s %10s %10s %10s\n", "", "time us", memory_bound ? "GB/s" : "TFLOP/s", "vs cuDNN",
+              "% of peak");
   auto print_row = [&](const results::Bench& r) {
-    std::printf("  %-36s %10.1f %10.1f %9.2fx %9.1f%%\n", r.name.substr(r.name.find(label) + label.size() + 1).c_str(), r.ms * 1e3,
-                r.rate(), r.ref_ms / r.ms, r.pct_of_peak());
+    std::printf("  %-36s %10.1f %10.1f %9.2fx %9.1f%%\n", r.name.substr(r.name.find(label) + label.size() + 1).c_str(),
+                r.ms * 1e3, r.rate(), r.ref_ms / r.ms, r.pct_of_peak());
   };
   json::Value ce = json::Value::object();
   ce["algo"] = best.algo.name;
@@ -604,7 +642,8 @@ static void contest(Ctx& cx, const std::string& label, const ConvShape& s, std::
   const double speedup = best.t.median_ms / win.t.median_ms;
   const char* winner = speedup > 1.0 ? "custom" : "cuDNN";
   std::printf("  => %s wins: our best (%s) %.1f us, cuDNN's best (%s) %.1f us: %.2fx\n", winner, win.c->name.c_str(),
-              win.t.median_ms * 1e3, best.algo.name.c_str(), best.t.median_ms * 1e3, speedup > 1 ? speedup : 1 / speedup);
+              win.t.median_ms * 1e3, best.algo.name.c_str(), best.t.median_ms * 1e3,
+              speedup > 1 ? speedup : 1 / speedup);
   json::Value j = json::Value::object();
   j["case"] = label;
   j["shape"] = s.str();
@@ -620,10 +659,11 @@ static void contest(Ctx& cx, const std::string& label, const ConvShape& s, std::
     j["empty_kernel_ms"] = launch_ms;
     j["custom_pct_of_floor"] = 100.0 * floor_ms / win.t.median_ms;
     j["custom_pct_of_memcpy"] = 100.0 * memcpy_ms / win.t.median_ms;
-    std::printf("     memory floor (fewest bytes at the measured %.0f GB/s): %.1f us -> our best is at %.0f%% of it; "
-                "a cudaMemcpy of the same bytes takes %.1f us (%.0f%%); an empty kernel %.1f us\n",
-                cx.copy_peak, floor_ms * 1e3, 100.0 * floor_ms / win.t.median_ms, memcpy_ms * 1e3, 100.0 * memcpy_ms / win.t.median_ms,
-                launch_ms * 1e3);
+    std::printf(
+        "     memory floor (fewest bytes at the measured %.0f GB/s): %.1f us -> our best is at %.0f%% of it; "
+        "a cudaMemcpy of the same bytes takes %.1f us (%.0f%%); an empty kernel %.1f us\n",
+        cx.copy_peak, floor_ms * 1e3, 100.0 * floor_ms / win.t.median_ms, memcpy_ms * 1e3,
+        100.0 * memcpy_ms / win.t.median_ms, launch_ms * 1e3);
   }
   cx.contest.push(j);
   cx.table.push_back({label, s.str(), win.c->name, best.algo.name + " (" + dnn::layout_name(best_cfg.fmt) + ")", winner,
@@ -666,8 +706,10 @@ static void refusals(Ctx& cx) {
       for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
         size_t b = 0;
         const cudnnStatus_t st = dnn::workspace_size(cx.dnn, d, Dir::Fwd, a, &b);
-        if (st == CUDNN_STATUS_SUCCESS) append(yes, dnn::algo_name(Dir::Fwd, a));
-        else append(no, std::string(dnn::algo_name(Dir::Fwd, a)) + " (" + cudnnGetErrorString(st) + ")");
+        if (st == CUDNN_STATUS_SUCCESS)
+          append(yes, dnn::algo_name(Dir::Fwd, a));
+        else
+          append(no, std::string(dnn::algo_name(Dir::Fwd, a)) + " (" + cudnnGetErrorString(st) + ")");
       }
       note("forward algorithms on fp16 NHWC, 7x7 stride 2: supported", yes.empty() ? "none" : yes);
       note("forward algorithms on fp16 NHWC, 7x7 stride 2: refused", no.empty() ? "none" : no);
@@ -675,7 +717,8 @@ static void refusals(Ctx& cx) {
       DeviceBuffer x(size_t(s.x_elems()) * 2), w(size_t(s.w_elems()) * 2), y(size_t(s.y_elems()) * 2);
       const cudnnStatus_t st = dnn::run(cx.dnn, d, Dir::Fwd, CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_TENSOR_OP_MATH,
                                         {x.as(), w.as(), y.as()}, nullptr, 0);
-      note("cudnnConvolutionForward with FFT on it anyway", st == CUDNN_STATUS_SUCCESS ? "ran (unexpected)" : dnn::status_text(st));
+      note("cudnnConvolutionForward with FFT on it anyway",
+           st == CUDNN_STATUS_SUCCESS ? "ran (unexpected)" : dnn::status_text(st));
     }
   }
   // (3) Workspace beyond what we may allocate: each algorithm's request against free memory,
@@ -701,17 +744,23 @@ static void refusals(Ctx& cx) {
     const size_t offer = size_t(1) << 20;
     const auto found = dnn::find(cx.dnn, d, Dir::Fwd, {x.as(), w.as(), y.as()}, cx.ws.get(offer), offer);
     std::string ok, skipped;
-    for (const auto& f : found) append(f.ok() ? ok : skipped, f.ok() ? f.name : f.name + " (" + cudnnGetErrorString(f.status) + ")");
+    for (const auto& f : found)
+      append(f.ok() ? ok : skipped, f.ok() ? f.name : f.name + " (" + cudnnGetErrorString(f.status) + ")");
     note("Find with a 1 MiB workspace: ran", ok.empty() ? "none" : ok);
-    note("Find with a 1 MiB workspace: left out (workspace too small or unsupported)", skipped.empty() ? "none" : skipped);
+    note("Find with a 1 MiB workspace: left out (workspace too small or unsupported)",
+         skipped.empty() ? "none" : skipped);
   }
 }
 
 int main(int argc, char** argv) {
-  cli::Args args(argc, argv, kProg, "cuDNN's convolution algorithms surveyed, checked and raced against hand-written kernels");
+  cli::Args args(argc, argv, kProg,
+                 "cuDNN's convolution algorithms surveyed, checked and raced against hand-written kernels");
   const cli::Standard st = cli::standard_flags(args, 20261130);
-  const std::vector<long long> conv_arg = args.int_list("conv", {}, 0, 1 << 20, "survey one more shape: N,C,H,W,K,R,S,pad,stride,dil");
-  const long long ws_mib = args.integer("workspace-mib", 4096, 0, 1 << 20, "the most workspace offered to cuDNN, MiB (also capped at half of free memory)");
+  const std::vector<long long> conv_arg =
+      args.int_list("conv", {}, 0, 1 << 20, "survey one more shape: N,C,H,W,K,R,S,pad,stride,dil");
+  const long long ws_mib =
+      args.integer("workspace-mib", 4096, 0, 1 << 20,
+                   "the most workspace offered to cuDNN, MiB (also capped at half of free memory)");
   const bool no_contest = args.flag("no-contest", "skip the contest (survey and refusals only)");
   args.finish();
   st.validate(kProg);
@@ -742,7 +791,7 @@ int main(int argc, char** argv) {
   CUDNN_CHECK(cudnnCreate(&cx.dnn));
   CUBLAS_CHECK(cublasCreate(&cx.blas));
   CUBLAS_CHECK(cublasSetMathMode(cx.blas, CUBLAS_DEFAULT_MATH));  // fp32 FMA for day20's im2col/Winograd
-  cx.topt = timing::flushed(50, 400);  // inputs come from device memory every repeat
+  cx.topt = timing::flushed(50, 400);                             // inputs come from device memory every repeat
   std::printf("workspace offered to cuDNN: up to %.0f MiB\n", cx.ws_limit / 1048576.0);
 
   if (cx.timed) {
@@ -763,16 +812,21 @@ int main(int argc, char** argv) {
   std::vector<ConvShape> fwd_shapes, bwd_shapes;
   if (st.verify) {
     // Odd sizes, stride, dilation, a 5x5 and a 1x1: not tile multiples anywhere.
-    fwd_shapes = {{2, 3, 17, 19, 4, 3, 3, 1, 2, 1}, {1, 5, 23, 21, 7, 5, 5, 2, 1, 1}, {3, 8, 13, 11, 6, 3, 3, 1, 1, 2}, {2, 16, 9, 9, 24, 1, 1, 0, 1, 1}};
+    fwd_shapes = {{2, 3, 17, 19, 4, 3, 3, 1, 2, 1},
+                  {1, 5, 23, 21, 7, 5, 5, 2, 1, 1},
+                  {3, 8, 13, 11, 6, 3, 3, 1, 1, 2},
+                  {2, 16, 9, 9, 24, 1, 1, 0, 1, 1}};
     bwd_shapes = {{2, 3, 17, 19, 4, 3, 3, 1, 2, 1}, {1, 8, 15, 13, 12, 3, 3, 1, 1, 1}};
-    if (st.small) fwd_shapes.resize(1), bwd_shapes.resize(1);  // (compute-sanitizer runs every algorithm 10-100x slower)
+    if (st.small)
+      fwd_shapes.resize(1), bwd_shapes.resize(1);  // (compute-sanitizer runs every algorithm 10-100x slower)
   } else {
     fwd_shapes = {{32, 64, 56, 56, 64, 3, 3, 1, 1, 1}};
     bwd_shapes = {{32, 64, 56, 56, 64, 3, 3, 1, 1, 1}};
   }
   if (has_extra) fwd_shapes.push_back(extra), bwd_shapes.push_back(extra);
   const std::vector<Config> fwd_cfgs = st.small ? std::vector<Config>{kFp32Fma, kFp16Nhwc} : all_cfgs;
-  const std::vector<Config> bwd_cfgs = st.small ? std::vector<Config>{kFp32Fma} : std::vector<Config>{kFp32Fma, kFp16Nhwc};
+  const std::vector<Config> bwd_cfgs =
+      st.small ? std::vector<Config>{kFp32Fma} : std::vector<Config>{kFp32Fma, kFp16Nhwc};
   for (const ConvShape& s : fwd_shapes)
     for (const Config& c : fwd_cfgs) survey(cx, s, c, Dir::Fwd);
   for (const ConvShape& s : bwd_shapes)
@@ -785,7 +839,9 @@ int main(int argc, char** argv) {
     std::vector<std::pair<std::string, ConvShape>> cases;
     if (st.verify) {
       // Odd heights, widths that are multiples of 8 but not of the block's columns, a batch.
-      cases = {{"(a) odd", {2, 1, 37, 72, 1, 3, 3, 1, 1, 1}}, {"(a) odd", {1, 1, 5, 200, 1, 3, 3, 1, 1, 1}}, {"(b) odd", {2, 16, 13, 11, 20, 3, 3, 1, 1, 1}}};
+      cases = {{"(a) odd", {2, 1, 37, 72, 1, 3, 3, 1, 1, 1}},
+               {"(a) odd", {1, 1, 5, 200, 1, 3, 3, 1, 1, 1}},
+               {"(b) odd", {2, 16, 13, 11, 20, 3, 3, 1, 1, 1}}};
       if (st.small) cases = {cases[0], cases[2]};
     } else {
       cases = {{"(a)", {1, 1, 1024, 2048, 1, 3, 3, 1, 1, 1}},
@@ -810,10 +866,12 @@ int main(int argc, char** argv) {
   // The contest table, last.
   if (cx.timed && !no_contest) {
     std::printf("\n== the contest, fp32, same inputs, outputs checked first\n");
-    std::printf("  %-6s %-26s %-36s %9s %-30s %9s %-7s %s\n", "case", "shape", "our best", "us", "cuDNN's best", "us", "winner", "by");
+    std::printf("  %-6s %-26s %-36s %9s %-30s %9s %-7s %s\n", "case", "shape", "our best", "us", "cuDNN's best", "us",
+                "winner", "by");
     for (const auto& r : cx.table)
-      std::printf("  %-6s %-26s %-36s %9.1f %-30s %9.1f %-7s %.2fx\n", r.label.c_str(), r.shape.c_str(), r.custom.c_str(),
-                  r.custom_ms * 1e3, r.cudnn.c_str(), r.cudnn_ms * 1e3, r.winner.c_str(), r.speedup > 1 ? r.speedup : 1 / r.speedup);
+      std::printf("  %-6s %-26s %-36s %9.1f %-30s %9.1f %-7s %.2fx\n", r.label.c_str(), r.shape.c_str(),
+                  r.custom.c_str(), r.custom_ms * 1e3, r.cudnn.c_str(), r.cudnn_ms * 1e3, r.winner.c_str(),
+                  r.speedup > 1 ? r.speedup : 1 / r.speedup);
   }
   res.config["descriptors"] = cx.descriptors;
   res.config["survey"] = cx.survey;

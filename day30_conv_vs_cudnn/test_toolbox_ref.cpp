@@ -44,8 +44,9 @@ TEST(activation_backward_matches_finite_differences) {
     // Keep clear of the kinks at 0 and 6, where the finite difference straddles two slopes.
     for (auto& v : x)
       if (std::fabs(v) < 0.01f || std::fabs(v - 6.f) < 0.01f) v += 0.05f;
-    const double e = fd_error(x, dy, act_bwd(a, x, dy, a == Act::Clipped ? 6.0 : 1.0),
-                              [&](const std::vector<float>& xx) { return act_fwd(a, xx, a == Act::Clipped ? 6.0 : 1.0); });
+    const double e =
+        fd_error(x, dy, act_bwd(a, x, dy, a == Act::Clipped ? 6.0 : 1.0),
+                 [&](const std::vector<float>& xx) { return act_fwd(a, xx, a == Act::Clipped ? 6.0 : 1.0); });
     EXPECT(e < 1e-4);
   }
 }
@@ -79,7 +80,8 @@ TEST(pool_backward_matches_finite_differences) {
     std::vector<float> x(d.count()), dy(pl.out(d).count());
     verify::fill_uniform(x, rng);
     verify::fill_uniform(dy, rng);
-    const double e = fd_error(x, dy, pool_bwd(pl, d, x, dy), [&](const std::vector<float>& xx) { return pool_fwd(pl, d, xx); });
+    const double e =
+        fd_error(x, dy, pool_bwd(pl, d, x, dy), [&](const std::vector<float>& xx) { return pool_fwd(pl, d, xx); });
     EXPECT(e < 1e-4);
   }
 }

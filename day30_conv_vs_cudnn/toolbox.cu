@@ -79,13 +79,15 @@ static std::vector<float> to_float(const std::vector<double>& v) { return std::v
 static verify::Check check(const std::string& name, const DeviceBuffer& out, const std::vector<double>& ref) {
   double m = 0;
   for (double r : ref) m = std::max(m, std::fabs(r));
-  return verify::compare(name, to_host(out.as<float>(), ref.size()).data(), ref.data(), ref.size(), verify::kFp32.scaled(m));
+  return verify::compare(name, to_host(out.as<float>(), ref.size()).data(), ref.data(), ref.size(),
+                         verify::kFp32.scaled(m));
 }
 
 // One operation: outputs poisoned, run once, checked; then (not in --verify) timed with L2
 // flushed, and checked again. `bytes`: the fewest bytes the operation must read and write.
-static void measure(Ctx& cx, const std::string& name, T4 shape, double bytes, const std::function<void()>& poison_outputs,
-                    const std::function<void()>& run, const std::function<std::vector<verify::Check>(bool)>& checks) {
+static void measure(Ctx& cx, const std::string& name, T4 shape, double bytes,
+                    const std::function<void()>& poison_outputs, const std::function<void()>& run,
+                    const std::function<std::vector<verify::Check>(bool)>& checks) {
   poison_outputs();
   run();
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -122,8 +124,8 @@ static void measure(Ctx& cx, const std::string& name, T4 shape, double bytes, co
   e["min_bytes"] = bytes;
   r.extra = e;
   cx.res->add(r);
-  std::printf("  %-44s %s %9.1f us %8.0f GB/s %6.1f%% of copy bandwidth (floor %.1f us)\n", name.c_str(), ok ? "PASS" : "FAIL",
-              r.ms * 1e3, r.gbps, r.pct_of_peak(), r.ref_ms * 1e3);
+  std::printf("  %-44s %s %9.1f us %8.0f GB/s %6.1f%% of copy bandwidth (floor %.1f us)\n", name.c_str(),
+              ok ? "PASS" : "FAIL", r.ms * 1e3, r.gbps, r.pct_of_peak(), r.ref_ms * 1e3);
 }
 
 // ---- Activations ----------------------------------------------------------------------------------
@@ -152,15 +154,18 @@ static void activations(Ctx& cx, T4 d) {
     const std::vector<double> yref = tbx::act_fwd(a.act, hx, a.coef), dxref = tbx::act_bwd(a.act, hx, hdy, a.coef);
     DeviceBuffer x = upload(hx), dy = upload(hdy), y(n * 4), dx(n * 4);
     const float one = 1.f, zero = 0.f;
-    measure(cx, std::string("activation fwd ") + a.name, d, 8.0 * n, [&] { poison(y.as(), y.bytes()); },
-            [&] { CUDNN_CHECK(cudnnActivationForward(cx.h, ad, &one, td.d, x.as(), &zero, td.d, y.as())); },
-            [&](bool) { return std::vector<verify::Check>{check(std::string("activation fwd ") + a.name, y, yref)}; });
+    measure(
+        cx, std::string("activation fwd ") + a.name, d, 8.0 * n, [&] { poison(y.as(), y.bytes()); },
+        [&] { CUDNN_CHECK(cudnnActivationForward(cx.h, ad, &one, td.d, x.as(), &zero, td.d, y.as())); },
+        [&](bool) { return std::vector<verify::Check>{check(std::string("activation fwd ") + a.name, y, yref)}; });
     // The backward takes y, dy and x; it needs dy and one of x or y: 3 tensors moved at least.
-    measure(cx, std::string("activation bwd ") + a.name, d, 12.0 * n, [&] { poison(dx.as(), dx.bytes()); },
-            [&] {
-              CUDNN_CHECK(cudnnActivationBackward(cx.h, ad, &one, td.d, y.as(), td.d, dy.as(), td.d, x.as(), &zero, td.d, dx.as()));
-            },
-            [&](bool) { return std::vector<verify::Check>{check(std::string("activation bwd ") + a.name, dx, dxref)}; });
+    measure(
+        cx, std::string("activation bwd ") + a.name, d, 12.0 * n, [&] { poison(dx.as(), dx.bytes()); },
+        [&] {
+          CUDNN_CHECK(
+              cudnnActivationBackward(cx.h, ad, &one, td.d, y.as(), td.d, dy.as(), td.d, x.as(), &zero, td.d, dx.as()));
+        },
+        [&](bool) { return std::vector<verify::Check>{check(std::string("activation bwd ") + a.name, dx, dxref)}; });
     CUDNN_CHECK(cudnnDestroyActivationDescriptor(ad));
   }
 }
@@ -174,19 +179,21 @@ static void pooling(Ctx& cx, T4 d) {
     tbx::Pool pl;
     cudnnPoolingMode_t mode;
   };
-  const P pools[] = {{"max 3x3 s2 p1", {3, 3, 1, 2, true}, CUDNN_POOLING_MAX},
-                     {"avg 2x2 s2 (exclude padding)", {2, 2, 0, 2, false}, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING}};
+  const P pools[] = {
+      {"max 3x3 s2 p1", {3, 3, 1, 2, true}, CUDNN_POOLING_MAX},
+      {"avg 2x2 s2 (exclude padding)", {2, 2, 0, 2, false}, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING}};
   for (const P& p : pools) {
     cudnnPoolingDescriptor_t pd;
     CUDNN_CHECK(cudnnCreatePoolingDescriptor(&pd));
-    CUDNN_CHECK(cudnnSetPooling2dDescriptor(pd, p.mode, CUDNN_NOT_PROPAGATE_NAN, p.pl.R, p.pl.S, p.pl.pad, p.pl.pad, p.pl.stride,
-                                            p.pl.stride));
+    CUDNN_CHECK(cudnnSetPooling2dDescriptor(pd, p.mode, CUDNN_NOT_PROPAGATE_NAN, p.pl.R, p.pl.S, p.pl.pad, p.pl.pad,
+                                            p.pl.stride, p.pl.stride));
     Tensor tx(d);
     int n, c, h, w;
     CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pd, tx.d, &n, &c, &h, &w));
     const T4 o = p.pl.out(d);
     if (n != o.n || c != o.c || h != o.h || w != o.w) {
-      std::fprintf(stderr, "error: cuDNN's pooling output %dx%dx%dx%d differs from ours %dx%dx%dx%d\n", n, c, h, w, o.n, o.c, o.h, o.w);
+      std::fprintf(stderr, "error: cuDNN's pooling output %dx%dx%dx%d differs from ours %dx%dx%dx%d\n", n, c, h, w, o.n,
+                   o.c, o.h, o.w);
       std::exit(cli::kFail);
     }
     Tensor ty(o);
@@ -197,16 +204,19 @@ static void pooling(Ctx& cx, T4 d) {
     DeviceBuffer x = upload(hx), dy = upload(hdy), y(o.count() * 4), yin = upload(to_float(yref)), dx(d.count() * 4);
     const float one = 1.f, zero = 0.f;
     const std::string fn = std::string("pool fwd ") + p.name, bn = std::string("pool bwd ") + p.name;
-    measure(cx, fn, d, 4.0 * (d.count() + o.count()), [&] { poison(y.as(), y.bytes()); },
-            [&] { CUDNN_CHECK(cudnnPoolingForward(cx.h, pd, &one, tx.d, x.as(), &zero, ty.d, y.as())); },
-            [&](bool) { return std::vector<verify::Check>{check(fn, y, yref)}; });
+    measure(
+        cx, fn, d, 4.0 * (d.count() + o.count()), [&] { poison(y.as(), y.bytes()); },
+        [&] { CUDNN_CHECK(cudnnPoolingForward(cx.h, pd, &one, tx.d, x.as(), &zero, ty.d, y.as())); },
+        [&](bool) { return std::vector<verify::Check>{check(fn, y, yref)}; });
     // Max reads dy, y and x to find each window's winner; average needs only dy.
     const double bbytes = p.pl.max ? 4.0 * (2 * o.count() + 2 * d.count()) : 4.0 * (o.count() + d.count());
-    measure(cx, bn, d, bbytes, [&] { poison(dx.as(), dx.bytes()); },
-            [&] {
-              CUDNN_CHECK(cudnnPoolingBackward(cx.h, pd, &one, ty.d, yin.as(), ty.d, dy.as(), tx.d, x.as(), &zero, tx.d, dx.as()));
-            },
-            [&](bool) { return std::vector<verify::Check>{check(bn, dx, dxref)}; });
+    measure(
+        cx, bn, d, bbytes, [&] { poison(dx.as(), dx.bytes()); },
+        [&] {
+          CUDNN_CHECK(
+              cudnnPoolingBackward(cx.h, pd, &one, ty.d, yin.as(), ty.d, dy.as(), tx.d, x.as(), &zero, tx.d, dx.as()));
+        },
+        [&](bool) { return std::vector<verify::Check>{check(bn, dx, dxref)}; });
     CUDNN_CHECK(cudnnDestroyPoolingDescriptor(pd));
   }
 }
@@ -214,7 +224,8 @@ static void pooling(Ctx& cx, T4 d) {
 // ---- Softmax --------------------------------------------------------------------------------------
 
 static void softmax(Ctx& cx, T4 d, bool channel) {
-  std::printf("\n== softmax (%s mode) forward and backward, %dx%dx%dx%d\n", channel ? "channel" : "instance", d.n, d.c, d.h, d.w);
+  std::printf("\n== softmax (%s mode) forward and backward, %dx%dx%dx%d\n", channel ? "channel" : "instance", d.n, d.c,
+              d.h, d.w);
   Tensor td(d);
   const size_t n = d.count();
   for (bool log : {false, true}) {
@@ -228,12 +239,16 @@ static void softmax(Ctx& cx, T4 d, bool channel) {
     DeviceBuffer x = upload(hx), dy = upload(hdy), y(n * 4), yd = upload(yin), dx(n * 4);
     const float one = 1.f, zero = 0.f;
     const std::string tag = std::string(log ? "log-softmax" : "softmax") + (channel ? " channel" : " instance");
-    measure(cx, tag + " fwd", d, 8.0 * n, [&] { poison(y.as(), y.bytes()); },
-            [&] { CUDNN_CHECK(cudnnSoftmaxForward(cx.h, algo, mode, &one, td.d, x.as(), &zero, td.d, y.as())); },
-            [&](bool) { return std::vector<verify::Check>{check(tag + " fwd", y, yref)}; });
-    measure(cx, tag + " bwd", d, 12.0 * n, [&] { poison(dx.as(), dx.bytes()); },
-            [&] { CUDNN_CHECK(cudnnSoftmaxBackward(cx.h, algo, mode, &one, td.d, yd.as(), td.d, dy.as(), &zero, td.d, dx.as())); },
-            [&](bool) { return std::vector<verify::Check>{check(tag + " bwd", dx, dxref)}; });
+    measure(
+        cx, tag + " fwd", d, 8.0 * n, [&] { poison(y.as(), y.bytes()); },
+        [&] { CUDNN_CHECK(cudnnSoftmaxForward(cx.h, algo, mode, &one, td.d, x.as(), &zero, td.d, y.as())); },
+        [&](bool) { return std::vector<verify::Check>{check(tag + " fwd", y, yref)}; });
+    measure(
+        cx, tag + " bwd", d, 12.0 * n, [&] { poison(dx.as(), dx.bytes()); },
+        [&] {
+          CUDNN_CHECK(cudnnSoftmaxBackward(cx.h, algo, mode, &one, td.d, yd.as(), td.d, dy.as(), &zero, td.d, dx.as()));
+        },
+        [&](bool) { return std::vector<verify::Check>{check(tag + " bwd", dx, dxref)}; });
   }
 }
 
@@ -243,8 +258,8 @@ static void softmax(Ctx& cx, T4 d, bool channel) {
 // chip between the statistics pass and the normalization pass; cuDNN may refuse it for a shape).
 static void batchnorm(Ctx& cx, T4 d, cudnnBatchNormMode_t mode) {
   const std::string tag = mode == CUDNN_BATCHNORM_SPATIAL ? "batchnorm" : "batchnorm persistent";
-  std::printf("\n== batch normalization (%s), %dx%dx%dx%d\n", mode == CUDNN_BATCHNORM_SPATIAL ? "spatial" : "spatial persistent", d.n, d.c,
-              d.h, d.w);
+  std::printf("\n== batch normalization (%s), %dx%dx%dx%d\n",
+              mode == CUDNN_BATCHNORM_SPATIAL ? "spatial" : "spatial persistent", d.n, d.c, d.h, d.w);
   const size_t n = d.count();
   Tensor tx(d);
   cudnnTensorDescriptor_t bd;  // 1 x C x 1 x 1, derived from x's descriptor
@@ -255,7 +270,8 @@ static void batchnorm(Ctx& cx, T4 d, cudnnBatchNormMode_t mode) {
   std::vector<float> shift = random_vec(cx, d.c, -2.f, 2.f), spread = random_vec(cx, d.c, 0.5f, 2.f);
   for (int i = 0; i < d.n; ++i)
     for (int c = 0; c < d.c; ++c)
-      for (int k = 0; k < d.h * d.w; ++k) hx[(size_t(i) * d.c + c) * d.h * d.w + k] = shift[c] + spread[c] * cx.rng->uniform();
+      for (int k = 0; k < d.h * d.w; ++k)
+        hx[(size_t(i) * d.c + c) * d.h * d.w + k] = shift[c] + spread[c] * cx.rng->uniform();
   const std::vector<float> hdy = random_vec(cx, n), scale = random_vec(cx, d.c, 0.5f, 1.5f), bias = random_vec(cx, d.c),
                            rmean0 = random_vec(cx, d.c), rvar0 = random_vec(cx, d.c, 0.5f, 1.5f);
   const double eps = 1e-5, factor = 0.1;
@@ -274,54 +290,63 @@ static void batchnorm(Ctx& cx, T4 d, cudnnBatchNormMode_t mode) {
   std::vector<double> dxref, dsref, dbref;
   tbx::bn_bwd(d, hx, hdy, scale, st.mean, st.invstd, dxref, dsref, dbref);
 
-  DeviceBuffer x = upload(hx), dy = upload(hdy), sc = upload(scale), bi = upload(bias), y(n * 4), dx(n * 4), rm(d.c * 4),
-               rv(d.c * 4), sm(d.c * 4), sv(d.c * 4), ds(d.c * 4), db(d.c * 4), rm0 = upload(rmean0), rv0 = upload(rvar0);
+  DeviceBuffer x = upload(hx), dy = upload(hdy), sc = upload(scale), bi = upload(bias), y(n * 4), dx(n * 4),
+               rm(d.c * 4), rv(d.c * 4), sm(d.c * 4), sv(d.c * 4), ds(d.c * 4), db(d.c * 4), rm0 = upload(rmean0),
+               rv0 = upload(rvar0);
   const float one = 1.f, zero = 0.f;
   // Ask once: a mode cuDNN does not support for this shape is reported and skipped. (The call
   // reads the running averages to update them: give it initialized ones.)
   CUDA_CHECK(cudaMemcpy(rm.as(), rm0.as(), rm.bytes(), cudaMemcpyDeviceToDevice));
   CUDA_CHECK(cudaMemcpy(rv.as(), rv0.as(), rv.bytes(), cudaMemcpyDeviceToDevice));
-  const cudnnStatus_t probe = cudnnBatchNormalizationForwardTraining(cx.h, mode, &one, &zero, tx.d, x.as(), tx.d, y.as(), bd, sc.as(), bi.as(),
-                                                                     factor, rm.as(), rv.as(), eps, sm.as(), sv.as());
+  const cudnnStatus_t probe =
+      cudnnBatchNormalizationForwardTraining(cx.h, mode, &one, &zero, tx.d, x.as(), tx.d, y.as(), bd, sc.as(), bi.as(),
+                                             factor, rm.as(), rv.as(), eps, sm.as(), sv.as());
   if (probe != CUDNN_STATUS_SUCCESS) {
     std::printf("  %s: cuDNN says %s; skipped\n", tag.c_str(), cudnnGetErrorString(probe));
     CUDNN_CHECK(cudnnDestroyTensorDescriptor(bd));
     return;
   }
-  measure(cx, tag + " fwd training", d, 8.0 * n,
-          [&] {
-            poison(y.as(), y.bytes()), poison(sm.as(), sm.bytes()), poison(sv.as(), sv.bytes());
-            CUDA_CHECK(cudaMemcpy(rm.as(), rm0.as(), rm.bytes(), cudaMemcpyDeviceToDevice));
-            CUDA_CHECK(cudaMemcpy(rv.as(), rv0.as(), rv.bytes(), cudaMemcpyDeviceToDevice));
-          },
-          [&] {
-            CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(cx.h, mode, &one, &zero, tx.d, x.as(), tx.d, y.as(), bd,
-                                                               sc.as(), bi.as(), factor, rm.as(), rv.as(), eps, sm.as(), sv.as()));
-          },
-          [&](bool after) {
-            std::vector<verify::Check> v = {check(tag + " fwd training y", y, yref), check(tag + " saved mean", sm, st.mean),
-                                            check(tag + " saved inverse std", sv, st.invstd)};
-            // The running averages move on every call, so they are checked after the first only.
-            if (!after) v.push_back(check(tag + " running mean", rm, rmean)), v.push_back(check(tag + " running variance", rv, rvar));
-            return v;
-          });
-  measure(cx, tag + " fwd inference", d, 8.0 * n, [&] { poison(y.as(), y.bytes()); },
-          [&] {
-            CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cx.h, mode, &one, &zero, tx.d, x.as(), tx.d, y.as(), bd,
-                                                                sc.as(), bi.as(), rm0.as(), rv0.as(), eps));
-          },
-          [&](bool) { return std::vector<verify::Check>{check(tag + " fwd inference y", y, yinf)}; });
+  measure(
+      cx, tag + " fwd training", d, 8.0 * n,
+      [&] {
+        poison(y.as(), y.bytes()), poison(sm.as(), sm.bytes()), poison(sv.as(), sv.bytes());
+        CUDA_CHECK(cudaMemcpy(rm.as(), rm0.as(), rm.bytes(), cudaMemcpyDeviceToDevice));
+        CUDA_CHECK(cudaMemcpy(rv.as(), rv0.as(), rv.bytes(), cudaMemcpyDeviceToDevice));
+      },
+      [&] {
+        CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(cx.h, mode, &one, &zero, tx.d, x.as(), tx.d, y.as(), bd,
+                                                           sc.as(), bi.as(), factor, rm.as(), rv.as(), eps, sm.as(),
+                                                           sv.as()));
+      },
+      [&](bool after) {
+        std::vector<verify::Check> v = {check(tag + " fwd training y", y, yref),
+                                        check(tag + " saved mean", sm, st.mean),
+                                        check(tag + " saved inverse std", sv, st.invstd)};
+        // The running averages move on every call, so they are checked after the first only.
+        if (!after)
+          v.push_back(check(tag + " running mean", rm, rmean)), v.push_back(check(tag + " running variance", rv, rvar));
+        return v;
+      });
+  measure(
+      cx, tag + " fwd inference", d, 8.0 * n, [&] { poison(y.as(), y.bytes()); },
+      [&] {
+        CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cx.h, mode, &one, &zero, tx.d, x.as(), tx.d, y.as(), bd,
+                                                            sc.as(), bi.as(), rm0.as(), rv0.as(), eps));
+      },
+      [&](bool) { return std::vector<verify::Check>{check(tag + " fwd inference y", y, yinf)}; });
   // The backward uses the statistics the training forward saved (sm, sv hold them now).
-  measure(cx, tag + " bwd", d, 12.0 * n,
-          [&] { poison(dx.as(), dx.bytes()), poison(ds.as(), ds.bytes()), poison(db.as(), db.bytes()); },
-          [&] {
-            CUDNN_CHECK(cudnnBatchNormalizationBackward(cx.h, mode, &one, &zero, &one, &zero, tx.d, x.as(), tx.d, dy.as(),
-                                                        tx.d, dx.as(), bd, sc.as(), ds.as(), db.as(), eps, sm.as(), sv.as()));
-          },
-          [&](bool) {
-            return std::vector<verify::Check>{check(tag + " bwd dx", dx, dxref), check(tag + " bwd dscale", ds, dsref),
-                                              check(tag + " bwd dbias", db, dbref)};
-          });
+  measure(
+      cx, tag + " bwd", d, 12.0 * n,
+      [&] { poison(dx.as(), dx.bytes()), poison(ds.as(), ds.bytes()), poison(db.as(), db.bytes()); },
+      [&] {
+        CUDNN_CHECK(cudnnBatchNormalizationBackward(cx.h, mode, &one, &zero, &one, &zero, tx.d, x.as(), tx.d, dy.as(),
+                                                    tx.d, dx.as(), bd, sc.as(), ds.as(), db.as(), eps, sm.as(),
+                                                    sv.as()));
+      },
+      [&](bool) {
+        return std::vector<verify::Check>{check(tag + " bwd dx", dx, dxref), check(tag + " bwd dscale", ds, dsref),
+                                          check(tag + " bwd dbias", db, dbref)};
+      });
   CUDNN_CHECK(cudnnDestroyTensorDescriptor(bd));
 }
 
@@ -340,27 +365,32 @@ static void transform(Ctx& cx, T4 d) {
   auto exact_check = [&](const std::string& name, const std::vector<double>& want) {
     return std::vector<verify::Check>{verify::compare(name, to_host(y.as<float>(), n).data(), want.data(), n, exact)};
   };
-  measure(cx, "transform NCHW -> NHWC", d, 8.0 * n, [&] { poison(y.as(), y.bytes()); },
-          [&] { CUDNN_CHECK(cudnnTransformTensor(cx.h, &one, tn.d, x.as(), &zero, th.d, y.as())); },
-          [&](bool) { return exact_check("transform NCHW -> NHWC", want_nhwc); });
-  measure(cx, "transform NHWC -> NCHW", d, 8.0 * n, [&] { poison(y.as(), y.bytes()); },
-          [&] { CUDNN_CHECK(cudnnTransformTensor(cx.h, &one, th.d, xh.as(), &zero, tn.d, y.as())); },
-          [&](bool) { return exact_check("transform NHWC -> NCHW", want_nchw); });
+  measure(
+      cx, "transform NCHW -> NHWC", d, 8.0 * n, [&] { poison(y.as(), y.bytes()); },
+      [&] { CUDNN_CHECK(cudnnTransformTensor(cx.h, &one, tn.d, x.as(), &zero, th.d, y.as())); },
+      [&](bool) { return exact_check("transform NCHW -> NHWC", want_nhwc); });
+  measure(
+      cx, "transform NHWC -> NCHW", d, 8.0 * n, [&] { poison(y.as(), y.bytes()); },
+      [&] { CUDNN_CHECK(cudnnTransformTensor(cx.h, &one, th.d, xh.as(), &zero, tn.d, y.as())); },
+      [&](bool) { return exact_check("transform NHWC -> NCHW", want_nchw); });
 }
 
 int main(int argc, char** argv) {
-  cli::Args args(argc, argv, kProg, "cuDNN's activation, pooling, softmax, batch norm and transform, checked and timed");
+  cli::Args args(argc, argv, kProg,
+                 "cuDNN's activation, pooling, softmax, batch norm and transform, checked and timed");
   const cli::Standard st = cli::standard_flags(args, 20261131);
   const std::string only = args.str("only", "", "run one family: activation, pooling, softmax, batchnorm or transform");
   args.finish();
   st.validate(kProg);
   const std::vector<std::string> families = {"activation", "pooling", "softmax", "batchnorm", "transform"};
   if (!only.empty() && std::find(families.begin(), families.end(), only) == families.end())
-    cli::usage_error(kProg, "--only must be one of activation, pooling, softmax, batchnorm, transform; got '" + only + "'");
+    cli::usage_error(kProg,
+                     "--only must be one of activation, pooling, softmax, batchnorm, transform; got '" + only + "'");
   results::require_outputs(kProg, st);
 
   // Shapes: ResNet-sized activations by default; odd, non-power-of-two ones for --verify.
-  T4 act{32, 64, 56, 56}, pool{32, 64, 112, 112}, sm_inst{8192, 1000, 1, 1}, sm_chan{32, 64, 56, 56}, bn{32, 64, 56, 56};
+  T4 act{32, 64, 56, 56}, pool{32, 64, 112, 112}, sm_inst{8192, 1000, 1, 1}, sm_chan{32, 64, 56, 56},
+      bn{32, 64, 56, 56};
   if (st.verify) {
     act = {3, 5, 7, 9}, pool = {2, 3, 11, 13}, sm_inst = {5, 37, 3, 1}, sm_chan = {2, 7, 5, 3}, bn = {3, 5, 7, 9};
     if (!st.small) act = {3, 5, 37, 41}, bn = {4, 7, 33, 35}, sm_inst = {17, 1001, 1, 1};
@@ -384,7 +414,8 @@ int main(int argc, char** argv) {
   if (want("activation")) activations(cx, act);
   if (want("pooling")) pooling(cx, pool);
   if (want("softmax")) softmax(cx, sm_inst, false), softmax(cx, sm_chan, true);
-  if (want("batchnorm")) batchnorm(cx, bn, CUDNN_BATCHNORM_SPATIAL), batchnorm(cx, bn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT);
+  if (want("batchnorm"))
+    batchnorm(cx, bn, CUDNN_BATCHNORM_SPATIAL), batchnorm(cx, bn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT);
   if (want("transform")) transform(cx, act);
   CUDNN_CHECK(cudnnDestroy(cx.h));
   return res.finish(kProg, st.json);

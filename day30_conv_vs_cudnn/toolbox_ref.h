@@ -26,11 +26,16 @@ enum class Act { Relu, Sigmoid, Tanh, Elu, Clipped };
 
 inline double act_f(Act a, double x, double coef) {
   switch (a) {
-    case Act::Relu: return x > 0 ? x : 0;
-    case Act::Sigmoid: return 1 / (1 + std::exp(-x));
-    case Act::Tanh: return std::tanh(x);
-    case Act::Elu: return x > 0 ? x : coef * (std::exp(x) - 1);
-    case Act::Clipped: return std::min(std::max(x, 0.0), coef);
+    case Act::Relu:
+      return x > 0 ? x : 0;
+    case Act::Sigmoid:
+      return 1 / (1 + std::exp(-x));
+    case Act::Tanh:
+      return std::tanh(x);
+    case Act::Elu:
+      return x > 0 ? x : coef * (std::exp(x) - 1);
+    case Act::Clipped:
+      return std::min(std::max(x, 0.0), coef);
   }
   return 0;
 }
@@ -38,11 +43,20 @@ inline double act_f(Act a, double x, double coef) {
 // exactly in the tests, which use random non-integer values).
 inline double act_df(Act a, double x, double coef) {
   switch (a) {
-    case Act::Relu: return x > 0 ? 1 : 0;
-    case Act::Sigmoid: { const double s = 1 / (1 + std::exp(-x)); return s * (1 - s); }
-    case Act::Tanh: { const double t = std::tanh(x); return 1 - t * t; }
-    case Act::Elu: return x > 0 ? 1 : coef * std::exp(x);
-    case Act::Clipped: return (x > 0 && x < coef) ? 1 : 0;
+    case Act::Relu:
+      return x > 0 ? 1 : 0;
+    case Act::Sigmoid: {
+      const double s = 1 / (1 + std::exp(-x));
+      return s * (1 - s);
+    }
+    case Act::Tanh: {
+      const double t = std::tanh(x);
+      return 1 - t * t;
+    }
+    case Act::Elu:
+      return x > 0 ? 1 : coef * std::exp(x);
+    case Act::Clipped:
+      return (x > 0 && x < coef) ? 1 : 0;
   }
   return 0;
 }
@@ -90,7 +104,11 @@ inline std::vector<double> pool_fwd(const Pool& pl, T4 d, const std::vector<floa
         for (int q = 0; q < o.w; ++q) {
           double m = -std::numeric_limits<double>::infinity(), sum = 0;
           int cnt = 0;
-          pool_window(pl, d, n, c, p, q, [&](size_t i) { m = std::max(m, double(x[i])); sum += x[i]; ++cnt; });
+          pool_window(pl, d, n, c, p, q, [&](size_t i) {
+            m = std::max(m, double(x[i]));
+            sum += x[i];
+            ++cnt;
+          });
           y[o.at(n, c, p, q)] = pl.max ? m : sum / cnt;
         }
   return y;
@@ -109,7 +127,9 @@ inline std::vector<double> pool_bwd(const Pool& pl, T4 d, const std::vector<floa
           if (pl.max) {
             size_t arg = 0;
             double m = -std::numeric_limits<double>::infinity();
-            pool_window(pl, d, n, c, p, q, [&](size_t i) { if (x[i] > m) m = x[i], arg = i; });
+            pool_window(pl, d, n, c, p, q, [&](size_t i) {
+              if (x[i] > m) m = x[i], arg = i;
+            });
             dx[arg] += g;
           } else {
             int cnt = 0;
@@ -158,7 +178,8 @@ inline std::vector<double> softmax_fwd(T4 d, const std::vector<float>& x, bool l
 }
 
 // Given the forward's output y: softmax dx = y * (dy - sum(dy * y)); log-softmax dx = dy - exp(y) * sum(dy).
-inline std::vector<double> softmax_bwd(T4 d, const std::vector<float>& y, const std::vector<float>& dy, bool log, bool channel) {
+inline std::vector<double> softmax_bwd(T4 d, const std::vector<float>& y, const std::vector<float>& dy, bool log,
+                                       bool channel) {
   std::vector<double> dx(y.size());
   softmax_groups(d, channel, [&](const std::vector<size_t>& g) {
     double s = 0;
@@ -200,8 +221,9 @@ inline BnStats bn_stats(T4 d, const std::vector<float>& x, double eps) {
 }
 
 // y = scale * (x - mean) * invstd + bias, per channel.
-inline std::vector<double> bn_apply(T4 d, const std::vector<float>& x, const std::vector<float>& scale, const std::vector<float>& bias,
-                                    const std::vector<double>& mean, const std::vector<double>& invstd) {
+inline std::vector<double> bn_apply(T4 d, const std::vector<float>& x, const std::vector<float>& scale,
+                                    const std::vector<float>& bias, const std::vector<double>& mean,
+                                    const std::vector<double>& invstd) {
   std::vector<double> y(x.size());
   for (int n = 0; n < d.n; ++n)
     for (int c = 0; c < d.c; ++c)

@@ -124,54 +124,61 @@ static void record_engines(Ctx& cx, const cg::Graph& g) {
 }
 
 // Builds (or fetches from the plan cache) a graph; prints its engines the first time.
-static cg::Graph* plan(Ctx& cx, const std::string& key, const std::function<std::unique_ptr<cg::Graph>()>& make, std::string* why,
-                       const std::function<bool(const cg::Engine&)>& accept = nullptr) {
+static cg::Graph* plan(Ctx& cx, const std::string& key, const std::function<std::unique_ptr<cg::Graph>()>& make,
+                       std::string* why, const std::function<bool(const cg::Engine&)>& accept = nullptr) {
   ++cx.plan_requests;
   if (cx.first_key.empty()) cx.first_key = key;
   const int before = cx.plans.builds();
   cx.plans.opt.explore = cx.explore;
   // Exploring, ask all three heuristics: A (quick), B (a costlier model, meant to rank better) and
   // FALLBACK (engines that almost always work); otherwise A, then FALLBACK if A offers nothing that builds.
-  if (cx.explore) cx.plans.opt.modes = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK};
-  else cx.plans.opt.modes = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+  if (cx.explore)
+    cx.plans.opt.modes = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK};
+  else
+    cx.plans.opt.modes = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
   cx.plans.opt.accept = accept;
   cg::Graph& g = cx.plans.get(key, make, why);
   if (cx.plans.builds() != before) record_engines(cx, g);
   return why->empty() ? &g : nullptr;
 }
 
-static void* workspace(Ctx& cx, const cg::Graph& g) { return g.workspace() ? cx.ws.get(size_t(g.workspace())) : nullptr; }
+static void* workspace(Ctx& cx, const cg::Graph& g) {
+  return g.workspace() ? cx.ws.get(size_t(g.workspace())) : nullptr;
+}
 
 // Time one variant and add its results row. `bytes` (memory-bound) or `flops` (compute-bound) set the rate.
 struct Row {
   std::string name;
   timing::Stats t;
 };
-static Row timed_row(Ctx& cx, const std::string& name, const std::vector<long long>& shape, const char* dtype, double bytes, double flops,
-                     double peak, const std::string& peak_name, double ref_ms, const std::string& ref_name,
-                     const std::function<void()>& run, json::Value extra = json::Value::object()) {
+static Row timed_row(Ctx& cx, const std::string& name, const std::vector<long long>& shape, const char* dtype,
+                     double bytes, double flops, double peak, const std::string& peak_name, double ref_ms,
+                     const std::string& ref_name, const std::function<void()>& run,
+                     json::Value extra = json::Value::object()) {
   Row r{name, timing::time_gpu(run, cx.topt)};
   results::Bench b;
   b.name = name;
   b.dtype = dtype;
   b.shape = shape;
   b.ms = r.t.median_ms, b.min_ms = r.t.min_ms, b.max_ms = r.t.max_ms, b.reps = r.t.reps;
-  if (bytes > 0) b.gbps = bytes / (r.t.median_ms * 1e-3) / 1e9;
-  else b.tflops = flops / (r.t.median_ms * 1e-3) / 1e12;
+  if (bytes > 0)
+    b.gbps = bytes / (r.t.median_ms * 1e-3) / 1e9;
+  else
+    b.tflops = flops / (r.t.median_ms * 1e-3) / 1e12;
   b.peak = peak, b.peak_name = peak_name;
   if (std::isfinite(ref_ms)) b.ref = ref_name, b.ref_ms = ref_ms;
   b.extra = extra;
   cx.res->add(b);
-  std::printf("  %-52s %9.1f us %9.1f %-7s %6.1f%% of %s", name.c_str(), b.ms * 1e3, b.rate(), bytes > 0 ? "GB/s" : "TFLOP/s",
-              b.pct_of_peak(), peak_name.c_str());
+  std::printf("  %-52s %9.1f us %9.1f %-7s %6.1f%% of %s", name.c_str(), b.ms * 1e3, b.rate(),
+              bytes > 0 ? "GB/s" : "TFLOP/s", b.pct_of_peak(), peak_name.c_str());
   if (std::isfinite(ref_ms)) std::printf("  %.2fx vs unfused", ref_ms / b.ms);
   std::printf("\n");
   return r;
 }
 
-static void summary(Ctx& cx, const std::string& pattern, const char* dtype, const std::string& shape, double fused_ms, double unfused_ms,
-                    double other_ms, const std::string& other_name, const cg::Graph& g, const std::string& goal, bool met,
-                    bool tf32 = false) {
+static void summary(Ctx& cx, const std::string& pattern, const char* dtype, const std::string& shape, double fused_ms,
+                    double unfused_ms, double other_ms, const std::string& other_name, const cg::Graph& g,
+                    const std::string& goal, bool met, bool tf32 = false) {
   json::Value j = json::Value::object();
   j["pattern"] = pattern;
   j["dtype"] = dtype;
@@ -187,35 +194,49 @@ static void summary(Ctx& cx, const std::string& pattern, const char* dtype, cons
   j["goal_met"] = met;
   j["tf32"] = tf32;  // fp32 data run on TF32 engines (both fused and unfused), because no true-fp32 engine was offered
   cx.patterns.push(j);
-  cx.table.push_back({pattern, dtype, shape, fused_ms, unfused_ms, g.chosen().build_ms, (long long)g.chosen().global_index,
-                      g.chosen().runtime_compiled});
+  cx.table.push_back({pattern, dtype, shape, fused_ms, unfused_ms, g.chosen().build_ms,
+                      (long long)g.chosen().global_index, g.chosen().runtime_compiled});
 }
 
 // ==== 1. Pointwise chain ===========================================================================
 
 // The hand-written fused kernel: one pass, 16-byte loads, fp32 arithmetic.
 template <class T>
-__device__ __forceinline__ float to_f(T v) { return float(v); }
+__device__ __forceinline__ float to_f(T v) {
+  return float(v);
+}
 template <>
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
 template <>
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f(__half v) {
+  return __half2float(v);
+}
 template <class T>
-__device__ __forceinline__ T from_f(float v) { return T(v); }
+__device__ __forceinline__ T from_f(float v) {
+  return T(v);
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_f(float v) { return __float2bfloat16(v); }
+__device__ __forceinline__ __nv_bfloat16 from_f(float v) {
+  return __float2bfloat16(v);
+}
 template <>
-__device__ __forceinline__ __half from_f(float v) { return __float2half(v); }
+__device__ __forceinline__ __half from_f(float v) {
+  return __float2half(v);
+}
 
 template <class T>
-__global__ void chain_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c, T* __restrict__ y, size_t n) {
+__global__ void chain_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c,
+                             T* __restrict__ y, size_t n) {
   constexpr int V = 16 / sizeof(T);  // elements per 16-byte vector
   const size_t nv = n / V;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < nv; i += stride) {
     const uint4 va = reinterpret_cast<const uint4*>(a)[i], vb = reinterpret_cast<const uint4*>(b)[i],
                 vc = reinterpret_cast<const uint4*>(c)[i];
-    const T *pa = reinterpret_cast<const T*>(&va), *pb = reinterpret_cast<const T*>(&vb), *pc = reinterpret_cast<const T*>(&vc);
+    const T *pa = reinterpret_cast<const T*>(&va), *pb = reinterpret_cast<const T*>(&vb),
+            *pc = reinterpret_cast<const T*>(&vc);
     uint4 vy;
     T* py = reinterpret_cast<T*>(&vy);
 #pragma unroll
@@ -227,54 +248,65 @@ __global__ void chain_kernel(const T* __restrict__ a, const T* __restrict__ b, c
     y[i] = from_f<T>(1.f / (1.f + __expf(-(to_f(a[i]) + to_f(b[i]) * to_f(c[i])))));
 }
 
-static void run_chain_kernel(cudnnDataType_t dt, const void* a, const void* b, const void* c, void* y, size_t n, int sms) {
+static void run_chain_kernel(cudnnDataType_t dt, const void* a, const void* b, const void* c, void* y, size_t n,
+                             int sms) {
   const int grid = sms * 8, block = 256;
   if (dt == CUDNN_DATA_FLOAT)
     chain_kernel<float><<<grid, block>>>((const float*)a, (const float*)b, (const float*)c, (float*)y, n);
   else if (dt == CUDNN_DATA_HALF)
     chain_kernel<__half><<<grid, block>>>((const __half*)a, (const __half*)b, (const __half*)c, (__half*)y, n);
   else
-    chain_kernel<__nv_bfloat16><<<grid, block>>>((const __nv_bfloat16*)a, (const __nv_bfloat16*)b, (const __nv_bfloat16*)c,
-                                                 (__nv_bfloat16*)y, n);
+    chain_kernel<__nv_bfloat16><<<grid, block>>>((const __nv_bfloat16*)a, (const __nv_bfloat16*)b,
+                                                 (const __nv_bfloat16*)c, (__nv_bfloat16*)y, n);
   LAUNCH_CHECK();
 }
 
 static void pointwise_chain(Ctx& cx, ht::Dims d, cudnnDataType_t dt, int sms) {
   const size_t n = d.count();
-  const std::string shape = std::to_string(d.n) + "x" + std::to_string(d.c) + "x" + std::to_string(d.h) + "x" + std::to_string(d.w);
-  std::printf("\n== 1. pointwise chain y = sigmoid(a + b*c), %s %s (NHWC, %zu elements)\n", dt_name(dt), shape.c_str(), n);
+  const std::string shape =
+      std::to_string(d.n) + "x" + std::to_string(d.c) + "x" + std::to_string(d.h) + "x" + std::to_string(d.w);
+  std::printf("\n== 1. pointwise chain y = sigmoid(a + b*c), %s %s (NHWC, %zu elements)\n", dt_name(dt), shape.c_str(),
+              n);
   const std::vector<int64_t> dims = {d.n, d.c, d.h, d.w}, str = cg::nhwc_strides(d.n, d.c, d.h, d.w);
   // Fused: MUL and ADD into virtual fp32 tensors, then SIGMOID: one kernel, no intermediates in memory.
   std::string why;
-  cg::Graph* fused = plan(cx, std::string("chain fused ") + dt_name(dt) + " " + shape, [&] {
-    auto g = std::make_unique<cg::Graph>(cx.dnn, std::string("sigmoid(a + b*c) ") + dt_name(dt));
-    g->tensor("a", dims, str, dt), g->tensor("b", dims, str, dt), g->tensor("c", dims, str, dt), g->tensor("y", dims, str, dt);
-    g->virt("bc", dims, str), g->virt("s", dims, str);
-    g->pointwise(CUDNN_POINTWISE_MUL, "b", "c", "bc");
-    g->pointwise(CUDNN_POINTWISE_ADD, "a", "bc", "s");
-    g->pointwise(CUDNN_POINTWISE_SIGMOID_FWD, "s", "", "y");
-    return g;
-  }, &why);
+  cg::Graph* fused = plan(
+      cx, std::string("chain fused ") + dt_name(dt) + " " + shape,
+      [&] {
+        auto g = std::make_unique<cg::Graph>(cx.dnn, std::string("sigmoid(a + b*c) ") + dt_name(dt));
+        g->tensor("a", dims, str, dt), g->tensor("b", dims, str, dt), g->tensor("c", dims, str, dt),
+            g->tensor("y", dims, str, dt);
+        g->virt("bc", dims, str), g->virt("s", dims, str);
+        g->pointwise(CUDNN_POINTWISE_MUL, "b", "c", "bc");
+        g->pointwise(CUDNN_POINTWISE_ADD, "a", "bc", "s");
+        g->pointwise(CUDNN_POINTWISE_SIGMOID_FWD, "s", "", "y");
+        return g;
+      },
+      &why);
   if (!fused) {
     std::printf("  fused graph not supported here: %s (skipped)\n", why.c_str());
     return;
   }
   // Unfused: the same three operations as three graphs, each writing its result to memory.
   auto single = [&](const std::string& tag, cudnnPointwiseMode_t mode, bool binary) {
-    return plan(cx, "chain step " + tag + " " + dt_name(dt) + " " + shape, [&] {
-      auto g = std::make_unique<cg::Graph>(cx.dnn, "unfused step " + tag + " " + dt_name(dt));
-      g->tensor("x", dims, str, dt);
-      if (binary) g->tensor("b", dims, str, dt);
-      g->tensor("y", dims, str, dt);
-      g->pointwise(mode, "x", binary ? "b" : "", "y");
-      return g;
-    }, &why);
+    return plan(
+        cx, "chain step " + tag + " " + dt_name(dt) + " " + shape,
+        [&] {
+          auto g = std::make_unique<cg::Graph>(cx.dnn, "unfused step " + tag + " " + dt_name(dt));
+          g->tensor("x", dims, str, dt);
+          if (binary) g->tensor("b", dims, str, dt);
+          g->tensor("y", dims, str, dt);
+          g->pointwise(mode, "x", binary ? "b" : "", "y");
+          return g;
+        },
+        &why);
   };
   cg::Graph* g_mul = single("mul", CUDNN_POINTWISE_MUL, true);
   cg::Graph* g_add = g_mul ? single("add", CUDNN_POINTWISE_ADD, true) : nullptr;
   cg::Graph* g_sig = g_add ? single("sigmoid", CUDNN_POINTWISE_SIGMOID_FWD, false) : nullptr;
 
-  const std::vector<float> ha = random_vec(cx, n, dt, -2.f, 2.f), hb = random_vec(cx, n, dt, -2.f, 2.f), hc = random_vec(cx, n, dt, -2.f, 2.f);
+  const std::vector<float> ha = random_vec(cx, n, dt, -2.f, 2.f), hb = random_vec(cx, n, dt, -2.f, 2.f),
+                           hc = random_vec(cx, n, dt, -2.f, 2.f);
   DeviceBuffer a = ht::upload(ha, dt), b = ht::upload(hb, dt), c = ht::upload(hc, dt), y(n * ht::dtype_bytes(dt)),
                t1(n * ht::dtype_bytes(dt)), t2(n * ht::dtype_bytes(dt));
   // Every element is checked (a few operations per element: the CPU keeps up).
@@ -282,7 +314,9 @@ static void pointwise_chain(Ctx& cx, ht::Dims d, cudnnDataType_t dt, int sms) {
   std::vector<double> want(n);
   for (size_t i = 0; i < n; ++i) idx[i] = i, want[i] = fref::chain(ha[i], hb[i], hc[i]);
   const verify::Tol tol = tol_for(dt, 1.0);
-  auto run_fused = [&] { fused->execute({{"a", a.as()}, {"b", b.as()}, {"c", c.as()}, {"y", y.as()}}, workspace(cx, *fused)); };
+  auto run_fused = [&] {
+    fused->execute({{"a", a.as()}, {"b", b.as()}, {"c", c.as()}, {"y", y.as()}}, workspace(cx, *fused));
+  };
   auto run_unfused = [&] {
     g_mul->execute({{"x", b.as()}, {"b", c.as()}, {"y", t1.as()}}, workspace(cx, *g_mul));
     g_add->execute({{"x", a.as()}, {"b", t1.as()}, {"y", t2.as()}}, workspace(cx, *g_add));
@@ -311,21 +345,26 @@ static void pointwise_chain(Ctx& cx, ht::Dims d, cudnnDataType_t dt, int sms) {
   const std::vector<long long> shp = {d.n, d.c, d.h, d.w};
   double unf = NAN;
   // Unfused traffic: b, c -> t1; a, t1 -> t2; t2 -> y: 8 tensors' worth instead of 4.
-  if (g_sig) unf = timed_row(cx, tag + " unfused (3 graphs, 2 temporaries)", shp, dt_name(dt), 8.0 * n * ht::dtype_bytes(dt), 0,
-                             cx.copy_peak, "copy bandwidth", NAN, "", run_unfused).t.median_ms;
+  if (g_sig)
+    unf = timed_row(cx, tag + " unfused (3 graphs, 2 temporaries)", shp, dt_name(dt), 8.0 * n * ht::dtype_bytes(dt), 0,
+                    cx.copy_peak, "copy bandwidth", NAN, "", run_unfused)
+              .t.median_ms;
   json::Value ex = json::Value::object();
   ex["engine"] = (long long)fused->chosen().global_index;
   ex["plan_build_ms"] = fused->chosen().build_ms;
   const double fz = timed_row(cx, tag + " fused graph", shp, dt_name(dt), bytes, 0, cx.copy_peak, "copy bandwidth", unf,
-                              "unfused (3 graphs)", run_fused, ex).t.median_ms;
+                              "unfused (3 graphs)", run_fused, ex)
+                        .t.median_ms;
   check_now("fused graph after timing");
-  const double hk = timed_row(cx, tag + " hand-written fused kernel", shp, dt_name(dt), bytes, 0, cx.copy_peak, "copy bandwidth", unf,
-                              "unfused (3 graphs)", run_kernel).t.median_ms;
+  const double hk = timed_row(cx, tag + " hand-written fused kernel", shp, dt_name(dt), bytes, 0, cx.copy_peak,
+                              "copy bandwidth", unf, "unfused (3 graphs)", run_kernel)
+                        .t.median_ms;
   check_now("hand-written kernel after timing");
   const double pct = 100.0 * bytes / (fz * 1e-3) / 1e9 / cx.copy_peak;
-  std::printf("  fused: %.0f%% of copy bandwidth (goal >= 90%%: %s); unfused moves 8 tensors' bytes instead of 4\n", pct,
-              pct >= 90 ? "met" : "missed");
-  summary(cx, "pointwise sigmoid(a+b*c)", dt_name(dt), shape, fz, unf, hk, "handwritten", *fused, ">= 90% of copy bandwidth", pct >= 90);
+  std::printf("  fused: %.0f%% of copy bandwidth (goal >= 90%%: %s); unfused moves 8 tensors' bytes instead of 4\n",
+              pct, pct >= 90 ? "met" : "missed");
+  summary(cx, "pointwise sigmoid(a+b*c)", dt_name(dt), shape, fz, unf, hk, "handwritten", *fused,
+          ">= 90% of copy bandwidth", pct >= 90);
 }
 
 // ==== 2. Conv + bias + ReLU, and ReLU then conv =====================================================
@@ -343,7 +382,8 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
   bool tf32 = false;
   auto fp32_only = [dt](const cg::Engine& e) { return dt != CUDNN_DATA_FLOAT || !(e.tensor_core || e.down_convert); };
   auto make_cbr = [&](const std::string& suffix) {
-    auto g = std::make_unique<cg::Graph>(cx.dnn, "conv+bias+relu " + std::string(dt_name(dt)) + " " + layout + " " + shape + suffix);
+    auto g = std::make_unique<cg::Graph>(
+        cx.dnn, "conv+bias+relu " + std::string(dt_name(dt)) + " " + layout + " " + shape + suffix);
     g->tensor("x", dims(xd), strides(xd), dt), g->tensor("w", dims(wd), strides(wd), dt);
     g->tensor("bias", {1, s.K, 1, 1}, strides({1, s.K, 1, 1}), dt), g->tensor("y", dims(yd), strides(yd), dt);
     g->virt("conv", dims(yd), strides(yd)), g->virt("biased", dims(yd), strides(yd));
@@ -354,10 +394,12 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
   };
   const std::string key = "cbr " + std::string(dt_name(dt)) + " " + layout + " " + shape;
   std::string why;
-  cg::Graph* fused = plan(cx, key, [&] { return make_cbr(""); }, &why, fp32_only);
+  cg::Graph* fused = plan(
+      cx, key, [&] { return make_cbr(""); }, &why, fp32_only);
   if (!fused && dt == CUDNN_DATA_FLOAT) {
     std::printf("  no true-fp32 engine for the fused graph (%s); trying TF32 engines\n", why.c_str());
-    fused = plan(cx, key + " tf32", [&] { return make_cbr(" (TF32 engines allowed)"); }, &why);
+    fused = plan(
+        cx, key + " tf32", [&] { return make_cbr(" (TF32 engines allowed)"); }, &why);
     tf32 = fused != nullptr;
   }
   if (!fused) {
@@ -367,14 +409,18 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
   // The unfused path: the legacy API's three calls. Its convolution is cuDNN's fastest algorithm
   // (Find, then every algorithm re-timed), in the same math as the fused engine.
   dnn::ConvDesc cd(s, dt, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                   dt != CUDNN_DATA_FLOAT ? CUDNN_TENSOR_OP_MATH : tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+                   dt != CUDNN_DATA_FLOAT ? CUDNN_TENSOR_OP_MATH
+                   : tf32                 ? CUDNN_DEFAULT_MATH
+                                          : CUDNN_FMA_MATH);
   if (!cd.ok()) {
     std::printf("  legacy descriptors refused: %s (skipped)\n", cd.error.c_str());
     return;
   }
-  std::vector<float> hx = random_vec(cx, xd.count(), dt), hw = random_vec(cx, wd.count(), dt), hb = random_vec(cx, s.K, dt);
+  std::vector<float> hx = random_vec(cx, xd.count(), dt), hw = random_vec(cx, wd.count(), dt),
+                     hb = random_vec(cx, s.K, dt);
   DeviceBuffer x = ht::upload(hx, xd, dt, nhwc), w = ht::upload(hw, wd, dt, nhwc), bias = ht::upload(hb, dt),
-               y(yd.count() * ht::dtype_bytes(dt)), y2(yd.count() * ht::dtype_bytes(dt)), xr(xd.count() * ht::dtype_bytes(dt));
+               y(yd.count() * ht::dtype_bytes(dt)), y2(yd.count() * ht::dtype_bytes(dt)),
+               xr(xd.count() * ht::dtype_bytes(dt));
   const dnn::Operands ops{x.as(), w.as(), y.as()};
   const size_t offer = dnn::workspace_budget(size_t(1) << 30);
   std::vector<dnn::AlgoPerf> found = dnn::find(cx.dnn, cd, dnn::Dir::Fwd, ops, cx.ws.get(offer), offer);
@@ -400,12 +446,14 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
   CUDNN_CHECK(cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
   const float one = 1.f, zero = 0.f;
   auto run_unfused = [&] {
-    CUDNN_CHECK(dnn::run(cx.dnn, cd, dnn::Dir::Fwd, algo.algo, algo.math, ops, algo.workspace ? cx.ws.get(algo.workspace) : nullptr,
-                         algo.workspace));
+    CUDNN_CHECK(dnn::run(cx.dnn, cd, dnn::Dir::Fwd, algo.algo, algo.math, ops,
+                         algo.workspace ? cx.ws.get(algo.workspace) : nullptr, algo.workspace));
     CUDNN_CHECK(cudnnAddTensor(cx.dnn, &one, bdesc, bias.as(), &one, cd.y, y.as()));
     CUDNN_CHECK(cudnnActivationForward(cx.dnn, relu, &one, cd.y, y.as(), &zero, cd.y, y.as()));
   };
-  auto run_fused = [&] { fused->execute({{"x", x.as()}, {"w", w.as()}, {"bias", bias.as()}, {"y", y.as()}}, workspace(cx, *fused)); };
+  auto run_fused = [&] {
+    fused->execute({{"x", x.as()}, {"w", w.as()}, {"bias", bias.as()}, {"y", y.as()}}, workspace(cx, *fused));
+  };
 
   // Checks: the CPU at sampled outputs, and fused against unfused everywhere.
   const double macs = double(yd.count()) * s.C * s.R * s.S;
@@ -428,26 +476,33 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
 
   // ReLU then conv (pre-activation ResNet): the pointwise op on the convolution's *input*.
   std::string why2;
-  cg::Graph* pre = plan(cx, "relu-conv " + key.substr(4), [&] {
-    auto g = std::make_unique<cg::Graph>(cx.dnn, "relu then conv " + std::string(dt_name(dt)) + " " + layout + " " + shape);
-    g->tensor("x", dims(xd), strides(xd), dt), g->tensor("w", dims(wd), strides(wd), dt), g->tensor("y", dims(yd), strides(yd), dt);
-    g->virt("xr", dims(xd), strides(xd), dt);
-    g->pointwise(CUDNN_POINTWISE_RELU_FWD, "x", "", "xr");
-    g->conv_fwd("xr", "w", "y", s.pad, s.stride, s.dil);
-    return g;
-  }, &why2, tf32 ? nullptr : std::function<bool(const cg::Engine&)>(fp32_only));
+  cg::Graph* pre = plan(
+      cx, "relu-conv " + key.substr(4),
+      [&] {
+        auto g = std::make_unique<cg::Graph>(cx.dnn,
+                                             "relu then conv " + std::string(dt_name(dt)) + " " + layout + " " + shape);
+        g->tensor("x", dims(xd), strides(xd), dt), g->tensor("w", dims(wd), strides(wd), dt),
+            g->tensor("y", dims(yd), strides(yd), dt);
+        g->virt("xr", dims(xd), strides(xd), dt);
+        g->pointwise(CUDNN_POINTWISE_RELU_FWD, "x", "", "xr");
+        g->conv_fwd("xr", "w", "y", s.pad, s.stride, s.dil);
+        return g;
+      },
+      &why2, tf32 ? nullptr : std::function<bool(const cg::Engine&)>(fp32_only));
   std::vector<float> hxr = hx;
   for (auto& v : hxr) v = v > 0 ? v : 0;
   const dnn::Operands ops_r{xr.as(), w.as(), y.as()};
   auto run_pre_unfused = [&] {
     CUDNN_CHECK(cudnnActivationForward(cx.dnn, relu, &one, cd.x, x.as(), &zero, cd.x, xr.as()));
-    CUDNN_CHECK(dnn::run(cx.dnn, cd, dnn::Dir::Fwd, algo.algo, algo.math, ops_r, algo.workspace ? cx.ws.get(algo.workspace) : nullptr,
-                         algo.workspace));
+    CUDNN_CHECK(dnn::run(cx.dnn, cd, dnn::Dir::Fwd, algo.algo, algo.math, ops_r,
+                         algo.workspace ? cx.ws.get(algo.workspace) : nullptr, algo.workspace));
   };
   auto run_pre_fused = [&] { pre->execute({{"x", x.as()}, {"w", w.as()}, {"y", y.as()}}, workspace(cx, *pre)); };
   if (!pre) {
-    std::printf("  ReLU then conv as one graph: not supported here: %s%s (skipped; the unfused pair is still checked)\n", why2.c_str(),
-                dt == CUDNN_DATA_FLOAT ? " (the rule: an fp32 graph may not run on tensor-core/TF32 engines)" : "");
+    std::printf(
+        "  ReLU then conv as one graph: not supported here: %s%s (skipped; the unfused pair is still checked)\n",
+        why2.c_str(),
+        dt == CUDNN_DATA_FLOAT ? " (the rule: an fp32 graph may not run on tensor-core/TF32 engines)" : "");
   }
   {
     const std::vector<double> want_r = ref::eval_at(idx, [&](size_t f) {
@@ -457,12 +512,14 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
     poison(y.as(), y.bytes());
     run_pre_unfused();
     CUDA_CHECK(cudaDeviceSynchronize());
-    add_check(cx, verify::compare_at("relu-then-conv " + tag.substr(15) + " unfused vs CPU", ht::download(y, yd, dt, nhwc), idx, want_r, tol));
+    add_check(cx, verify::compare_at("relu-then-conv " + tag.substr(15) + " unfused vs CPU",
+                                     ht::download(y, yd, dt, nhwc), idx, want_r, tol));
     if (pre) {
       poison(y.as(), y.bytes());
       run_pre_fused();
       CUDA_CHECK(cudaDeviceSynchronize());
-      add_check(cx, verify::compare_at("relu-then-conv " + tag.substr(15) + " fused vs CPU", ht::download(y, yd, dt, nhwc), idx, want_r, tol));
+      add_check(cx, verify::compare_at("relu-then-conv " + tag.substr(15) + " fused vs CPU",
+                                       ht::download(y, yd, dt, nhwc), idx, want_r, tol));
     }
   }
   if (cx.timed) {
@@ -473,31 +530,42 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
     json::Value ue = json::Value::object();
     ue["conv_algo"] = algo.name;
     ue["conv_math"] = dnn::math_name(algo.math);
-    const double unf = timed_row(cx, tag + " unfused (legacy conv " + algo.name + " + add + relu)", shp, dt_name(dt), 0, s.flops(), peak,
-                                 peak_name, NAN, "", run_unfused, ue).t.median_ms;
+    const double unf = timed_row(cx, tag + " unfused (legacy conv " + algo.name + " + add + relu)", shp, dt_name(dt), 0,
+                                 s.flops(), peak, peak_name, NAN, "", run_unfused, ue)
+                           .t.median_ms;
     json::Value fe = json::Value::object();
     fe["engine"] = (long long)fused->chosen().global_index;
     fe["plan_build_ms"] = fused->chosen().build_ms;
-    const double fz = timed_row(cx, tag + " fused graph", shp, dt_name(dt), 0, s.flops(), peak, peak_name, unf, "unfused legacy calls",
-                                run_fused, fe).t.median_ms;
+    const double fz = timed_row(cx, tag + " fused graph", shp, dt_name(dt), 0, s.flops(), peak, peak_name, unf,
+                                "unfused legacy calls", run_fused, fe)
+                          .t.median_ms;
     CUDA_CHECK(cudaDeviceSynchronize());
-    add_check(cx, verify::compare(tag + " fused after timing vs unfused", ht::download(y, yd, dt, nhwc).data(), yu.data(), yu.size(), tol));
+    add_check(cx, verify::compare(tag + " fused after timing vs unfused", ht::download(y, yd, dt, nhwc).data(),
+                                  yu.data(), yu.size(), tol));
     // The conv alone (legacy, same algorithm): how much of the unfused time is the bias and ReLU passes.
-    const double conv_only = timed_row(cx, tag + " conv alone (legacy " + algo.name + ")", shp, dt_name(dt), 0, s.flops(), peak,
-                                       peak_name, unf, "unfused legacy calls", [&] {
-      CUDNN_CHECK(dnn::run(cx.dnn, cd, dnn::Dir::Fwd, algo.algo, algo.math, ops, algo.workspace ? cx.ws.get(algo.workspace) : nullptr,
-                           algo.workspace));
-    }).t.median_ms;
-    std::printf("  fused %.2fx faster than unfused (goal >= 1.3x: %s); the bias + ReLU passes cost %.1f us of the unfused %.1f us\n",
-                unf / fz, unf / fz >= 1.3 ? "met" : "missed", (unf - conv_only) * 1e3, unf * 1e3);
-    summary(cx, "conv+bias+relu", dt_name(dt), layout + " " + shape, fz, unf, conv_only, "conv_alone", *fused, ">= 1.3x unfused",
-            unf / fz >= 1.3, tf32);
+    const double conv_only =
+        timed_row(cx, tag + " conv alone (legacy " + algo.name + ")", shp, dt_name(dt), 0, s.flops(), peak, peak_name,
+                  unf, "unfused legacy calls",
+                  [&] {
+                    CUDNN_CHECK(dnn::run(cx.dnn, cd, dnn::Dir::Fwd, algo.algo, algo.math, ops,
+                                         algo.workspace ? cx.ws.get(algo.workspace) : nullptr, algo.workspace));
+                  })
+            .t.median_ms;
+    std::printf(
+        "  fused %.2fx faster than unfused (goal >= 1.3x: %s); the bias + ReLU passes cost %.1f us of the unfused %.1f "
+        "us\n",
+        unf / fz, unf / fz >= 1.3 ? "met" : "missed", (unf - conv_only) * 1e3, unf * 1e3);
+    summary(cx, "conv+bias+relu", dt_name(dt), layout + " " + shape, fz, unf, conv_only, "conv_alone", *fused,
+            ">= 1.3x unfused", unf / fz >= 1.3, tf32);
     if (pre) {
-      const double pu = timed_row(cx, "relu-then-conv " + tag.substr(15) + " unfused (relu + legacy conv)", shp, dt_name(dt), 0, s.flops(),
-                                  peak, peak_name, NAN, "", run_pre_unfused).t.median_ms;
-      const double pf = timed_row(cx, "relu-then-conv " + tag.substr(15) + " fused graph", shp, dt_name(dt), 0, s.flops(), peak, peak_name, pu,
-                                  "unfused relu + conv", run_pre_fused).t.median_ms;
-      summary(cx, "relu-then-conv", dt_name(dt), layout + " " + shape, pf, pu, NAN, "", *pre, "(no goal: instructive)", true);
+      const double pu = timed_row(cx, "relu-then-conv " + tag.substr(15) + " unfused (relu + legacy conv)", shp,
+                                  dt_name(dt), 0, s.flops(), peak, peak_name, NAN, "", run_pre_unfused)
+                            .t.median_ms;
+      const double pf = timed_row(cx, "relu-then-conv " + tag.substr(15) + " fused graph", shp, dt_name(dt), 0,
+                                  s.flops(), peak, peak_name, pu, "unfused relu + conv", run_pre_fused)
+                            .t.median_ms;
+      summary(cx, "relu-then-conv", dt_name(dt), layout + " " + shape, pf, pu, NAN, "", *pre, "(no goal: instructive)",
+              true);
     }
   }
   CUDNN_CHECK(cudnnDestroyActivationDescriptor(relu));
@@ -517,7 +585,8 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 }
 
 template <class T>
-__global__ void bias_gelu_kernel(const T* __restrict__ in, const T* __restrict__ bias, T* __restrict__ out, size_t rows, int cols) {
+__global__ void bias_gelu_kernel(const T* __restrict__ in, const T* __restrict__ bias, T* __restrict__ out, size_t rows,
+                                 int cols) {
   constexpr int V = 16 / sizeof(T);
   const size_t n = rows * size_t(cols), stride = size_t(gridDim.x) * blockDim.x;
   if (cols % V == 0) {
@@ -538,7 +607,8 @@ __global__ void bias_gelu_kernel(const T* __restrict__ in, const T* __restrict__
 }
 
 static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt, int sms) {
-  const std::string shape = std::to_string(M) + "x" + std::to_string(K) + " . " + std::to_string(K) + "x" + std::to_string(N);
+  const std::string shape =
+      std::to_string(M) + "x" + std::to_string(K) + " . " + std::to_string(K) + "x" + std::to_string(N);
   std::printf("\n== 3. matmul + bias + GELU (tanh), %s, %s\n", dt_name(dt), shape.c_str());
   bool tf32 = false;
   auto fp32_only = [dt](const cg::Engine& e) { return dt != CUDNN_DATA_FLOAT || !(e.tensor_core || e.down_convert); };
@@ -554,10 +624,12 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt, i
   };
   const std::string key = "mbg " + std::string(dt_name(dt)) + " " + shape;
   std::string why;
-  cg::Graph* fused = plan(cx, key, [&] { return make(""); }, &why, fp32_only);
+  cg::Graph* fused = plan(
+      cx, key, [&] { return make(""); }, &why, fp32_only);
   if (!fused && dt == CUDNN_DATA_FLOAT) {
     std::printf("  no true-fp32 engine for the fused graph (%s); trying TF32 engines\n", why.c_str());
-    fused = plan(cx, key + " tf32", [&] { return make(" (TF32 engines allowed)"); }, &why);
+    fused = plan(
+        cx, key + " tf32", [&] { return make(" (TF32 engines allowed)"); }, &why);
     tf32 = fused != nullptr;
   }
   if (!fused) {
@@ -565,26 +637,34 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt, i
     return;
   }
   const size_t mn = size_t(M) * N;
-  std::vector<float> hA = random_vec(cx, size_t(M) * K, dt), hB = random_vec(cx, size_t(K) * N, dt), hb = random_vec(cx, N, dt);
+  std::vector<float> hA = random_vec(cx, size_t(M) * K, dt), hB = random_vec(cx, size_t(K) * N, dt),
+                     hb = random_vec(cx, N, dt);
   DeviceBuffer A = ht::upload(hA, dt), B = ht::upload(hB, dt), bias = ht::upload(hb, dt), C(mn * ht::dtype_bytes(dt)),
                Y(mn * ht::dtype_bytes(dt));
   const cudaDataType_t ct = dt == CUDNN_DATA_FLOAT ? CUDA_R_32F : dt == CUDNN_DATA_HALF ? CUDA_R_16F : CUDA_R_16BF;
-  const cublasComputeType_t comp = dt == CUDNN_DATA_FLOAT ? (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F) : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t comp =
+      dt == CUDNN_DATA_FLOAT ? (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F) : CUBLAS_COMPUTE_32F;
   const float one = 1.f, zero = 0.f;
   // Row-major C[M][N] = A[M][K] B[K][N] is column-major C^T = B^T A^T: cuBLAS sees (N x K) . (K x M).
   auto gemm = [&] {
-    CUBLAS_CHECK(cublasGemmEx(cx.blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B.as(), ct, N, A.as(), ct, K, &zero, C.as(), ct, N, comp,
-                              CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmEx(cx.blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B.as(), ct, N, A.as(), ct, K, &zero,
+                              C.as(), ct, N, comp, CUBLAS_GEMM_DEFAULT));
   };
   auto bias_gelu = [&] {
     const int grid = sms * 8;
-    if (dt == CUDNN_DATA_FLOAT) bias_gelu_kernel<float><<<grid, 256>>>(C.as<float>(), bias.as<float>(), Y.as<float>(), M, N);
-    else if (dt == CUDNN_DATA_HALF) bias_gelu_kernel<__half><<<grid, 256>>>(C.as<__half>(), bias.as<__half>(), Y.as<__half>(), M, N);
-    else bias_gelu_kernel<__nv_bfloat16><<<grid, 256>>>(C.as<__nv_bfloat16>(), bias.as<__nv_bfloat16>(), Y.as<__nv_bfloat16>(), M, N);
+    if (dt == CUDNN_DATA_FLOAT)
+      bias_gelu_kernel<float><<<grid, 256>>>(C.as<float>(), bias.as<float>(), Y.as<float>(), M, N);
+    else if (dt == CUDNN_DATA_HALF)
+      bias_gelu_kernel<__half><<<grid, 256>>>(C.as<__half>(), bias.as<__half>(), Y.as<__half>(), M, N);
+    else
+      bias_gelu_kernel<__nv_bfloat16>
+          <<<grid, 256>>>(C.as<__nv_bfloat16>(), bias.as<__nv_bfloat16>(), Y.as<__nv_bfloat16>(), M, N);
     LAUNCH_CHECK();
   };
   auto run_unfused = [&] { gemm(), bias_gelu(); };
-  auto run_fused = [&] { fused->execute({{"A", A.as()}, {"B", B.as()}, {"bias", bias.as()}, {"Y", Y.as()}}, workspace(cx, *fused)); };
+  auto run_fused = [&] {
+    fused->execute({{"A", A.as()}, {"B", B.as()}, {"bias", bias.as()}, {"Y", Y.as()}}, workspace(cx, *fused));
+  };
   // cuBLASLt with the GELU_BIAS epilogue: the fusion a GEMM library offers.
   cublasLtMatmulDesc_t op;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, comp, CUDA_R_32F));
@@ -599,13 +679,17 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt, i
   cublasLtMatmulPreference_t pref;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const size_t lt_ws = size_t(32) << 20;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_ws, sizeof lt_ws));
+  CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_ws, sizeof lt_ws));
   cublasLtMatmulHeuristicResult_t heur;
   int nheur = 0;
-  const bool lt_ok = cublasLtMatmulAlgoGetHeuristic(cx.lt, op, la, lb, lc, lc, pref, 1, &heur, &nheur) == CUBLAS_STATUS_SUCCESS && nheur > 0;
+  const bool lt_ok =
+      cublasLtMatmulAlgoGetHeuristic(cx.lt, op, la, lb, lc, lc, pref, 1, &heur, &nheur) == CUBLAS_STATUS_SUCCESS &&
+      nheur > 0;
   DeviceBuffer ltw(lt_ws);
   auto run_lt = [&] {
-    CUBLAS_CHECK(cublasLtMatmul(cx.lt, op, &one, B.as(), la, A.as(), lb, &zero, Y.as(), lc, Y.as(), lc, &heur.algo, ltw.as(), lt_ws, 0));
+    CUBLAS_CHECK(cublasLtMatmul(cx.lt, op, &one, B.as(), la, A.as(), lb, &zero, Y.as(), lc, Y.as(), lc, &heur.algo,
+                                ltw.as(), lt_ws, 0));
   };
 
   const std::vector<size_t> idx = ref::sample_indices(mn, std::min<size_t>(mn, 8192), cx.rng->next());
@@ -640,26 +724,30 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt, i
     const std::string pk = dt == CUDNN_DATA_HALF ? "fp16" : dt == CUDNN_DATA_BFLOAT16 ? "bf16" : "tf32";
     const double peak = (dt == CUDNN_DATA_FLOAT && !tf32) ? cx.fp32_peak : cx.tensor_peak[pk];
     const std::string peak_name = (dt == CUDNN_DATA_FLOAT && !tf32) ? "FP32 FMA ceiling" : "cuBLAS " + pk + " GEMM";
-    const double unf = timed_row(cx, tag + " unfused (cuBLAS + bias/GELU kernel)", shp, dt_name(dt), 0, flops, peak, peak_name, NAN, "",
-                                 run_unfused).t.median_ms;
+    const double unf = timed_row(cx, tag + " unfused (cuBLAS + bias/GELU kernel)", shp, dt_name(dt), 0, flops, peak,
+                                 peak_name, NAN, "", run_unfused)
+                           .t.median_ms;
     json::Value fe = json::Value::object();
     fe["engine"] = (long long)fused->chosen().global_index;
     fe["plan_build_ms"] = fused->chosen().build_ms;
-    const double fz = timed_row(cx, tag + " fused graph", shp, dt_name(dt), 0, flops, peak, peak_name, unf, "cuBLAS + bias/GELU kernel",
-                                run_fused, fe).t.median_ms;
+    const double fz = timed_row(cx, tag + " fused graph", shp, dt_name(dt), 0, flops, peak, peak_name, unf,
+                                "cuBLAS + bias/GELU kernel", run_fused, fe)
+                          .t.median_ms;
     add_check(cx, verify::compare(tag + " fused after timing vs unfused", out().data(), yu.data(), mn, tol));
     const double g_only = timed_row(cx, tag + " cuBLAS GEMM alone", shp, dt_name(dt), 0, flops, peak, peak_name, unf,
-                                    "cuBLAS + bias/GELU kernel", gemm).t.median_ms;
+                                    "cuBLAS + bias/GELU kernel", gemm)
+                              .t.median_ms;
     double lt_ms = NAN;
     if (lt_ok) {
       lt_ms = timed_row(cx, tag + " cuBLASLt GELU_BIAS epilogue", shp, dt_name(dt), 0, flops, peak, peak_name, unf,
-                        "cuBLAS + bias/GELU kernel", run_lt).t.median_ms;
+                        "cuBLAS + bias/GELU kernel", run_lt)
+                  .t.median_ms;
       add_check(cx, verify::compare_at(tag + " cuBLASLt epilogue after timing vs CPU", out(), idx, want, tol));
     }
-    std::printf("  fused %.2fx faster than unfused (goal >= 1.3x: %s); the separate bias/GELU pass costs %.1f us\n", unf / fz,
-                unf / fz >= 1.3 ? "met" : "missed", (unf - g_only) * 1e3);
-    summary(cx, "matmul+bias+gelu", dt_name(dt), shape, fz, unf, lt_ms, "cublaslt_epilogue", *fused, ">= 1.3x unfused", unf / fz >= 1.3,
-            tf32);
+    std::printf("  fused %.2fx faster than unfused (goal >= 1.3x: %s); the separate bias/GELU pass costs %.1f us\n",
+                unf / fz, unf / fz >= 1.3 ? "met" : "missed", (unf - g_only) * 1e3);
+    summary(cx, "matmul+bias+gelu", dt_name(dt), shape, fz, unf, lt_ms, "cublaslt_epilogue", *fused, ">= 1.3x unfused",
+            unf / fz >= 1.3, tf32);
   }
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
@@ -669,11 +757,15 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt, i
 }
 
 int main(int argc, char** argv) {
-  cli::Args args(argc, argv, kProg, "cuDNN graph API: three fused patterns against the same math unfused, engines made visible");
+  cli::Args args(argc, argv, kProg,
+                 "cuDNN graph API: three fused patterns against the same math unfused, engines made visible");
   const cli::Standard st = cli::standard_flags(args, 20261140);
   const std::string only = args.str("only", "", "one pattern: pointwise, conv or matmul");
-  const std::vector<long long> pw = args.int_list("pw-shape", {}, 1, 1 << 30, "the pointwise tensor N,C,H,W (default 64,64,128,128 = 2^26)");
-  const bool engines = args.flag("engines", "try every engine configuration the heuristics offer (build times, workspace), not just the first that works");
+  const std::vector<long long> pw =
+      args.int_list("pw-shape", {}, 1, 1 << 30, "the pointwise tensor N,C,H,W (default 64,64,128,128 = 2^26)");
+  const bool engines = args.flag(
+      "engines",
+      "try every engine configuration the heuristics offer (build times, workspace), not just the first that works");
   args.finish();
   st.validate(kProg);
   if (!only.empty() && only != "pointwise" && only != "conv" && only != "matmul")
@@ -712,7 +804,8 @@ int main(int argc, char** argv) {
   }
   auto want = [&](const char* p) { return only.empty() || only == p; };
   if (want("pointwise"))
-    for (cudnnDataType_t dt : {CUDNN_DATA_FLOAT, CUDNN_DATA_HALF, CUDNN_DATA_BFLOAT16}) pointwise_chain(cx, pwd, dt, sms);
+    for (cudnnDataType_t dt : {CUDNN_DATA_FLOAT, CUDNN_DATA_HALF, CUDNN_DATA_BFLOAT16})
+      pointwise_chain(cx, pwd, dt, sms);
   if (want("conv")) {
     std::vector<ConvShape> shapes = {{1, 64, 56, 56, 64, 3, 3, 1, 1, 1}, {32, 64, 56, 56, 64, 3, 3, 1, 1, 1}};
     if (st.verify) shapes = {{2, 8, 13, 11, 16, 3, 3, 1, 1, 1}, {1, 16, 9, 10, 8, 3, 3, 1, 1, 1}};
@@ -723,44 +816,48 @@ int main(int argc, char** argv) {
     }
   }
   if (want("matmul")) {
-    const int M = st.verify ? 136 : 16384, N = st.verify ? 200 : 1536, K = st.verify ? 72 : 384;  // verify: not multiples of 64/128
+    const int M = st.verify ? 136 : 16384, N = st.verify ? 200 : 1536,
+              K = st.verify ? 72 : 384;  // verify: not multiples of 64/128
     for (cudnnDataType_t dt : {CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT}) matmul_bias_gelu(cx, M, N, K, dt, sms);
   }
 
   // The table, last.
   if (cx.timed && cx.patterns.size()) {
-    std::printf("\n== fused vs unfused\n  %-26s %-6s %-34s %10s %10s %8s  %s\n", "pattern", "dtype", "shape", "fused us", "unfused us",
-                "speedup", "engine (kind), plan build");
+    std::printf("\n== fused vs unfused\n  %-26s %-6s %-34s %10s %10s %8s  %s\n", "pattern", "dtype", "shape",
+                "fused us", "unfused us", "speedup", "engine (kind), plan build");
     for (const auto& l : cx.table)
-      std::printf("  %-26s %-6s %-34s %10.1f %10.1f %7.2fx  %lld (%s), %.0f ms\n", l.pattern.c_str(), l.dtype.c_str(), l.shape.c_str(),
-                  l.fused_ms * 1e3, l.unfused_ms * 1e3, l.unfused_ms / l.fused_ms, l.engine, l.rtc ? "runtime-compiled" : "pre-compiled",
-                  l.build_ms);
+      std::printf("  %-26s %-6s %-34s %10.1f %10.1f %7.2fx  %lld (%s), %.0f ms\n", l.pattern.c_str(), l.dtype.c_str(),
+                  l.shape.c_str(), l.fused_ms * 1e3, l.unfused_ms * 1e3, l.unfused_ms / l.fused_ms, l.engine,
+                  l.rtc ? "runtime-compiled" : "pre-compiled", l.build_ms);
   }
   // The plan cache at work: asking again for a graph that was built costs a map lookup, not a build.
   if (!cx.table.empty() || st.verify) {
     std::string why;
     const int builds = cx.plans.builds();
     const auto t0 = std::chrono::steady_clock::now();
-    cg::Graph* again = plan(cx, cx.first_key, [&]() -> std::unique_ptr<cg::Graph> {
-      std::fprintf(stderr, "error: the plan cache rebuilt a cached graph\n");
-      std::exit(cli::kFail);
-    }, &why);
+    cg::Graph* again = plan(
+        cx, cx.first_key,
+        [&]() -> std::unique_ptr<cg::Graph> {
+          std::fprintf(stderr, "error: the plan cache rebuilt a cached graph\n");
+          std::exit(cli::kFail);
+        },
+        &why);
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     verify::Check c;
     c.name = "plan cache returns the cached plan without rebuilding";
     c.passed = cx.plans.builds() == builds, c.n = 1, c.n_bad = c.passed ? 0 : 1;
     add_check(cx, c);
     if (again)
-      std::printf("\nplan cache: \"%s\" requested again: %.1f us (its first build took %.0f ms)\n", cx.first_key.c_str(), us,
-                  again->chosen().build_ms);
+      std::printf("\nplan cache: \"%s\" requested again: %.1f us (its first build took %.0f ms)\n",
+                  cx.first_key.c_str(), us, again->chosen().build_ms);
   }
   res.config["patterns"] = cx.patterns;
   res.config["engines"] = cx.engines;
   res.config["plan_cache"] = json::Value::object();
   res.config["plan_cache"]["requests"] = cx.plan_requests;
   res.config["plan_cache"]["builds"] = cx.plans.builds();
-  std::printf("\nplan cache: %d graphs requested, %d built (each shape's plan is built once and reused)\n", cx.plan_requests,
-              cx.plans.builds());
+  std::printf("\nplan cache: %d graphs requested, %d built (each shape's plan is built once and reused)\n",
+              cx.plan_requests, cx.plans.builds());
   CUBLAS_CHECK(cublasLtDestroy(cx.lt));
   CUBLAS_CHECK(cublasDestroy(cx.blas));
   CUDNN_CHECK(cudnnDestroy(cx.dnn));

@@ -25,9 +25,9 @@ TEST(conv_bias_relu_clamps_and_adds_bias) {
   // 1x1x3x3 input of ones, one 3x3 filter of ones, pad 1: corner sees 4, edge 6, centre 9.
   ConvShape s{1, 1, 3, 3, 1, 3, 3, 1, 1, 1};
   std::vector<float> x(9, 1.f), w(9, 1.f), b1 = {-5.f}, b2 = {0.5f};
-  EXPECT(fref::conv_bias_relu_at(s, x.data(), w.data(), b1.data(), 0) == 0);     // 4 - 5 < 0 -> 0
-  EXPECT(fref::conv_bias_relu_at(s, x.data(), w.data(), b1.data(), 4) == 4);     // 9 - 5
-  EXPECT(fref::conv_bias_relu_at(s, x.data(), w.data(), b2.data(), 1) == 6.5);   // edge: 6 + 0.5
+  EXPECT(fref::conv_bias_relu_at(s, x.data(), w.data(), b1.data(), 0) == 0);    // 4 - 5 < 0 -> 0
+  EXPECT(fref::conv_bias_relu_at(s, x.data(), w.data(), b1.data(), 4) == 4);    // 9 - 5
+  EXPECT(fref::conv_bias_relu_at(s, x.data(), w.data(), b2.data(), 1) == 6.5);  // edge: 6 + 0.5
 }
 
 TEST(matmul_bias_gelu_index_order) {

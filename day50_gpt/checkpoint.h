@@ -96,8 +96,10 @@ inline constexpr uint32_t kHeaderBytes = 8 + 4 + 4 + 5 * 4 + 8 + 8 + 8 + 8;
 // Writes `c` to `path` atomically. Throws std::runtime_error with the reason on failure.
 inline void save(const std::string& path, const Checkpoint& c) {
   const size_t n = c.params.size();
-  if (c.m.size() != n || c.v.size() != n) throw std::runtime_error("checkpoint: parameter and moment arrays differ in size");
-  if (n != gpt::Layout(c.config).total) throw std::runtime_error("checkpoint: parameter count does not match the configuration");
+  if (c.m.size() != n || c.v.size() != n)
+    throw std::runtime_error("checkpoint: parameter and moment arrays differ in size");
+  if (n != gpt::Layout(c.config).total)
+    throw std::runtime_error("checkpoint: parameter count does not match the configuration");
   detail::Writer w;
   w.buf.reserve(kHeaderBytes + 3 * n * sizeof(float) + 4);
   w.buf.insert(w.buf.end(), kMagic, kMagic + 8);
@@ -116,7 +118,8 @@ inline void save(const std::string& path, const Checkpoint& c) {
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw std::runtime_error(path + ": cannot write (" + std::strerror(errno) + ")");
-  const bool ok = std::fwrite(w.buf.data(), 1, w.buf.size(), f) == w.buf.size() && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+  const bool ok =
+      std::fwrite(w.buf.data(), 1, w.buf.size(), f) == w.buf.size() && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
   const int err = errno;
   std::fclose(f);
   if (!ok) {
@@ -141,12 +144,13 @@ inline Checkpoint load(const std::string& path, const gpt::Config* expect = null
   size_t got;
   while ((got = std::fread(chunk, 1, sizeof chunk, f)) > 0) buf.insert(buf.end(), chunk, chunk + got);
   std::fclose(f);
-  if (buf.size() < 8 || std::memcmp(buf.data(), kMagic, 8) != 0) throw std::runtime_error(path + ": not a checkpoint of this program");
+  if (buf.size() < 8 || std::memcmp(buf.data(), kMagic, 8) != 0)
+    throw std::runtime_error(path + ": not a checkpoint of this program");
   detail::Reader r{buf, 8, path};
   const uint32_t version = r.get<uint32_t>(), header = r.get<uint32_t>();
   if (version != kVersion || header != kHeaderBytes)
-    throw std::runtime_error(path + ": checkpoint version " + std::to_string(version) + ", this program reads version " +
-                             std::to_string(kVersion));
+    throw std::runtime_error(path + ": checkpoint version " + std::to_string(version) +
+                             ", this program reads version " + std::to_string(kVersion));
   Checkpoint c;
   c.config.vocab = r.get<int32_t>(), c.config.context = r.get<int32_t>(), c.config.layers = r.get<int32_t>();
   c.config.heads = r.get<int32_t>(), c.config.width = r.get<int32_t>();
@@ -156,11 +160,14 @@ inline Checkpoint load(const std::string& path, const gpt::Config* expect = null
   const uint64_t n = r.get<uint64_t>();
   const std::string bad = c.config.invalid();
   if (!bad.empty()) throw std::runtime_error(path + ": corrupt checkpoint (its configuration is invalid: " + bad + ")");
-  if (n != gpt::Layout(c.config).total) throw std::runtime_error(path + ": corrupt checkpoint (parameter count does not match its configuration)");
+  if (n != gpt::Layout(c.config).total)
+    throw std::runtime_error(path + ": corrupt checkpoint (parameter count does not match its configuration)");
   const size_t want = size_t(kHeaderBytes) + 3 * size_t(n) * sizeof(float) + 4;
   if (buf.size() < want)
-    throw std::runtime_error(path + ": truncated checkpoint (" + std::to_string(buf.size()) + " bytes, expected " + std::to_string(want) + ")");
-  if (buf.size() > want) throw std::runtime_error(path + ": corrupt checkpoint (" + std::to_string(buf.size() - want) + " bytes too many)");
+    throw std::runtime_error(path + ": truncated checkpoint (" + std::to_string(buf.size()) + " bytes, expected " +
+                             std::to_string(want) + ")");
+  if (buf.size() > want)
+    throw std::runtime_error(path + ": corrupt checkpoint (" + std::to_string(buf.size() - want) + " bytes too many)");
   uint32_t stored;
   std::memcpy(&stored, &buf[want - 4], 4);
   if (crc32(buf.data(), want - 4) != stored) throw std::runtime_error(path + ": corrupt checkpoint (CRC mismatch)");
@@ -169,12 +176,13 @@ inline Checkpoint load(const std::string& path, const gpt::Config* expect = null
   r.get_floats(c.v, n);
   if (expect) {
     const gpt::Config& e = *expect;
-    if (e.vocab != c.config.vocab || e.context != c.config.context || e.layers != c.config.layers || e.heads != c.config.heads ||
-        e.width != c.config.width)
+    if (e.vocab != c.config.vocab || e.context != c.config.context || e.layers != c.config.layers ||
+        e.heads != c.config.heads || e.width != c.config.width)
       throw std::runtime_error(path + ": the checkpoint is for " + std::to_string(c.config.layers) + " layers, " +
-                               std::to_string(c.config.heads) + " heads, width " + std::to_string(c.config.width) + ", context " +
-                               std::to_string(c.config.context) + "; this run asked for " + std::to_string(e.layers) + ", " +
-                               std::to_string(e.heads) + ", " + std::to_string(e.width) + ", " + std::to_string(e.context));
+                               std::to_string(c.config.heads) + " heads, width " + std::to_string(c.config.width) +
+                               ", context " + std::to_string(c.config.context) + "; this run asked for " +
+                               std::to_string(e.layers) + ", " + std::to_string(e.heads) + ", " +
+                               std::to_string(e.width) + ", " + std::to_string(e.context));
   }
   return c;
 }

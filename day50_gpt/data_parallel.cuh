@@ -212,7 +212,8 @@ inline void run_threads(int n, const std::function<void(Replica&)>& body) {
 
 // --world N --rank R --id-file PATH: this process's communicator. Returns "" or what went wrong (the
 // caller reports it as a usage error: the id file is the user's input).
-inline std::string join_by_file(int world, int rank, int device, const std::string& id_file, double timeout_s, ncclComm_t& comm) {
+inline std::string join_by_file(int world, int rank, int device, const std::string& id_file, double timeout_s,
+                                ncclComm_t& comm) {
   nvls_off();
   ncclUniqueId id;
   if (rank == 0) {
@@ -225,7 +226,7 @@ inline std::string join_by_file(int world, int rank, int device, const std::stri
   }
   CUDA_CHECK(cudaSetDevice(device));
   NCCL_CHECK(ncclCommInitRank(&comm, world, id, rank));  // returns once all `world` ranks have joined
-  if (rank == 0) std::remove(id_file.c_str());          // everyone has it: a stale file would mislead the next run
+  if (rank == 0) std::remove(id_file.c_str());           // everyone has it: a stale file would mislead the next run
   return "";
 }
 

@@ -55,7 +55,9 @@ inline std::vector<Bucket> plan_buckets(const gpt::Config& c, size_t bucket_byte
 // and an all-gather, each passing n-1 chunks of bytes/n around the ring. NCCL's "bus bandwidth" is
 // this traffic over the time, so it can be compared with the link's speed whatever n is.
 inline double ring_bytes_per_gpu(double bytes, int n) { return n > 1 ? 2.0 * (n - 1) / n * bytes : 0.0; }
-inline double bus_gbps(double bytes, double ms, int n) { return ms > 0 ? ring_bytes_per_gpu(bytes, n) / (ms * 1e-3) / 1e9 : 0.0; }
+inline double bus_gbps(double bytes, double ms, int n) {
+  return ms > 0 ? ring_bytes_per_gpu(bytes, n) / (ms * 1e-3) / 1e9 : 0.0;
+}
 
 // ---- Meeting point of a multi-process run --------------------------------------------------------
 // Rank 0 writes the id to PATH.tmp and renames it to PATH: rename is atomic, so a reader sees either
@@ -80,10 +82,12 @@ inline std::string wait_for_id(const std::string& path, void* id, size_t n, doub
       const bool extra = std::fgetc(f) != EOF;
       std::fclose(f);
       if (got == n && !extra) return "";
-      return path + " is not an NCCL id (" + std::to_string(got) + (extra ? "+" : "") + " bytes, expected " + std::to_string(n) + ")";
+      return path + " is not an NCCL id (" + std::to_string(got) + (extra ? "+" : "") + " bytes, expected " +
+             std::to_string(n) + ")";
     }
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
-      return "no id appeared in " + path + " within " + std::to_string(int(timeout_s)) + " s (is rank 0 running, with the same --id-file?)";
+      return "no id appeared in " + path + " within " + std::to_string(int(timeout_s)) +
+             " s (is rank 0 running, with the same --id-file?)";
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }

@@ -22,15 +22,17 @@
 namespace gpt {
 
 struct Config {
-  int vocab = 256;   // byte-level: every byte is a token
-  int context = 256; // T, the longest sequence
-  int layers = 6;    // L
-  int heads = 6;     // H
-  int width = 384;   // C
+  int vocab = 256;    // byte-level: every byte is a token
+  int context = 256;  // T, the longest sequence
+  int layers = 6;     // L
+  int heads = 6;      // H
+  int width = 384;    // C
   // Empty if the configuration makes sense, otherwise why not.
   std::string invalid() const {
-    if (vocab < 2 || context < 1 || layers < 1 || heads < 1 || width < 1) return "all sizes must be positive (vocab >= 2)";
-    if (width % heads) return "heads (" + std::to_string(heads) + ") must divide the width (" + std::to_string(width) + ")";
+    if (vocab < 2 || context < 1 || layers < 1 || heads < 1 || width < 1)
+      return "all sizes must be positive (vocab >= 2)";
+    if (width % heads)
+      return "heads (" + std::to_string(heads) + ") must divide the width (" + std::to_string(width) + ")";
     return "";
   }
 };
@@ -77,7 +79,8 @@ std::vector<float> init_params(const Config& c, Rng& rng) {
   std::vector<float> p(lay.total, 0.f);
   auto normal = [&](size_t at, size_t n, double std) {
     for (size_t i = 0; i < n; i += 2) {  // Box-Muller, two at a time
-      const double u1 = (double(rng.next() >> 11) + 1.0) / 9007199254740993.0, u2 = double(rng.next() >> 11) / 9007199254740992.0;
+      const double u1 = (double(rng.next() >> 11) + 1.0) / 9007199254740993.0,
+                   u2 = double(rng.next() >> 11) / 9007199254740992.0;
       const double r = std::sqrt(-2.0 * std::log(u1));
       p[at + i] = float(std * r * std::cos(6.283185307179586 * u2));
       if (i + 1 < n) p[at + i + 1] = float(std * r * std::sin(6.283185307179586 * u2));
@@ -124,8 +127,8 @@ inline void linear(const double* in, const float* w, const float* b, double* out
     }
 }
 // Given dout: din += dout W, dw += dout^T in, db += sum dout.
-inline void linear_back(const double* in, const float* w, const double* dout, double* din, double* dw, double* db, size_t N, size_t I,
-                        size_t O) {
+inline void linear_back(const double* in, const float* w, const double* dout, double* din, double* dw, double* db,
+                        size_t N, size_t I, size_t O) {
   for (size_t n = 0; n < N; ++n)
     for (size_t o = 0; o < O; ++o) {
       const double g = dout[n * O + o];
@@ -138,7 +141,8 @@ inline void linear_back(const double* in, const float* w, const double* dout, do
 }
 
 // LayerNorm over the last dimension; keeps mean and 1/std for the backward.
-inline void layernorm(const double* x, const float* g, const float* b, double* y, double* mean, double* rstd, size_t N, size_t C) {
+inline void layernorm(const double* x, const float* g, const float* b, double* y, double* mean, double* rstd, size_t N,
+                      size_t C) {
   for (size_t n = 0; n < N; ++n) {
     double m = 0, v = 0;
     for (size_t i = 0; i < C; ++i) m += x[n * C + i];
@@ -150,8 +154,8 @@ inline void layernorm(const double* x, const float* g, const float* b, double* y
     for (size_t i = 0; i < C; ++i) y[n * C + i] = (x[n * C + i] - m) * r * double(g[i]) + double(b[i]);
   }
 }
-inline void layernorm_back(const double* x, const float* g, const double* mean, const double* rstd, const double* dy, double* dx, double* dg,
-                           double* db, size_t N, size_t C) {
+inline void layernorm_back(const double* x, const float* g, const double* mean, const double* rstd, const double* dy,
+                           double* dx, double* dg, double* db, size_t N, size_t C) {
   for (size_t n = 0; n < N; ++n) {
     double s1 = 0, s2 = 0;  // mean of dxhat and of dxhat * xhat
     for (size_t i = 0; i < C; ++i) {
@@ -200,8 +204,8 @@ inline void attention_head_fwd(const double* qkv, int T, size_t C, size_t H, int
   }
 }
 // Its backward: dout ([B*T][C]) -> dqkv ([B*T][3C], accumulated).
-inline void attention_head_bwd(const double* qkv, const double* P, const double* datt, int T, size_t C, size_t H, int b, size_t h,
-                               double* dqkv) {
+inline void attention_head_bwd(const double* qkv, const double* P, const double* datt, int T, size_t C, size_t H, int b,
+                               size_t h, double* dqkv) {
   const size_t hs = C / H;
   const double scale = 1.0 / std::sqrt(double(hs));
   for (int t = 0; t < T; ++t) {
@@ -234,8 +238,8 @@ inline void attention_head_bwd(const double* qkv, const double* P, const double*
 struct Activations {
   std::vector<double> x0;  // embeddings, [B*T][C]
   struct Layer {
-    std::vector<double> x_in, ln1, ln1_mean, ln1_rstd, qkv, att /* [B][H][T][T] probabilities */, att_out, x_mid, ln2, ln2_mean,
-        ln2_rstd, fc, gelu;
+    std::vector<double> x_in, ln1, ln1_mean, ln1_rstd, qkv, att /* [B][H][T][T] probabilities */, att_out, x_mid, ln2,
+        ln2_mean, ln2_rstd, fc, gelu;
   };
   std::vector<Layer> layer;
   std::vector<double> x_out, lnf, lnf_mean, lnf_rstd, logits, probs;
@@ -243,8 +247,8 @@ struct Activations {
 
 // Forward over tokens [B][T] (and targets [B][T], for the loss). Returns the mean cross-entropy;
 // `acts` keeps what the backward needs; logits are in acts.logits ([B*T][V]).
-inline double forward(const Config& c, const std::vector<float>& p, const std::vector<int>& tokens, const std::vector<int>& targets, int B,
-                      int T, Activations& a) {
+inline double forward(const Config& c, const std::vector<float>& p, const std::vector<int>& tokens,
+                      const std::vector<int>& targets, int B, int T, Activations& a) {
   using namespace detail;
   if (T > c.context) throw std::invalid_argument("sequence longer than the context");
   const Layout lay(c);
@@ -255,7 +259,8 @@ inline double forward(const Config& c, const std::vector<float>& p, const std::v
       const int tok = tokens[size_t(b) * T + t];
       if (tok < 0 || tok >= c.vocab) throw std::invalid_argument("token out of range");
       for (size_t i = 0; i < C; ++i)
-        a.x0[(size_t(b) * T + t) * C + i] = double(p[lay.wte + size_t(tok) * C + i]) + double(p[lay.wpe + size_t(t) * C + i]);
+        a.x0[(size_t(b) * T + t) * C + i] =
+            double(p[lay.wte + size_t(tok) * C + i]) + double(p[lay.wpe + size_t(t) * C + i]);
     }
   std::vector<double> x = a.x0;
   a.layer.assign(size_t(c.layers), {});
@@ -270,7 +275,8 @@ inline double forward(const Config& c, const std::vector<float>& p, const std::v
     A.att.assign(size_t(B) * H * T * T, 0);
     A.att_out.assign(N * C, 0);
     for (int b = 0; b < B; ++b)
-      for (size_t h = 0; h < H; ++h) attention_head_fwd(A.qkv.data(), T, C, H, b, h, &A.att[(size_t(b) * H + h) * T * T], A.att_out.data());
+      for (size_t h = 0; h < H; ++h)
+        attention_head_fwd(A.qkv.data(), T, C, H, b, h, &A.att[(size_t(b) * H + h) * T * T], A.att_out.data());
     std::vector<double> y(N * C);
     linear(A.att_out.data(), &p[L.proj_w], &p[L.proj_b], y.data(), N, C, C);
     for (size_t i = 0; i < N * C; ++i) x[i] += y[i];
@@ -316,11 +322,12 @@ inline std::vector<double> backward(const Config& c, const std::vector<float>& p
   // d loss / d logits = (softmax - onehot) / N
   std::vector<double> dlogits(N * V);
   for (size_t n = 0; n < N; ++n)
-    for (size_t v = 0; v < V; ++v) dlogits[n * V + v] = (a.probs[n * V + v] - (int(v) == targets[n] ? 1.0 : 0.0)) / double(N);
+    for (size_t v = 0; v < V; ++v)
+      dlogits[n * V + v] = (a.probs[n * V + v] - (int(v) == targets[n] ? 1.0 : 0.0)) / double(N);
   std::vector<double> dlnf(N * C, 0.0), dx(N * C, 0.0);
   linear_back(a.lnf.data(), &p[lay.wte], dlogits.data(), dlnf.data(), &g[lay.wte], nullptr, N, C, V);
-  layernorm_back(a.x_out.data(), &p[lay.lnf_w], a.lnf_mean.data(), a.lnf_rstd.data(), dlnf.data(), dx.data(), &g[lay.lnf_w], &g[lay.lnf_b], N,
-                 C);
+  layernorm_back(a.x_out.data(), &p[lay.lnf_w], a.lnf_mean.data(), a.lnf_rstd.data(), dlnf.data(), dx.data(),
+                 &g[lay.lnf_w], &g[lay.lnf_b], N, C);
   for (int l = c.layers - 1; l >= 0; --l) {
     const auto& L = lay.layer[size_t(l)];
     const auto& A = a.layer[size_t(l)];
@@ -329,15 +336,18 @@ inline std::vector<double> backward(const Config& c, const std::vector<float>& p
     linear_back(A.gelu.data(), &p[L.fc2_w], dx.data(), dgelu.data(), &g[L.fc2_w], &g[L.fc2_b], N, 4 * C, C);
     for (size_t i = 0; i < N * 4 * C; ++i) dgelu[i] *= gelu_grad(A.fc[i]);
     linear_back(A.ln2.data(), &p[L.fc_w], dgelu.data(), dln2.data(), &g[L.fc_w], &g[L.fc_b], N, C, 4 * C);
-    layernorm_back(A.x_mid.data(), &p[L.ln2_w], A.ln2_mean.data(), A.ln2_rstd.data(), dln2.data(), dx.data(), &g[L.ln2_w], &g[L.ln2_b], N, C);
+    layernorm_back(A.x_mid.data(), &p[L.ln2_w], A.ln2_mean.data(), A.ln2_rstd.data(), dln2.data(), dx.data(),
+                   &g[L.ln2_w], &g[L.ln2_b], N, C);
     // Attention: x_mid = x_in + proj(attention(qkv(ln1(x_in))))
     std::vector<double> datt_out(N * C, 0.0), dqkv(N * 3 * C, 0.0), dln1(N * C, 0.0);
     linear_back(A.att_out.data(), &p[L.proj_w], dx.data(), datt_out.data(), &g[L.proj_w], &g[L.proj_b], N, C, C);
     for (int b = 0; b < B; ++b)
       for (size_t h = 0; h < H; ++h)
-        attention_head_bwd(A.qkv.data(), &A.att[(size_t(b) * H + h) * T * T], datt_out.data(), T, C, H, b, h, dqkv.data());
+        attention_head_bwd(A.qkv.data(), &A.att[(size_t(b) * H + h) * T * T], datt_out.data(), T, C, H, b, h,
+                           dqkv.data());
     linear_back(A.ln1.data(), &p[L.qkv_w], dqkv.data(), dln1.data(), &g[L.qkv_w], &g[L.qkv_b], N, C, 3 * C);
-    layernorm_back(A.x_in.data(), &p[L.ln1_w], A.ln1_mean.data(), A.ln1_rstd.data(), dln1.data(), dx.data(), &g[L.ln1_w], &g[L.ln1_b], N, C);
+    layernorm_back(A.x_in.data(), &p[L.ln1_w], A.ln1_mean.data(), A.ln1_rstd.data(), dln1.data(), dx.data(),
+                   &g[L.ln1_w], &g[L.ln1_b], N, C);
   }
   // Embeddings: the token embedding gets this too (tied with the head).
   for (int b = 0; b < B; ++b)
@@ -359,22 +369,26 @@ inline std::vector<double> backward(const Config& c, const std::vector<float>& p
 struct KVCache {
   std::vector<std::vector<double>> k, v;  // per layer: [context][C]
   explicit KVCache(const Config& c)
-      : k(size_t(c.layers), std::vector<double>(size_t(c.context) * c.width)), v(size_t(c.layers), std::vector<double>(size_t(c.context) * c.width)) {}
+      : k(size_t(c.layers), std::vector<double>(size_t(c.context) * c.width)),
+        v(size_t(c.layers), std::vector<double>(size_t(c.context) * c.width)) {}
 };
 
-inline std::vector<double> decode_step(const Config& c, const std::vector<float>& p, KVCache& cache, int token, int pos) {
+inline std::vector<double> decode_step(const Config& c, const std::vector<float>& p, KVCache& cache, int token,
+                                       int pos) {
   using namespace detail;
   if (pos >= c.context) throw std::invalid_argument("position beyond the context");
   const Layout lay(c);
   const size_t C = size_t(c.width), H = size_t(c.heads), hs = C / H, V = size_t(c.vocab);
   std::vector<double> x(C), ln(C), qkv(3 * C), att(C), y(C), fc(4 * C);
   double mean, rstd;
-  for (size_t i = 0; i < C; ++i) x[i] = double(p[lay.wte + size_t(token) * C + i]) + double(p[lay.wpe + size_t(pos) * C + i]);
+  for (size_t i = 0; i < C; ++i)
+    x[i] = double(p[lay.wte + size_t(token) * C + i]) + double(p[lay.wpe + size_t(pos) * C + i]);
   for (int l = 0; l < c.layers; ++l) {
     const auto& L = lay.layer[size_t(l)];
     layernorm(x.data(), &p[L.ln1_w], &p[L.ln1_b], ln.data(), &mean, &rstd, 1, C);
     linear(ln.data(), &p[L.qkv_w], &p[L.qkv_b], qkv.data(), 1, C, 3 * C);
-    for (size_t i = 0; i < C; ++i) cache.k[size_t(l)][size_t(pos) * C + i] = qkv[C + i], cache.v[size_t(l)][size_t(pos) * C + i] = qkv[2 * C + i];
+    for (size_t i = 0; i < C; ++i)
+      cache.k[size_t(l)][size_t(pos) * C + i] = qkv[C + i], cache.v[size_t(l)][size_t(pos) * C + i] = qkv[2 * C + i];
     for (size_t h = 0; h < H; ++h) {
       std::vector<double> w(size_t(pos) + 1);
       double mx = -1e300, sum = 0;
@@ -417,7 +431,8 @@ inline int sample_top_k(const std::vector<float>& logits, double temperature, in
   });
   auto w = std::vector<double>(size_t(k));
   double sum = 0;
-  for (int i = 0; i < k; ++i) sum += (w[size_t(i)] = std::exp((logits[size_t(idx[size_t(i)])] - logits[size_t(idx[0])]) / temperature));
+  for (int i = 0; i < k; ++i)
+    sum += (w[size_t(i)] = std::exp((logits[size_t(idx[size_t(i)])] - logits[size_t(idx[0])]) / temperature));
   double r = u * sum;
   for (int i = 0; i < k; ++i)
     if ((r -= w[size_t(i)]) < 0) return idx[size_t(i)];

@@ -27,9 +27,13 @@ __device__ __forceinline__ float ld(__nv_bfloat16 x) { return __bfloat162float(x
 template <class T>
 __device__ __forceinline__ T st(float x);
 template <>
-__device__ __forceinline__ float st<float>(float x) { return x; }
+__device__ __forceinline__ float st<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+__device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -39,7 +43,8 @@ __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
+#define GRID_STRIDE(i, n) \
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
 
 // ---- Embedding ---------------------------------------------------------------------------------
 // x[n][c] = wte[tok[n]][c] + wpe[n % T][c]   (fp32: x is the residual stream)
@@ -104,7 +109,8 @@ __global__ void embed_bwd_tok(const int* tok, const float* dx, float* partial, i
 // ---- LayerNorm ---------------------------------------------------------------------------------
 // One warp per row: mean, 1/std, y = (x - mean) * rstd * g + b. x is fp32 (the residual stream).
 template <class T>
-__global__ void layernorm_fwd(const float* x, const float* g, const float* b, T* y, float* mean, float* rstd, int N, int C) {
+__global__ void layernorm_fwd(const float* x, const float* g, const float* b, T* y, float* mean, float* rstd, int N,
+                              int C) {
   const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (row >= N) return;
   const float* xr = x + size_t(row) * C;
@@ -121,8 +127,8 @@ __global__ void layernorm_fwd(const float* x, const float* g, const float* b, T*
 // T (dx_t) for the next matmul's input. `accumulate` false: dx = ..., true: dx += ...
 // The parameter gradients are a column sum over rows: see ln_param_partials.
 template <class T>
-__global__ void layernorm_bwd(const float* x, const float* g, const float* mean, const float* rstd, const T* dy, float* dx, T* dx_t, int N,
-                              int C, bool accumulate) {
+__global__ void layernorm_bwd(const float* x, const float* g, const float* mean, const float* rstd, const T* dy,
+                              float* dx, T* dx_t, int N, int C, bool accumulate) {
   const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (row >= N) return;
   const float* xr = x + size_t(row) * C;
@@ -166,7 +172,8 @@ __global__ void bias_partials(const T* dy, float* partial, int N, int C) {
 }
 // Two column sums at once for LayerNorm: dg = sum dy * xhat, db = sum dy. partial: [chunks][2][C].
 template <class T>
-__global__ void ln_param_partials(const float* x, const float* mean, const float* rstd, const T* dy, float* partial, int N, int C) {
+__global__ void ln_param_partials(const float* x, const float* mean, const float* rstd, const T* dy, float* partial,
+                                  int N, int C) {
   const int c = blockIdx.x * 32 + threadIdx.x, n0 = blockIdx.y * kColChunk;
   __shared__ float red[2][8][33];
   float sg = 0, sb = 0;
@@ -262,7 +269,8 @@ __global__ void attention_fwd(const T* qkv, float* P, T* out, int B, int T_, int
 // Backward, pass 1 (one warp per query row t): dP[s] = dO_t . v_s, dS[s] = P[s] (dP[s] - sum_u P[u] dP[u]) * scale
 // (kept in dS, [B][H][T][T]), and dq_t = sum_s dS[s] k_s.
 template <class T>
-__global__ void attention_bwd_q(const T* qkv, const float* P, const T* dout, float* dS, T* dqkv, int B, int T_, int C, int H) {
+__global__ void attention_bwd_q(const T* qkv, const float* P, const T* dout, float* dS, T* dqkv, int B, int T_, int C,
+                                int H) {
   const int hs = C / H;
   const int w = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (w >= B * H * T_) return;
@@ -292,7 +300,8 @@ __global__ void attention_bwd_q(const T* qkv, const float* P, const T* dout, flo
 // Backward, pass 2 (one warp per key row s): dk_s = sum_{t >= s} dS[t][s] q_t, dv_s = sum_{t >= s} P[t][s] dO_t.
 // Each output element is owned by one lane: no atomics, so the result is the same on every run.
 template <class T>
-__global__ void attention_bwd_kv(const T* qkv, const float* P, const T* dout, const float* dS, T* dqkv, int B, int T_, int C, int H) {
+__global__ void attention_bwd_kv(const T* qkv, const float* P, const T* dout, const float* dS, T* dqkv, int B, int T_,
+                                 int C, int H) {
   const int hs = C / H;
   const int w = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (w >= B * H * T_) return;
@@ -360,7 +369,8 @@ __global__ void softmax_xent(const float* logits, const int* target, float* loss
   sum = warp_sum(sum);
   const int tg = target[row];
   if (lane == 0) loss[row] = -(z[tg] - mx - logf(sum));
-  for (int v = lane; v < V; v += kWarp) dlogits[size_t(row) * V + v] = st<T>((__expf(z[v] - mx) / sum - (v == tg ? 1.f : 0.f)) / N);
+  for (int v = lane; v < V; v += kWarp)
+    dlogits[size_t(row) * V + v] = st<T>((__expf(z[v] - mx) / sum - (v == tg ? 1.f : 0.f)) / N);
 }
 
 // ---- Optimizer ---------------------------------------------------------------------------------
@@ -397,8 +407,9 @@ __global__ void block_sum(const float* x, int n, float* out, bool divide) {
 // round trip); the norm is kept for the log. In bf16 mode it also refreshes the bf16 copy of the
 // weights that the matmuls read (p_t; null in fp32 mode).
 template <class T>
-__global__ void adamw_clipped(float* p, T* p_t, const float* g, float* m, float* v, const unsigned char* decay, size_t n, float lr, float b1,
-                              float b2, float eps, float wd, float bc1, float bc2, const float* sumsq, float clip, float* norm_out) {
+__global__ void adamw_clipped(float* p, T* p_t, const float* g, float* m, float* v, const unsigned char* decay,
+                              size_t n, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
+                              const float* sumsq, float clip, float* norm_out) {
   const float norm = sqrtf(*sumsq), gscale = norm > clip ? clip / norm : 1.f;
   if (blockIdx.x == 0 && threadIdx.x == 0) *norm_out = norm;
   GRID_STRIDE(i, n) {
@@ -419,7 +430,8 @@ __global__ void convert(const float* x, T* y, size_t n) {
 // The token and its position live in device memory (tok[0], pos[0]) so that one decoding step can be
 // captured once as a CUDA graph and replayed: the host launches one graph per token and waits once.
 __global__ void embed_token(const int* tok, const int* pos, const float* wte, const float* wpe, float* x, int C) {
-  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) x[c] = wte[size_t(tok[0]) * C + c] + wpe[size_t(pos[0]) * C + c];
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x)
+    x[c] = wte[size_t(tok[0]) * C + c] + wpe[size_t(pos[0]) * C + c];
 }
 __global__ void advance_position(int* pos) { ++pos[0]; }
 // One new position t = pos[0] attends to cached keys/values 0..t. One block per head: thread s
@@ -427,11 +439,12 @@ __global__ void advance_position(int* pos) { ++pos[0]; }
 // and the output sum_s p_s v_s is split over the threads by (dimension, slice of positions) so that
 // v's rows are read coalesced. qkv: this position's [q | k | v] (3C); kcache/vcache: [T][C], row t
 // is written here first. Dynamic shared memory: T + 256 floats.
-__global__ void attention_decode(const float* qkv, float* kcache, float* vcache, float* out, const int* pos, int C, int H) {
+__global__ void attention_decode(const float* qkv, float* kcache, float* vcache, float* out, const int* pos, int C,
+                                 int H) {
   extern __shared__ float sh[];
   const int hs = C / H, h = blockIdx.x, t = pos[0];
-  float* p = sh;                  // [t + 1] scores, then probabilities
-  float* part = sh + (t + 1);     // [blockDim] partial sums
+  float* p = sh;               // [t + 1] scores, then probabilities
+  float* part = sh + (t + 1);  // [blockDim] partial sums
   __shared__ float red[256 / kWarp];
   for (int i = threadIdx.x; i < hs; i += blockDim.x) {
     kcache[size_t(t) * C + h * hs + i] = qkv[C + h * hs + i];
@@ -489,8 +502,8 @@ __global__ void attention_decode(const float* qkv, float* kcache, float* vcache,
 // saves a pass: kAdd folds the residual connection in, kGelu the MLP's activation.
 enum GemvEpilogue { kStore = 0, kAdd = 1, kGelu = 2 };
 template <bool kVec4>
-__global__ void gemv_bias(const float* __restrict__ W, const float* __restrict__ x, const float* __restrict__ b, float* y, int I, int O,
-                          int epilogue) {
+__global__ void gemv_bias(const float* __restrict__ W, const float* __restrict__ x, const float* __restrict__ b,
+                          float* y, int I, int O, int epilogue) {
   const int o = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (o >= O) return;
   const float* row = W + size_t(o) * I;
@@ -515,7 +528,8 @@ __global__ void gemv_bias(const float* __restrict__ W, const float* __restrict__
 // Temperature + top-k sampling on the GPU, the twin of gpt::sample_top_k (same ranking, same double
 // arithmetic, same walk): one block. Reads the draw u[i] for i = count[0], writes the token to tok[0]
 // (the next step's input) and out[i], and advances count.
-__global__ void sample_top_k(const float* logits, int V, double temperature, int top_k, const double* u, int* count, int* tok, int* out) {
+__global__ void sample_top_k(const float* logits, int V, double temperature, int top_k, const double* u, int* count,
+                             int* tok, int* out) {
   __shared__ double w[1024];
   __shared__ int who[1024];
   const int k = max(1, min(top_k, V));

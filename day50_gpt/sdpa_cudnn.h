@@ -39,10 +39,10 @@ struct Shape {
 
 // What cuDNN is asked for, per attempt.
 struct Variant {
-  int p_form;               // forward P: 0 io type, 1 fp32 reordered F16x16, 2 io type reordered F16x16
-  int pt_form;              // backward P^T: 0 reshape fp32 -> io, 1 identity to io then reshape, 2 reshape kept fp32
-  bool dq_reordered;        // dQ accumulator marked F16x16
-  cudnnDataType_t cmp_prec; // math precision of the CMP_GE of the mask
+  int p_form;                // forward P: 0 io type, 1 fp32 reordered F16x16, 2 io type reordered F16x16
+  int pt_form;               // backward P^T: 0 reshape fp32 -> io, 1 identity to io then reshape, 2 reshape kept fp32
+  bool dq_reordered;         // dQ accumulator marked F16x16
+  cudnnDataType_t cmp_prec;  // math precision of the CMP_GE of the mask
   std::string describe() const {
     static const char* pf[] = {"P io", "P fp32/F16x16", "P io/F16x16"};
     static const char* tf[] = {"P^T reshape-cast", "P^T identity+reshape", "P^T fp32"};
@@ -53,11 +53,13 @@ struct Variant {
 
 class Attention {
  public:
-  Attention(cudnnHandle_t h, Shape s, cudnnDataType_t io) : h_(h), s_(s), io_(io), scale_(1.f / std::sqrt(float(s.D))) {}
+  Attention(cudnnHandle_t h, Shape s, cudnnDataType_t io)
+      : h_(h), s_(s), io_(io), scale_(1.f / std::sqrt(float(s.D))) {}
 
   // "" when both graphs have a plan; otherwise why not (then use the hand-written attention).
   std::string build() {
-    if (io_ != CUDNN_DATA_BFLOAT16 && io_ != CUDNN_DATA_HALF) return "cuDNN's fused attention takes fp16/bf16 inputs only";
+    if (io_ != CUDNN_DATA_BFLOAT16 && io_ != CUDNN_DATA_HALF)
+      return "cuDNN's fused attention takes fp16/bf16 inputs only";
     if (s_.D % 8 != 0 || s_.D > 256) return "head size " + std::to_string(s_.D) + " is not a multiple of 8 up to 256";
     std::string why_f, why_b;
     for (const cudnnDataType_t cmp : {CUDNN_DATA_FLOAT, CUDNN_DATA_BOOLEAN}) {
@@ -65,8 +67,10 @@ class Attention {
         Variant v{pf, 0, true, cmp};
         auto g = make_fwd(v);
         const std::string why = g->build();
-        if (why.empty()) fwd_ = std::move(g), fwd_variant_ = v.describe();
-        else why_f = why;
+        if (why.empty())
+          fwd_ = std::move(g), fwd_variant_ = v.describe();
+        else
+          why_f = why;
       }
       for (int pt = 0; pt < 3 && !bwd_; ++pt)
         for (const bool dqr : {true, false}) {
@@ -74,8 +78,10 @@ class Attention {
           Variant v{0, pt, dqr, cmp};
           auto g = make_bwd(v);
           const std::string why = g->build();
-          if (why.empty()) bwd_ = std::move(g), bwd_variant_ = v.describe();
-          else why_b = why;
+          if (why.empty())
+            bwd_ = std::move(g), bwd_variant_ = v.describe();
+          else
+            why_b = why;
         }
       if (fwd_ && bwd_) return "";
     }
@@ -94,11 +100,17 @@ class Attention {
 
   // qkv: [B*T][3C] in the io type; out: [B*T][C]; stats: [B][H][T] fp32.
   void forward(const void* qkv, void* out, float* stats, void* ws, cudaStream_t st = 0) {
-    fwd_->execute({{"Q", off(qkv, 0)}, {"Kt", off(qkv, 1)}, {"V", off(qkv, 2)}, {"O", out}, {"Stats", stats}, {"scale", &scale_}, {"neg", &neg_}},
+    fwd_->execute({{"Q", off(qkv, 0)},
+                   {"Kt", off(qkv, 1)},
+                   {"V", off(qkv, 2)},
+                   {"O", out},
+                   {"Stats", stats},
+                   {"scale", &scale_},
+                   {"neg", &neg_}},
                   ws, st);
   }
-  void backward(const void* qkv, const void* out, const void* dout, const float* stats, void* dqkv, float* dsum, float* dq_acc, void* ws,
-                cudaStream_t st = 0) {
+  void backward(const void* qkv, const void* out, const void* dout, const float* stats, void* dqkv, float* dsum,
+                float* dq_acc, void* ws, cudaStream_t st = 0) {
     CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, dq_acc_elems() * sizeof(float), st));
     bwd_->execute({{"Q", off(qkv, 0)},
                    {"Kt", off(qkv, 1)},
@@ -178,8 +190,10 @@ class Attention {
     g->pointwise(CUDNN_POINTWISE_LOG, "sum", "", "lg");
     g->tensor("Stats", rd(), rs(), CUDNN_DATA_FLOAT);
     g->pointwise(CUDNN_POINTWISE_ADD, "mx", "lg", "Stats");
-    if (v.p_form == 0) g->virt("P", sd(), ss(), io_);
-    else g->virt_reordered("P", sd(), ss(), v.p_form == 1 ? CUDNN_DATA_FLOAT : io_, CUDNN_TENSOR_REORDERING_F16x16);
+    if (v.p_form == 0)
+      g->virt("P", sd(), ss(), io_);
+    else
+      g->virt_reordered("P", sd(), ss(), v.p_form == 1 ? CUDNN_DATA_FLOAT : io_, CUDNN_TENSOR_REORDERING_F16x16);
     g->pointwise(CUDNN_POINTWISE_DIV, "E", "sum", "P");
     g->tensor("O", qd(), o_strides(), io_);
     g->matmul("P", "V", "O");
@@ -230,8 +244,10 @@ class Attention {
     // dQ = dS . K (K is K^T reshaped back), through the fp32 accumulator
     g->virt("K", qd(), qkv_strides(), io_);
     g->reshape("Kt", "K");
-    if (v.dq_reordered) g->tensor_reordered("dQacc", qd(), o_strides(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_REORDERING_F16x16);
-    else g->tensor("dQacc", qd(), o_strides(), CUDNN_DATA_FLOAT);
+    if (v.dq_reordered)
+      g->tensor_reordered("dQacc", qd(), o_strides(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_REORDERING_F16x16);
+    else
+      g->tensor("dQacc", qd(), o_strides(), CUDNN_DATA_FLOAT);
     g->matmul("dS", "K", "dQacc");
     g->tensor("dQ", qd(), qkv_strides(), io_);
     g->pointwise(CUDNN_POINTWISE_IDENTITY, "dQacc", "", "dQ");

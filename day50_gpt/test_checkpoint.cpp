@@ -23,9 +23,7 @@ static std::string tmp_path(const char* name) { return std::string("/tmp/day50_t
 static bool throws_with(const std::string& path, const std::string& needle, const gpt::Config* expect = nullptr) {
   try {
     ckpt::load(path, expect);
-  } catch (const std::runtime_error& e) {
-    return std::string(e.what()).find(needle) != std::string::npos;
-  }
+  } catch (const std::runtime_error& e) { return std::string(e.what()).find(needle) != std::string::npos; }
   return false;
 }
 

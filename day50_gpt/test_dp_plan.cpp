@@ -28,7 +28,9 @@ static int ready_after(const gpt::Config& c, const gpt::Layout& lay, size_t i) {
 }
 
 // Order of events in the backward: block L-1 finishes first, block 0 last, then the embeddings (-1).
-static int event_index(const gpt::Config& c, int after_block) { return after_block < 0 ? c.layers : c.layers - 1 - after_block; }
+static int event_index(const gpt::Config& c, int after_block) {
+  return after_block < 0 ? c.layers : c.layers - 1 - after_block;
+}
 
 static void check_plan(const gpt::Config& c, size_t bucket_bytes) {
   const gpt::Layout lay(c);
@@ -60,7 +62,8 @@ static void check_plan(const gpt::Config& c, size_t bucket_bytes) {
 
 TEST(buckets_cover_every_gradient_once_and_start_when_ready) {
   for (int layers : {1, 2, 6, 12})
-    for (size_t mb : {size_t(1) << 10, size_t(1) << 20, size_t(25) << 20, size_t(1) << 40}) check_plan(config(layers, 64), mb);
+    for (size_t mb : {size_t(1) << 10, size_t(1) << 20, size_t(25) << 20, size_t(1) << 40})
+      check_plan(config(layers, 64), mb);
   check_plan(config(6, 384), size_t(25) << 20);
 }
 

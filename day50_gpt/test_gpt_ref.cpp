@@ -82,8 +82,10 @@ TEST(attention_is_causal) {
   for (int t = 0; t < 5; ++t)
     for (int v = 0; v < c.vocab; ++v) {
       const double d = std::fabs(a1.logits[t * c.vocab + v] - a2.logits[t * c.vocab + v]);
-      if (t < 4) earlier_same = earlier_same && d == 0;
-      else last_differs = last_differs || d > 1e-9;
+      if (t < 4)
+        earlier_same = earlier_same && d == 0;
+      else
+        last_differs = last_differs || d > 1e-9;
     }
   EXPECT(earlier_same && last_differs);
 }
@@ -113,7 +115,8 @@ TEST(kv_cache_decoding_equals_the_full_forward) {
   double worst = 0;
   for (int t = 0; t < 6; ++t) {
     const std::vector<double> l = gpt::decode_step(c, p, cache, tok[size_t(t)], t);
-    for (int v = 0; v < c.vocab; ++v) worst = std::fmax(worst, std::fabs(l[size_t(v)] - a.logits[size_t(t) * c.vocab + v]));
+    for (int v = 0; v < c.vocab; ++v)
+      worst = std::fmax(worst, std::fabs(l[size_t(v)] - a.logits[size_t(t) * c.vocab + v]));
   }
   EXPECT(worst < 1e-12);
 }
@@ -123,8 +126,9 @@ TEST(top_k_sampling) {
   EXPECT(gpt::sample_top_k(logits, 1.0, 1, 0.99) == 1);  // k = 1 is argmax, whatever the draw
   verify::Rng rng(15);
   int counts[5] = {0, 0, 0, 0, 0};
-  for (int i = 0; i < 20000; ++i) ++counts[gpt::sample_top_k(logits, 1.0, 2, double(rng.next() >> 11) / 9007199254740992.0)];
-  EXPECT(counts[0] == 0 && counts[2] == 0 && counts[4] == 0);  // outside the top 2: never
+  for (int i = 0; i < 20000; ++i)
+    ++counts[gpt::sample_top_k(logits, 1.0, 2, double(rng.next() >> 11) / 9007199254740992.0)];
+  EXPECT(counts[0] == 0 && counts[2] == 0 && counts[4] == 0);         // outside the top 2: never
   const double p1 = std::exp(3.0) / (std::exp(3.0) + std::exp(2.9));  // 0.525
   EXPECT(std::fabs(counts[1] / 20000.0 - p1) < 0.02);
 }

@@ -28,7 +28,7 @@ TEST(adamw_first_step_moves_by_lr) {
   o.weight_decay = 0.1;
   train::adamw_step(p, g, m, v, {1, 0}, o, 0.01, 1);
   EXPECT(std::fabs(p[0] - (1.f - 0.01f * (1.f + 0.1f * 1.f))) < 1e-6);  // decayed
-  EXPECT(std::fabs(p[1] - (-2.f + 0.01f)) < 1e-6);                       // not decayed
+  EXPECT(std::fabs(p[1] - (-2.f + 0.01f)) < 1e-6);                      // not decayed
 }
 
 TEST(data_split_and_batches) {
@@ -43,9 +43,7 @@ TEST(data_split_and_batches) {
   bool threw = false;
   try {
     train::split_bytes("too short", 16);
-  } catch (const std::runtime_error&) {
-    threw = true;
-  }
+  } catch (const std::runtime_error&) { threw = true; }
   EXPECT(threw);
 }
 
@@ -96,7 +94,8 @@ TEST(cpu_training_loss_falls_and_resume_is_exact) {
   ckpt::save("/tmp/day50_resume.ckpt", k);
   const ckpt::Checkpoint l = ckpt::load("/tmp/day50_resume.ckpt", &copy.c);
   Run resumed;
-  resumed.c = l.config, resumed.p = l.params, resumed.m = l.m, resumed.v = l.v, resumed.pos = l.data_pos, resumed.step = l.step;
+  resumed.c = l.config, resumed.p = l.params, resumed.m = l.m, resumed.v = l.v, resumed.pos = l.data_pos,
+  resumed.step = l.step;
   resumed.decay = train::decay_mask(resumed.c);
   const std::vector<double> b = train_steps(resumed, data, 10);
   bool same = true;

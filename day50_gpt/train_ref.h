@@ -28,10 +28,12 @@ inline Corpus split_bytes(const std::string& bytes, int context, double val_frac
   const size_t need = size_t(context) + 1;
   const size_t nval = size_t(double(bytes.size()) * val_fraction);
   if (bytes.size() < 2 * need || nval < need || bytes.size() - nval < need)
-    throw std::runtime_error("the text has " + std::to_string(bytes.size()) + " bytes; with context " + std::to_string(context) +
-                             " it needs at least " + std::to_string(std::max(2 * need, size_t(double(need) / val_fraction) + need)));
+    throw std::runtime_error("the text has " + std::to_string(bytes.size()) + " bytes; with context " +
+                             std::to_string(context) + " it needs at least " +
+                             std::to_string(std::max(2 * need, size_t(double(need) / val_fraction) + need)));
   Corpus c;
-  for (size_t i = 0; i < bytes.size(); ++i) (i < bytes.size() - nval ? c.train : c.val).push_back(int(static_cast<unsigned char>(bytes[i])));
+  for (size_t i = 0; i < bytes.size(); ++i)
+    (i < bytes.size() - nval ? c.train : c.val).push_back(int(static_cast<unsigned char>(bytes[i])));
   return c;
 }
 
@@ -48,7 +50,8 @@ inline std::string read_file(const std::string& path) {
 
 // B sequences of T tokens starting at `pos`, consecutive and wrapping at the end; targets are the
 // next bytes. Returns the position after the batch (what a checkpoint stores).
-inline uint64_t batch(const std::vector<int>& data, uint64_t pos, int B, int T, std::vector<int>& tokens, std::vector<int>& targets) {
+inline uint64_t batch(const std::vector<int>& data, uint64_t pos, int B, int T, std::vector<int>& tokens,
+                      std::vector<int>& targets) {
   const size_t n = data.size();
   tokens.resize(size_t(B) * T), targets.resize(size_t(B) * T);
   for (int b = 0; b < B; ++b)
@@ -75,7 +78,8 @@ inline std::vector<uint8_t> decay_mask(const gpt::Config& c) {
   };
   on(lay.wte, size_t(c.vocab) * C);
   on(lay.wpe, size_t(c.context) * C);
-  for (const auto& L : lay.layer) on(L.qkv_w, 3 * C * C), on(L.proj_w, C * C), on(L.fc_w, 4 * C * C), on(L.fc2_w, 4 * C * C);
+  for (const auto& L : lay.layer)
+    on(L.qkv_w, 3 * C * C), on(L.proj_w, C * C), on(L.fc_w, 4 * C * C), on(L.fc2_w, 4 * C * C);
   return m;
 }
 

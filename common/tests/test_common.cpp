@@ -191,21 +191,34 @@ TEST(npy_round_trip) {
   // The header is padded so that the data starts at a multiple of 64 bytes.
   EXPECT((fs::file_size(dir / "i.npy") - 5 * 4) % 64 == 0);
   bool threw = false;
-  try { npy::load<double>((dir / "f.npy").string()); } catch (const std::runtime_error&) { threw = true; }
+  try {
+    npy::load<double>((dir / "f.npy").string());
+  } catch (const std::runtime_error&) { threw = true; }
   EXPECT(threw);  // wrong dtype is refused, not converted
-  { std::ofstream o(dir / "bad.npy"); o << "not a numpy file"; }
+  {
+    std::ofstream o(dir / "bad.npy");
+    o << "not a numpy file";
+  }
   threw = false;
-  try { npy::load<float>((dir / "bad.npy").string()); } catch (const std::runtime_error&) { threw = true; }
+  try {
+    npy::load<float>((dir / "bad.npy").string());
+  } catch (const std::runtime_error&) { threw = true; }
   EXPECT(threw);
-  { std::ofstream o(dir / "short.npy", std::ios::binary);
+  {
+    std::ofstream o(dir / "short.npy", std::ios::binary);
     std::ifstream in(dir / "f.npy", std::ios::binary);
     std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    o << all.substr(0, all.size() - 4); }
+    o << all.substr(0, all.size() - 4);
+  }
   threw = false;
-  try { npy::load<float>((dir / "short.npy").string()); } catch (const std::runtime_error&) { threw = true; }
+  try {
+    npy::load<float>((dir / "short.npy").string());
+  } catch (const std::runtime_error&) { threw = true; }
   EXPECT(threw);
   threw = false;
-  try { npy::load<float>((dir / "missing.npy").string()); } catch (const std::runtime_error&) { threw = true; }
+  try {
+    npy::load<float>((dir / "missing.npy").string());
+  } catch (const std::runtime_error&) { threw = true; }
   EXPECT(threw);
   fs::remove_all(dir);
 }
@@ -215,7 +228,10 @@ TEST(results_file) {
   EXPECT(results::slug("NVIDIA H200") == "nvidia-h200");
   EXPECT(results::slug("") == "unknown-gpu");
   results::Bench b;
-  b.ms = 2.0; b.ref_ms = 1.0; b.tflops = 10; b.peak = 50;
+  b.ms = 2.0;
+  b.ref_ms = 1.0;
+  b.tflops = 10;
+  b.peak = 50;
   EXPECT(std::fabs(b.pct_of_ref() - 50.0) < 1e-12 && std::fabs(b.pct_of_peak() - 20.0) < 1e-12);
   results::Results r("dayXX", "prog");
   EXPECT(!r.passed());  // no checks: not a pass
@@ -259,7 +275,8 @@ TEST(compare_at_checks_the_sampled_indices) {
   const std::vector<double> want = {1.0, 3.0, 5.0};
   const verify::Check ok = verify::compare_at("sampled", out, idx, want, verify::kFp32);
   EXPECT(ok.passed && ok.n == 3 && ok.name.find("3 sampled") != std::string::npos);
-  const verify::Check bad = verify::compare_at("sampled", out, std::vector<size_t>{0, 3}, std::vector<double>{1.0, 4.0}, verify::kFp32);
+  const verify::Check bad =
+      verify::compare_at("sampled", out, std::vector<size_t>{0, 3}, std::vector<double>{1.0, 4.0}, verify::kFp32);
   EXPECT(!bad.passed && bad.n_bad == 1 && bad.first_bad == 1);  // the NaN at index 3
 }
 

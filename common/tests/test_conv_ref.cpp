@@ -90,8 +90,10 @@ TEST(sampled_matches_full) {
 // Checked on shapes with padding, stride and dilation, where an off-by-one in the index
 // algebra breaks the identity by O(1).
 TEST(backward_is_the_adjoint) {
-  const ConvShape shapes[] = {{2, 3, 11, 9, 4, 3, 3, 1, 1, 1}, {1, 2, 13, 10, 3, 5, 3, 2, 2, 1},
-                              {2, 2, 12, 12, 2, 3, 3, 2, 1, 2}, {1, 4, 7, 8, 5, 1, 1, 0, 2, 1}};
+  const ConvShape shapes[] = {{2, 3, 11, 9, 4, 3, 3, 1, 1, 1},
+                              {1, 2, 13, 10, 3, 5, 3, 2, 2, 1},
+                              {2, 2, 12, 12, 2, 3, 3, 2, 1, 2},
+                              {1, 4, 7, 8, 5, 1, 1, 0, 2, 1}};
   verify::Rng rng(7);
   for (const ConvShape& s : shapes) {
     std::vector<float> x(s.x_elems()), w(s.w_elems()), dy(s.y_elems());
@@ -102,8 +104,10 @@ TEST(backward_is_the_adjoint) {
     ref::conv_full(s, x.data(), w.data(), y.data());
     double lhs = 0, rd = 0, rf = 0;
     for (size_t i = 0; i < y.size(); ++i) lhs += double(dy[i]) * y[i];
-    const std::vector<double> dx = ref::bwd_data_sampled(s, dy.data(), w.data(), ref::sample_indices(s.x_elems(), s.x_elems(), 0));
-    const std::vector<double> dw = ref::bwd_filter_sampled(s, x.data(), dy.data(), ref::sample_indices(s.w_elems(), s.w_elems(), 0));
+    const std::vector<double> dx =
+        ref::bwd_data_sampled(s, dy.data(), w.data(), ref::sample_indices(s.x_elems(), s.x_elems(), 0));
+    const std::vector<double> dw =
+        ref::bwd_filter_sampled(s, x.data(), dy.data(), ref::sample_indices(s.w_elems(), s.w_elems(), 0));
     for (size_t i = 0; i < dx.size(); ++i) rd += dx[i] * x[i];
     for (size_t i = 0; i < dw.size(); ++i) rf += dw[i] * w[i];
     EXPECT(std::fabs(lhs - rd) <= 1e-9 * (1 + std::fabs(lhs)));

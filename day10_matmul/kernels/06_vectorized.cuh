@@ -31,9 +31,11 @@ __global__ void __launch_bounds__((BM * BN) / (TM * TN))
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
 #pragma unroll
-      for (int i = 0; i < TM; i += 4) *reinterpret_cast<float4*>(&ra[i]) = *reinterpret_cast<const float4*>(&As[k * BM + trow * TM + i]);
+      for (int i = 0; i < TM; i += 4)
+        *reinterpret_cast<float4*>(&ra[i]) = *reinterpret_cast<const float4*>(&As[k * BM + trow * TM + i]);
 #pragma unroll
-      for (int j = 0; j < TN; j += 4) *reinterpret_cast<float4*>(&rb[j]) = *reinterpret_cast<const float4*>(&Bs[k * BN + tcol * TN + j]);
+      for (int j = 0; j < TN; j += 4)
+        *reinterpret_cast<float4*>(&rb[j]) = *reinterpret_cast<const float4*>(&Bs[k * BN + tcol * TN + j]);
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll

@@ -37,7 +37,8 @@ struct WarpTileConfig {
 
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
-    sgemm_07_warptile(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
+    sgemm_07_warptile(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B,
+                      float* __restrict__ C) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, WM = Cfg::WM, WN = Cfg::WN, TM = Cfg::TM, TN = Cfg::TN;
   constexpr int WMITER = Cfg::WMITER, WNITER = Cfg::WNITER, WSUBM = Cfg::WSUBM, WSUBN = Cfg::WSUBN, NT = Cfg::NT;
   constexpr int LDA = Cfg::LDA;
@@ -114,7 +115,8 @@ template <class Cfg>
 inline void launch_warptile(int M, int N, int K, const float* A, const float* B, float* C, cudaStream_t s) {
   static bool attr_set = false;  // once per shape: allow more than 48 KB of dynamic shared memory
   if (!attr_set) {
-    CUDA_CHECK(cudaFuncSetAttribute(sgemm_07_warptile<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(sgemm_07_warptile<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
     attr_set = true;
   }
   dim3 grid(ceil_div(N, Cfg::BN), ceil_div(M, Cfg::BM));

@@ -28,7 +28,7 @@ using TuneH = WarpTileConfig<128, 64, 16, 64, 32, 2, 8, 4, 128>;
 using TuneI = WarpTileConfig<128, 256, 8, 64, 64, 4, 8, 4, 256>;
 using TuneJ = WarpTileConfig<256, 128, 8, 64, 64, 4, 8, 4, 256>;
 using TuneK = WarpTileConfig<128, 256, 16, 64, 64, 2, 8, 8, 256>;
-using TuneL = WarpTileConfig<128, 128, 8, 64, 32, 2, 8, 4, 256, 2>;   // two blocks per SM
+using TuneL = WarpTileConfig<128, 128, 8, 64, 32, 2, 8, 4, 256, 2>;  // two blocks per SM
 using TuneM = WarpTileConfig<128, 128, 16, 32, 64, 2, 8, 4, 256, 2>;
 using TuneN = WarpTileConfig<64, 128, 16, 32, 64, 2, 8, 4, 128, 4>;
 

@@ -54,8 +54,8 @@ __global__ void __launch_bounds__(NT)
     gemm_09_wmma(int M, int N, int K, const bf16* __restrict__ A, const bf16* __restrict__ Bt, bf16* __restrict__ C) {
   using namespace nvcuda;
   __shared__ __align__(128) bf16 smem[2 * (BM + BN) * LDS];
-  bf16* const Asm = smem;                  // buffer b: Asm + b * BM * LDS
-  bf16* const Bsm = smem + 2 * BM * LDS;   // buffer b: Bsm + b * BN * LDS
+  bf16* const Asm = smem;                 // buffer b: Asm + b * BM * LDS
+  bf16* const Bsm = smem + 2 * BM * LDS;  // buffer b: Bsm + b * BN * LDS
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wrow = warp / (BN / WN), wcol = warp % (BN / WN);
   const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
@@ -86,10 +86,12 @@ __global__ void __launch_bounds__(NT)
       wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa[WM / 16];
       wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb[WN / 16];
 #pragma unroll
-      for (int i = 0; i < WM / 16; ++i) wmma::load_matrix_sync(fa[i], Asm + cur * BM * LDS + (wrow * WM + i * 16) * LDS + kk, LDS);
-      // B^T stored N x K row-major is B stored K x N column-major: a col_major fragment.
+      for (int i = 0; i < WM / 16; ++i)
+        wmma::load_matrix_sync(fa[i], Asm + cur * BM * LDS + (wrow * WM + i * 16) * LDS + kk, LDS);
+        // B^T stored N x K row-major is B stored K x N column-major: a col_major fragment.
 #pragma unroll
-      for (int j = 0; j < WN / 16; ++j) wmma::load_matrix_sync(fb[j], Bsm + cur * BN * LDS + (wcol * WN + j * 16) * LDS + kk, LDS);
+      for (int j = 0; j < WN / 16; ++j)
+        wmma::load_matrix_sync(fb[j], Bsm + cur * BN * LDS + (wcol * WN + j * 16) * LDS + kk, LDS);
 #pragma unroll
       for (int i = 0; i < WM / 16; ++i)
 #pragma unroll

@@ -155,10 +155,11 @@ bool wgmma_gpu_supported(std::string* why) {
       CUDA_CHECK(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
       CUDA_CHECK(cudaFree(d));
       state = h ? 1 : 0;
-      if (!h) reason = "this build's kernels were compiled without sm_90a features (rebuild with make ARCH=sm_90)";
+      if (!h)
+        reason = "this build's kernels were compiled without sm_90a features (rebuild with make ARCH=sm_90)";
       else
-        CUDA_CHECK(cudaFuncSetAttribute(wg::gemm_10_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(wg::kSmemBytes)));
+        CUDA_CHECK(
+            cudaFuncSetAttribute(wg::gemm_10_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, int(wg::kSmemBytes)));
     }
   }
   if (why) *why = reason;
@@ -167,8 +168,9 @@ bool wgmma_gpu_supported(std::string* why) {
 
 bool wgmma_shape_supported(int M, int N, int K, std::string* why) {
   if (K % 8 != 0 || N % 8 != 0) {
-    if (why) *why = "TMA needs 16-byte row strides: K and N must be multiples of 8 (got " + std::to_string(M) + "x" +
-                    std::to_string(N) + "x" + std::to_string(K) + ")";
+    if (why)
+      *why = "TMA needs 16-byte row strides: K and N must be multiples of 8 (got " + std::to_string(M) + "x" +
+             std::to_string(N) + "x" + std::to_string(K) + ")";
     return false;
   }
   return true;

@@ -34,8 +34,8 @@ struct Smem {
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;
 
 __global__ void __launch_bounds__(NT, 1)
-    gemm_11_cluster(int M, int N, int K, const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
-                    bf16* __restrict__ C, int group_m) {
+    gemm_11_cluster(int M, int N, int K, const __grid_constant__ CUtensorMap tmA,
+                    const __grid_constant__ CUtensorMap tmB, bf16* __restrict__ C, int group_m) {
 #if HOPPER_ENABLED
   using namespace hopper;
   extern __shared__ uint8_t smem_raw[];
@@ -77,8 +77,8 @@ __global__ void __launch_bounds__(NT, 1)
           // Expect our A tile and *both* halves of B (ours and the partner's multicast).
           mbar_expect_tx(&s.full[st], A_BYTES + B_BYTES);
           tma_load_2d(s.A[st], &tmA, &s.full[st], kt * BK, bm * BM);
-          tma_load_2d_multicast(&s.B[st][rank * (BN / 2) * BK], &tmB, &s.full[st], kt * BK, bn * BN + int(rank) * (BN / 2),
-                                uint16_t((1 << CLUSTER) - 1));
+          tma_load_2d_multicast(&s.B[st][rank * (BN / 2) * BK], &tmB, &s.full[st], kt * BK,
+                                bn * BN + int(rank) * (BN / 2), uint16_t((1 << CLUSTER) - 1));
         }
       }
     }
@@ -88,8 +88,10 @@ __global__ void __launch_bounds__(NT, 1)
     float d[128];
     int it = 0;
     auto release = [&](int st) {  // tell both CTAs' producers that we are done with stage st
-      if (t == 0) mbar_arrive(&s.empty[st]);                                  // ours
-      else if (t == 32) mbar_arrive_cluster(&s.empty[st], uint32_t(rank ^ 1));  // the partner's (another warp)
+      if (t == 0)
+        mbar_arrive(&s.empty[st]);  // ours
+      else if (t == 32)
+        mbar_arrive_cluster(&s.empty[st], uint32_t(rank ^ 1));  // the partner's (another warp)
     };
     for (int q = cluster; q < pairs; q += nclusters) {
       int pm, bn;
@@ -140,7 +142,8 @@ void run_11_wgmma_cluster(int M, int N, int K, const __nv_bfloat16* A, const __n
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   if (!max_clusters) {
-    CUDA_CHECK(cudaFuncSetAttribute(wc::gemm_11_cluster, cudaFuncAttributeMaxDynamicSharedMemorySize, int(wc::kSmemBytes)));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(wc::gemm_11_cluster, cudaFuncAttributeMaxDynamicSharedMemorySize, int(wc::kSmemBytes)));
     cfg.gridDim = dim3(2 * 66);
     // How many 2-CTA clusters fit on the GPU at once (GPCs decide, not only the SM count).
     CUDA_CHECK(cudaOccupancyMaxActiveClusters(&max_clusters, wc::gemm_11_cluster, &cfg));

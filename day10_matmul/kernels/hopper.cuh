@@ -33,11 +33,10 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   uint32_t done = 0;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
   } while (!done);
 }
 // TMA: copy the box at (inner coordinate c0, outer c1) of the tensor into shared memory;
@@ -73,9 +72,11 @@ __device__ __forceinline__ void store_m64n256_bf16(const float (&d)[128], bf16* 
   for (int j = 0; j < 32; ++j) {
     const int col = col0 + 8 * j + 2 * (l % 4);
     if (col < N) {
-      if (row < M) *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row) * N + col]) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
+      if (row < M)
+        *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row) * N + col]) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
       if (row + 8 < M)
-        *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row + 8) * N + col]) = __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+        *reinterpret_cast<__nv_bfloat162*>(&C[size_t(row + 8) * N + col]) =
+            __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
     }
   }
 }
@@ -141,8 +142,8 @@ inline CUtensorMap make_map_bf16(const bf16* ptr, int rows, int cols, int box_ro
   const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
   CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(ptr), dims, strides, box, estr,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     std::fprintf(stderr, "error: cuTensorMapEncodeTiled failed (CUresult %d) for a %dx%d matrix\n", int(r), rows, cols);
     std::exit(1);

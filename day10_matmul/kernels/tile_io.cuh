@@ -69,7 +69,8 @@ __device__ __forceinline__ void store_row(float* __restrict__ C, int M, int N, i
   float* p = C + size_t(r) * N + c;
   if (TN % 4 == 0 && vec_ok && c + TN <= N) {
 #pragma unroll
-    for (int j = 0; j < TN; j += 4) *reinterpret_cast<float4*>(p + j) = make_float4(vals[j], vals[j + 1], vals[j + 2], vals[j + 3]);
+    for (int j = 0; j < TN; j += 4)
+      *reinterpret_cast<float4*>(p + j) = make_float4(vals[j], vals[j + 1], vals[j + 2], vals[j + 3]);
   } else {
 #pragma unroll
     for (int j = 0; j < TN; ++j)

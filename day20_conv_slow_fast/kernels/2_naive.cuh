@@ -8,11 +8,13 @@
 #include "conv_shape.h"
 #include "check.cuh"
 
-__global__ void conv_02_naive(ConvShape s, const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y) {
+__global__ void conv_02_naive(ConvShape s, const float* __restrict__ x, const float* __restrict__ w,
+                              float* __restrict__ y) {
   const int P = s.P(), Q = s.Q();
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= size_t(s.N) * s.K * P * Q) return;
-  const int q = int(i % Q), p = int((i / Q) % P), k = int((i / (size_t(Q) * P)) % s.K), n = int(i / (size_t(Q) * P * s.K));
+  const int q = int(i % Q), p = int((i / Q) % P), k = int((i / (size_t(Q) * P)) % s.K),
+            n = int(i / (size_t(Q) * P * s.K));
   float acc = 0.f;
   for (int c = 0; c < s.C; ++c) {
     const float* xc = x + (size_t(n) * s.C + c) * s.H * s.W;

@@ -20,7 +20,7 @@ __constant__ float c_filter[kMaxConstFilter];
 
 // RS > 0: a compile-time RS x RS filter (loops unrolled); RS == 0: any size up to 15 x 15.
 template <int TW, int TH, int PY, int RS>
-__global__ void __launch_bounds__(TW * TH)
+__global__ void __launch_bounds__(TW* TH)
     conv_03_tiled(int N, int H, int W, int Rr, int Sr, int pad, const float* __restrict__ x, float* __restrict__ y) {
   const int R = RS ? RS : Rr, S = RS ? RS : Sr;
   const int P = H + 2 * pad - R + 1, Q = W + 2 * pad - S + 1;
@@ -92,7 +92,9 @@ inline void run_03_tiled(const ConvShape& s, const float* x, float* y, cudaStrea
   const int P = s.P(), Q = s.Q();
   dim3 block(TW, TH), grid(ceil_div(Q, TW), ceil_div(P, TH * PY), s.N);
   const size_t smem = sizeof(float) * (TH * PY + s.R - 1) * (TW + s.S - 1);
-  if (s.R == 3 && s.S == 3) conv_03_tiled<TW, TH, PY, 3><<<grid, block, smem, st>>>(s.N, s.H, s.W, 3, 3, s.pad, x, y);
-  else conv_03_tiled<TW, TH, PY, 0><<<grid, block, smem, st>>>(s.N, s.H, s.W, s.R, s.S, s.pad, x, y);
+  if (s.R == 3 && s.S == 3)
+    conv_03_tiled<TW, TH, PY, 3><<<grid, block, smem, st>>>(s.N, s.H, s.W, 3, 3, s.pad, x, y);
+  else
+    conv_03_tiled<TW, TH, PY, 0><<<grid, block, smem, st>>>(s.N, s.H, s.W, s.R, s.S, s.pad, x, y);
   LAUNCH_CHECK();
 }

@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(128)
   // r = input row h, columns q-1 .. q+4 (zero outside the image: the padding). The two
   // neighbouring columns come from the adjacent lanes' float4 (warp shuffles); only lanes
   // 0 and 31 load theirs from memory.
-  auto load_row = [&](int h, float (&r)[6]) {
+  auto load_row = [&](int h, float(&r)[6]) {
     const bool ok = valid && h >= 0 && h < H;
     const float* row = xn + ptrdiff_t(h) * W;
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -36,7 +36,12 @@ __global__ void __launch_bounds__(128)
     float left = __shfl_up_sync(0xffffffffu, v.w, 1), right = __shfl_down_sync(0xffffffffu, v.x, 1);
     if (lane == 0) left = (ok && q > 0) ? row[q - 1] : 0.f;
     if (lane == 31) right = (ok && q + 4 < W) ? row[q + 4] : 0.f;
-    r[0] = left; r[1] = v.x; r[2] = v.y; r[3] = v.z; r[4] = v.w; r[5] = right;
+    r[0] = left;
+    r[1] = v.x;
+    r[2] = v.y;
+    r[3] = v.z;
+    r[4] = v.w;
+    r[5] = right;
   };
   // All ROWS + 2 input rows are loaded first, then used: every load is independent and in
   // flight at once. (Loading each row just before its use left one row's latency exposed

@@ -21,15 +21,15 @@ inline size_t smem_bytes(const ConvShape& s) {
 }
 }  // namespace direct
 
-__global__ void __launch_bounds__(direct::TW * direct::TH)
+__global__ void __launch_bounds__(direct::TW* direct::TH)
     conv_04_direct(ConvShape s, const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y) {
   using namespace direct;
   const int P = s.P(), Q = s.Q();
   const int IH = (TH - 1) * s.stride + (s.R - 1) * s.dil + 1, IW = (TW - 1) * s.stride + (s.S - 1) * s.dil + 1;
   const int RS = s.R * s.S;
   extern __shared__ float smem[];
-  float* xin = smem;                   // [CB][IH][IW]
-  float* wsh = smem + CB * IH * IW;    // [KB][CB][R*S]
+  float* xin = smem;                 // [CB][IH][IW]
+  float* wsh = smem + CB * IH * IW;  // [KB][CB][R*S]
   const int kblocks = (s.K + KB - 1) / KB;
   const int n = blockIdx.z / kblocks, k0 = (blockIdx.z % kblocks) * KB;
   const int p0 = blockIdx.y * TH, q0 = blockIdx.x * TW;
@@ -44,7 +44,8 @@ __global__ void __launch_bounds__(direct::TW * direct::TH)
       const int cb = i / (IH * IW), rem = i % (IH * IW), r = rem / IW, c = rem % IW;
       const int h = h0 + r, v = v0 + c;
       xin[i] = (c0 + cb < s.C && h >= 0 && h < s.H && v >= 0 && v < s.W)
-                   ? x[((size_t(n) * s.C + c0 + cb) * s.H + h) * s.W + v] : 0.f;
+                   ? x[((size_t(n) * s.C + c0 + cb) * s.H + h) * s.W + v]
+                   : 0.f;
     }
     for (int i = tid; i < KB * CB * RS; i += TW * TH) {
       const int kb = i / (CB * RS), cb = (i / RS) % CB, rs = i % RS;
@@ -54,7 +55,8 @@ __global__ void __launch_bounds__(direct::TW * direct::TH)
     for (int cb = 0; cb < CB; ++cb)
       for (int r = 0; r < s.R; ++r)
         for (int t = 0; t < s.S; ++t) {
-          const float xv = xin[(cb * IH + threadIdx.y * s.stride + r * s.dil) * IW + threadIdx.x * s.stride + t * s.dil];
+          const float xv =
+              xin[(cb * IH + threadIdx.y * s.stride + r * s.dil) * IW + threadIdx.x * s.stride + t * s.dil];
           const float* wp = wsh + cb * RS + r * s.S + t;
 #pragma unroll
           for (int kb = 0; kb < KB; ++kb) acc[kb] += xv * wp[kb * CB * RS];

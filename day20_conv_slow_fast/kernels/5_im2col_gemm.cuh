@@ -37,6 +37,6 @@ inline void run_05_im2col(cublasHandle_t h, const ConvShape& s, const float* x, 
   const int PQ = s.P() * s.Q(), CRS = s.C * s.R * s.S;
   const float one = 1.f, zero = 0.f;
   CUBLAS_CHECK(cublasSetStream(h, st));
-  CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, PQ, s.K, CRS, &one, col, PQ, (long long)CRS * PQ, w,
-                                         CRS, 0, &zero, y, PQ, (long long)s.K * PQ, s.N));
+  CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, PQ, s.K, CRS, &one, col, PQ, (long long)CRS * PQ,
+                                         w, CRS, 0, &zero, y, PQ, (long long)s.K * PQ, s.N));
 }

@@ -125,7 +125,8 @@ inline void set_06_table(const ConvShape& s) {
   for (int c = 0; c < s.C; ++c)
     for (int r = 0; r < s.R; ++r)
       for (int u = 0; u < s.S; ++u)
-        t[(size_t(c) * s.R + r) * s.S + u] = make_int4(c * s.H * s.W + r * s.dil * s.W + u * s.dil, r * s.dil, u * s.dil, 0);
+        t[(size_t(c) * s.R + r) * s.S + u] =
+            make_int4(c * s.H * s.W + r * s.dil * s.W + u * s.dil, r * s.dil, u * s.dil, 0);
   CUDA_CHECK(cudaMemcpyToSymbol(c_crs_table, t.data(), sizeof(int4) * t.size()));
 }
 

@@ -17,7 +17,8 @@
 // __launch_bounds__(BLOCK, MINB): at most BLOCK threads, and at least MINB blocks resident per
 // SM, which caps the registers per thread (65536 / (BLOCK * MINB)) so that enough loads are in flight.
 template <int V, int ROWS, int BLOCK, int MINB, bool STREAM>
-__global__ void __launch_bounds__(BLOCK, MINB) conv_08_strip(int H, int W, const float* __restrict__ x, float* __restrict__ y) {
+__global__ void __launch_bounds__(BLOCK, MINB)
+    conv_08_strip(int H, int W, const float* __restrict__ x, float* __restrict__ y) {
   constexpr int COLS = 4 * V;
   const int Wv = W / COLS, t = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x % 32;
   const bool valid = t < Wv;  // no early return: the whole warp takes part in the shuffles
@@ -28,14 +29,18 @@ __global__ void __launch_bounds__(BLOCK, MINB) conv_08_strip(int H, int W, const
 #pragma unroll
   for (int i = 0; i < 9; ++i) f[i] = c_filter[i];
   // r = input row h at columns q-1 .. q+COLS (zeros outside the image: the padding).
-  auto load_row = [&](int h, float (&r)[COLS + 2]) {
+  auto load_row = [&](int h, float(&r)[COLS + 2]) {
     const bool ok = valid && h >= 0 && h < H;
     const float* row = xn + ptrdiff_t(h) * W;
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (ok) a = STREAM ? __ldg(reinterpret_cast<const float4*>(row + q) + v) : reinterpret_cast<const float4*>(row + q)[v];
-      r[1 + 4 * v] = a.x; r[2 + 4 * v] = a.y; r[3 + 4 * v] = a.z; r[4 + 4 * v] = a.w;
+      if (ok)
+        a = STREAM ? __ldg(reinterpret_cast<const float4*>(row + q) + v) : reinterpret_cast<const float4*>(row + q)[v];
+      r[1 + 4 * v] = a.x;
+      r[2 + 4 * v] = a.y;
+      r[3 + 4 * v] = a.z;
+      r[4 + 4 * v] = a.w;
     }
     float left = __shfl_up_sync(0xffffffffu, r[COLS], 1), right = __shfl_down_sync(0xffffffffu, r[1], 1);
     if (lane == 0) left = (ok && q > 0) ? row[q - 1] : 0.f;
@@ -64,15 +69,18 @@ __global__ void __launch_bounds__(BLOCK, MINB) conv_08_strip(int H, int W, const
     for (int v = 0; v < V; ++v) {
       float4* dst = reinterpret_cast<float4*>(yn + size_t(p) * W + q) + v;
       const float4 val = make_float4(o[4 * v], o[4 * v + 1], o[4 * v + 2], o[4 * v + 3]);
-      if (STREAM) __stcs(dst, val);
-      else *dst = val;
+      if (STREAM)
+        __stcs(dst, val);
+      else
+        *dst = val;
     }
   }
 }
 
 inline bool supports_08(const ConvShape& s, int V, std::string* why) {
   if (s.C != 1 || s.K != 1 || s.R != 3 || s.S != 3 || s.stride != 1 || s.dil != 1 || s.pad != 1 || s.W % (4 * V) != 0) {
-    *why = "tuned strip kernel: needs C = K = 1, a 3x3 filter, pad 1, stride 1, dilation 1, W a multiple of " + std::to_string(4 * V);
+    *why = "tuned strip kernel: needs C = K = 1, a 3x3 filter, pad 1, stride 1, dilation 1, W a multiple of " +
+           std::to_string(4 * V);
     return false;
   }
   return true;
