@@ -123,6 +123,53 @@ inline void require_writable_dir(const std::string& prog, const std::string& fla
   std::filesystem::remove(probe, ec);
 }
 
+// An output file, checked before any GPU work so that a bad path costs one line, not a training
+// run: an existing regular file that can be opened for writing, or a new name in an existing,
+// writable folder (created first when create_dirs). A folder, a device such as /dev/full or
+// /proc/x, or a missing or unwritable folder: one line and exit 2. Nothing is truncated.
+inline void require_writable_file(const std::string& prog, const std::string& flag, const std::string& path,
+                                  bool create_dirs = false) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty()) cli::usage_error(prog, flag + " needs a file name");
+  const fs::path p(path);
+  if (fs::exists(p, ec)) {
+    if (fs::is_directory(p, ec)) cli::usage_error(prog, flag + ": '" + path + "' is a folder, not a file");
+    if (!fs::is_regular_file(p, ec)) cli::usage_error(prog, flag + ": '" + path + "' is not a regular file");
+    FILE* f = std::fopen(path.c_str(), "a");  // "a": opens for writing without truncating
+    if (!f) cli::usage_error(prog, flag + ": '" + path + "' is not writable");
+    std::fclose(f);
+    return;
+  }
+  if (!p.has_filename() || p.filename() == "." || p.filename() == "..")
+    cli::usage_error(prog, flag + ": '" + path + "' names no file");
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!create_dirs && !fs::is_directory(dir, ec))
+    cli::usage_error(prog, flag + ": folder '" + dir.string() + "' does not exist");
+  require_writable_dir(prog, flag, dir.string());
+}
+
+// An input file: it must exist, be a regular file (not a folder or a device such as /dev/zero),
+// be readable, and hold at most max_bytes. Returns its size.
+inline uint64_t require_readable_file(const std::string& prog, const std::string& flag, const std::string& path,
+                                      uint64_t max_bytes = UINT64_MAX) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty()) cli::usage_error(prog, flag + " needs a file name");
+  if (!fs::exists(path, ec)) cli::usage_error(prog, flag + ": '" + path + "' does not exist");
+  if (fs::is_directory(path, ec)) cli::usage_error(prog, flag + ": '" + path + "' is a folder, not a file");
+  if (!fs::is_regular_file(path, ec)) cli::usage_error(prog, flag + ": '" + path + "' is not a regular file");
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) cli::usage_error(prog, flag + ": cannot read the size of '" + path + "'");
+  if (size > max_bytes)
+    cli::usage_error(prog, flag + ": '" + path + "' holds " + std::to_string(size) + " bytes, more than the " +
+                               std::to_string(max_bytes) + " this program reads");
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) cli::usage_error(prog, flag + ": '" + path + "' is not readable");
+  std::fclose(f);
+  return size;
+}
+
 // For `--json PATH`: the folder that must exist before the GPU's name is known.
 inline void require_writable_json(const std::string& prog, const std::string& path_template) {
   if (path_template.empty()) return;

@@ -50,6 +50,20 @@ struct Stats {
   int reps = 0;
 };
 
+// Median, min and max of host-side samples (ms): the one place the lessons turn a list of times
+// into Stats. Sorts a copy; an empty list gives zeros and reps = 0.
+inline Stats summarize(std::vector<double> ms) {
+  Stats s;
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  s.reps = int(n);
+  s.min_ms = ms.front();
+  s.max_ms = ms.back();
+  s.median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+  return s;
+}
+
 // Reads every byte of `buf`; writes only if the sum is an impossible value, so the loads
 // cannot be optimized away and no line becomes dirty.
 __global__ void l2_flush_read(const float4* __restrict__ buf, size_t n4, float* sink) {
@@ -150,13 +164,7 @@ Stats time_gpu(F&& f, const Options& o = Options()) {
   }
   CUDA_CHECK(cudaEventDestroy(a));
   CUDA_CHECK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  Stats s;
-  s.reps = reps;
-  s.min_ms = ms.front();
-  s.max_ms = ms.back();
-  s.median_ms = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
-  return s;
+  return summarize(ms);
 }
 
 }  // namespace timing

@@ -53,6 +53,21 @@ struct Check {
   std::string note;  // free text: a skip reason, an exact-match check, ...
 };
 
+// A check that is one yes/no fact rather than an element-wise comparison ("the replicas'
+// weights are identical", "the loss fell"): n facts looked at, n_bad of them wrong. `what` names
+// the kind of judgement ("exact", "bf16", ...); `note` says what was seen.
+inline Check fact(const std::string& name, bool passed, const char* what = "exact", const std::string& note = "",
+                  size_t n = 1, size_t n_bad = 0) {
+  Check c;
+  c.name = name;
+  c.n = n;
+  c.n_bad = passed ? n_bad : (n_bad ? n_bad : n);
+  c.passed = passed && n > 0;
+  c.tol = Tol{0, 0, what};
+  c.note = note;
+  return c;
+}
+
 inline double to_double(double x) { return x; }
 inline double to_double(float x) { return x; }
 template <class T>
