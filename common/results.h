@@ -44,7 +44,11 @@ struct Bench {
   json::Value extra;      // anything lesson-specific (algorithm picked, workspace, ...)
 
   double rate() const { return std::isfinite(tflops) ? tflops : gbps; }
-  double pct_of_ref() const { return 100.0 * ref_ms / ms; }
+  // A headline ratio measured as `ref_repeats` interleaved repeats (timing::interleaved): its median
+  // is pct_of_ref, and the spread min..max is kept. Zero repeats: one measurement of each side.
+  int ref_repeats = 0;
+  double pct_of_ref_min = NAN, pct_of_ref_max = NAN, pct_of_ref_median = NAN;
+  double pct_of_ref() const { return ref_repeats > 0 ? pct_of_ref_median : 100.0 * ref_ms / ms; }
   double pct_of_peak() const { return 100.0 * rate() / peak; }
 };
 
@@ -82,6 +86,11 @@ inline json::Value to_json(const Bench& b) {
     v["ref"] = b.ref;
     v["ref_ms"] = b.ref_ms;
     v["pct_of_ref"] = b.pct_of_ref();
+    if (b.ref_repeats > 0) {
+      v["pct_of_ref_min"] = b.pct_of_ref_min;
+      v["pct_of_ref_max"] = b.pct_of_ref_max;
+      v["ref_repeats"] = b.ref_repeats;
+    }
   }
   if (std::isfinite(b.peak)) {
     v["peak"] = b.peak;

@@ -16,6 +16,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -165,6 +167,36 @@ Stats time_gpu(F&& f, const Options& o = Options()) {
   CUDA_CHECK(cudaEventDestroy(a));
   CUDA_CHECK(cudaEventDestroy(b));
   return summarize(ms);
+}
+
+// A headline ratio, measured fairly: `repeats` rounds, each timing the reference and then ours
+// (time_gpu with the same options), so that a drift in clocks or temperature during the run
+// touches both sides alike. pct = 100 * ref / ours per round; the median round is the result and
+// min..max its spread. Each side's Stats is the median round's.
+struct Interleaved {
+  Stats ours, ref;
+  double pct_median = NAN, pct_min = NAN, pct_max = NAN;
+  int repeats = 0;
+};
+
+template <class FO, class FR>
+Interleaved interleaved(FO&& ours, FR&& ref, const Options& o, int repeats = 3) {
+  Interleaved r;
+  std::vector<std::pair<double, std::pair<Stats, Stats>>> rounds;
+  for (int i = 0; i < std::max(1, repeats); ++i) {
+    const Stats sr = time_gpu(ref, o);
+    const Stats so = time_gpu(ours, o);
+    rounds.push_back({100.0 * sr.median_ms / so.median_ms, {so, sr}});
+  }
+  std::sort(rounds.begin(), rounds.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const auto& mid = rounds[rounds.size() / 2];
+  r.ours = mid.second.first;
+  r.ref = mid.second.second;
+  r.pct_median = mid.first;
+  r.pct_min = rounds.front().first;
+  r.pct_max = rounds.back().first;
+  r.repeats = int(rounds.size());
+  return r;
 }
 
 }  // namespace timing
