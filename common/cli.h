@@ -86,11 +86,14 @@ class Args {
     return seen;
   }
 
-  // An option with a string value: "--name value" or "--name=value".
-  std::string str(const std::string& name, const std::string& def, const std::string& help) {
+  // An option with a string value: "--name value" or "--name=value". An empty value ("--json=",
+  // "--json ''") is an error unless the option allows it: for a path it would mean "here", silently.
+  std::string str(const std::string& name, const std::string& def, const std::string& help, bool allow_empty = false) {
     add_help("--" + name + " S", help + (def.empty() ? "" : " (default " + def + ")"));
     std::string v;
-    return take(name, v) ? v : def;
+    if (!take(name, v)) return def;
+    if (v.empty() && !allow_empty) usage_error(prog_, "--" + name + " needs a non-empty value");
+    return v;
   }
 
   // An integer option, checked against [lo, hi].

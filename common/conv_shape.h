@@ -43,16 +43,33 @@ struct ConvShape {
     if (dil != 1) s += " dil" + std::to_string(dil);
     return s;
   }
-  // Empty string if the shape makes sense; otherwise why not (for a usage error).
+  // Empty string if the shape makes sense; otherwise why not (for a usage error). Judged in 64-bit
+  // arithmetic: `conv --conv 1,1,8,8,1,65536,1,0,1,65536` once overflowed dil*(R-1) in int. Each field
+  // is capped at 2^24 so that no product of two fields below overflows int64, and every tensor at 2^31
+  // elements, so that P(), Q() and the kernels' int indices are safe once a shape passes.
   std::string invalid() const {
     if (N < 1 || C < 1 || H < 1 || W < 1 || K < 1 || R < 1 || S < 1) return "all sizes must be >= 1";
     if (stride < 1 || dil < 1) return "stride and dilation must be >= 1";
     if (pad < 0) return "padding must be >= 0";
-    if (dil * (R - 1) + 1 > H + 2 * pad || dil * (S - 1) + 1 > W + 2 * pad)
-      return "the (dilated) filter " + std::to_string(dil * (R - 1) + 1) + "x" + std::to_string(dil * (S - 1) + 1) +
-             " is larger than the padded input " + std::to_string(H + 2 * pad) + "x" + std::to_string(W + 2 * pad);
-    const double big = 2147483647.0;
-    if (double(N) * C * H * W > big || double(K) * C * R * S > big || double(N) * K * P() * Q() > big)
+    const int64_t kMaxField = int64_t(1) << 24, kMaxElems = 2147483647;
+    for (int v : {N, C, H, W, K, R, S, pad, stride, dil})
+      if (v > kMaxField) return "a size of " + std::to_string(v) + " is beyond this program's limit 2^24";
+    const int64_t fh = int64_t(dil) * (R - 1) + 1, fw = int64_t(dil) * (S - 1) + 1;
+    const int64_t ph = int64_t(H) + 2 * int64_t(pad), pw = int64_t(W) + 2 * int64_t(pad);
+    if (fh > ph || fw > pw)
+      return "the (dilated) filter " + std::to_string(fh) + "x" + std::to_string(fw) +
+             " is larger than the padded input " + std::to_string(ph) + "x" + std::to_string(pw);
+    const int64_t p = (ph - fh) / stride + 1, q = (pw - fw) / stride + 1;
+    // Products of four factors, each <= 2^25: checked one factor at a time against the limit.
+    auto fits = [&](std::initializer_list<int64_t> f) {
+      int64_t acc = 1;
+      for (int64_t x : f) {
+        acc *= x;
+        if (acc > kMaxElems) return false;
+      }
+      return true;
+    };
+    if (!fits({N, C, H, W}) || !fits({K, C, R, S}) || !fits({N, K, p, q}))
       return "a tensor has more than 2^31 elements";
     return "";
   }

@@ -179,13 +179,20 @@ inline uint64_t require_readable_file(const std::string& prog, const std::string
   return size;
 }
 
-// For `--json PATH`: the folder that must exist before the GPU's name is known.
+// For `--json PATH`: the file itself is judged now (a folder, /dev/full or another non-regular file is
+// refused; a new name in a creatable, writable folder is fine). With "{gpu}" in PATH, only the part
+// before it can be judged before the GPU's name is known: its folder must be creatable and writable,
+// and the name after the last '/' must be a plain file name.
 inline void require_writable_json(const std::string& prog, const std::string& path_template) {
   if (path_template.empty()) return;
-  std::string fixed = path_template;
-  const size_t g = fixed.find("{gpu}");
-  if (g != std::string::npos) fixed = fixed.substr(0, g) + "x";  // only the part before {gpu} must exist now
-  require_writable_dir(prog, "--json", std::filesystem::path(fixed).parent_path().string());
+  const size_t g = path_template.find("{gpu}");
+  if (g == std::string::npos) return require_writable_file(prog, "--json", path_template, true);
+  const size_t slash = path_template.rfind('/');
+  const std::string name = slash == std::string::npos ? path_template : path_template.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..")
+    cli::usage_error(prog, "--json: '" + path_template + "' names no file");
+  // The folder up to "{gpu}": "results/{gpu}/x.json" -> "results", "out/run-{gpu}.json" -> "out".
+  require_writable_dir(prog, "--json", std::filesystem::path(path_template.substr(0, g) + "x").parent_path().string());
 }
 
 // The standard flags' output paths (--json, --save-npy), checked before any GPU work.

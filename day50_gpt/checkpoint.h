@@ -15,6 +15,7 @@
 // Host-only; tested by test_checkpoint.cpp.
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gpt_ref.h"
@@ -93,6 +95,56 @@ struct Reader {
 
 inline constexpr uint32_t kHeaderBytes = 8 + 4 + 4 + 5 * 4 + 8 + 8 + 8 + 8;
 
+// The largest model a checkpoint may describe: the CLI's ranges (gpt --layers/--heads/--width/--context),
+// so that a damaged header is refused before it sizes anything. The model is byte-level: vocab is 256.
+struct Limits {
+  static constexpr int kVocab = 256;
+  static constexpr int kMaxLayers = 96, kMaxHeads = 128, kMinWidth = 8, kMaxWidth = 8192;
+  static constexpr int kMinContext = 2, kMaxContext = 8192;
+  static constexpr int64_t kMaxStep = 100000000;       // gpt --steps' upper bound
+  static constexpr uint64_t kMaxDataPos = 1ull << 48;  // a byte offset into the training text: 256 TiB
+};
+
+namespace detail {
+// a*b+c in 64 bits; false on overflow.
+inline bool mul_add(uint64_t a, uint64_t b, uint64_t c, uint64_t& out) {
+  uint64_t p;
+  return !__builtin_mul_overflow(a, b, &p) && !__builtin_add_overflow(p, c, &out);
+}
+// Parameters of `c` (as gpt::Layout counts them), computed without building the layout and
+// overflow-checked: false if the count does not fit in 64 bits.
+inline bool param_count(const gpt::Config& c, uint64_t& n) {
+  const uint64_t C = uint64_t(c.width), V = uint64_t(c.vocab), T = uint64_t(c.context), L = uint64_t(c.layers);
+  uint64_t per_layer, emb;  // a block: 12 C^2 weights (qkv 3, proj 1, fc 4, fc2 4) and 13 C gains and biases
+  if (!mul_add(C, C, 0, per_layer) || !mul_add(per_layer, 12, 0, per_layer) || !mul_add(C, 13, per_layer, per_layer))
+    return false;
+  if (!mul_add(V + T, C, 2 * C, emb)) return false;  // token and position embeddings, the final LayerNorm
+  return mul_add(L, per_layer, emb, n);
+}
+// Empty if every header field is within Limits, otherwise what is wrong.
+inline std::string header_invalid(const gpt::Config& c, int64_t step, uint64_t data_pos) {
+  auto in = [](int64_t x, int64_t lo, int64_t hi) { return x >= lo && x <= hi; };
+  auto range = [](const char* what, int64_t x, int64_t lo, int64_t hi) {
+    return std::string(what) + " " + std::to_string(x) + " is outside [" + std::to_string(lo) + ", " +
+           std::to_string(hi) + "]";
+  };
+  if (c.vocab != Limits::kVocab)
+    return "vocabulary " + std::to_string(c.vocab) + ", this byte-level model has " + std::to_string(Limits::kVocab);
+  if (!in(c.layers, 1, Limits::kMaxLayers)) return range("layers", c.layers, 1, Limits::kMaxLayers);
+  if (!in(c.heads, 1, Limits::kMaxHeads)) return range("heads", c.heads, 1, Limits::kMaxHeads);
+  if (!in(c.width, Limits::kMinWidth, Limits::kMaxWidth))
+    return range("width", c.width, Limits::kMinWidth, Limits::kMaxWidth);
+  if (!in(c.context, Limits::kMinContext, Limits::kMaxContext))
+    return range("context", c.context, Limits::kMinContext, Limits::kMaxContext);
+  if (c.width % c.heads)
+    return "heads " + std::to_string(c.heads) + " do not divide the width " + std::to_string(c.width);
+  if (!in(step, 0, Limits::kMaxStep)) return range("step", step, 0, Limits::kMaxStep);
+  if (data_pos > Limits::kMaxDataPos)
+    return "data position " + std::to_string(data_pos) + " is beyond " + std::to_string(Limits::kMaxDataPos);
+  return "";
+}
+}  // namespace detail
+
 // Writes `c` to `path` atomically. Throws std::runtime_error with the reason on failure.
 inline void save(const std::string& path, const Checkpoint& c) {
   const size_t n = c.params.size();
@@ -100,6 +152,8 @@ inline void save(const std::string& path, const Checkpoint& c) {
     throw std::runtime_error("checkpoint: parameter and moment arrays differ in size");
   if (n != gpt::Layout(c.config).total)
     throw std::runtime_error("checkpoint: parameter count does not match the configuration");
+  const std::string bad = detail::header_invalid(c.config, c.step, c.data_pos);  // load() would refuse it
+  if (!bad.empty()) throw std::runtime_error("checkpoint: " + bad);
   detail::Writer w;
   w.buf.reserve(kHeaderBytes + 3 * n * sizeof(float) + 4);
   w.buf.insert(w.buf.end(), kMagic, kMagic + 8);
@@ -134,16 +188,23 @@ inline void save(const std::string& path, const Checkpoint& c) {
 }
 
 // Reads a checkpoint. Every defect is one std::runtime_error naming the file and the defect:
-// missing, not a checkpoint, another version, truncated, corrupt (CRC), or (with `expect`) a
-// configuration other than the one this run was started with.
+// missing, not a regular file, not a checkpoint, another version, a header field out of bounds,
+// truncated or too long, corrupt (CRC), or (with `expect`) a configuration other than the one this
+// run was started with. The header is judged first, against Limits and against the file's size, so a
+// damaged header costs nothing: the only allocation is the file itself, once its size is the size
+// the header implies.
 inline Checkpoint load(const std::string& path, const gpt::Config* expect = nullptr) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw std::runtime_error(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::vector<unsigned char> buf;
-  unsigned char chunk[1 << 16];
-  size_t got;
-  while ((got = std::fread(chunk, 1, sizeof chunk, f)) > 0) buf.insert(buf.end(), chunk, chunk + got);
-  std::fclose(f);
+  struct Closer {
+    FILE* f;
+    ~Closer() { std::fclose(f); }
+  } closer{f};
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) throw std::runtime_error(path + ": not a regular file");
+  const uint64_t size = uint64_t(st.st_size);
+  std::vector<unsigned char> buf(std::min<uint64_t>(size, kHeaderBytes));
+  if (std::fread(buf.data(), 1, buf.size(), f) != buf.size()) throw std::runtime_error(path + ": read failed");
   if (buf.size() < 8 || std::memcmp(buf.data(), kMagic, 8) != 0)
     throw std::runtime_error(path + ": not a checkpoint of this program");
   detail::Reader r{buf, 8, path};
@@ -158,16 +219,23 @@ inline Checkpoint load(const std::string& path, const gpt::Config* expect = null
   c.data_pos = r.get<uint64_t>();
   c.rng_state = r.get<uint64_t>();
   const uint64_t n = r.get<uint64_t>();
-  const std::string bad = c.config.invalid();
-  if (!bad.empty()) throw std::runtime_error(path + ": corrupt checkpoint (its configuration is invalid: " + bad + ")");
-  if (n != gpt::Layout(c.config).total)
-    throw std::runtime_error(path + ": corrupt checkpoint (parameter count does not match its configuration)");
-  const size_t want = size_t(kHeaderBytes) + 3 * size_t(n) * sizeof(float) + 4;
-  if (buf.size() < want)
-    throw std::runtime_error(path + ": truncated checkpoint (" + std::to_string(buf.size()) + " bytes, expected " +
+  const std::string bad = detail::header_invalid(c.config, c.step, c.data_pos);
+  if (!bad.empty()) throw std::runtime_error(path + ": corrupt checkpoint header (" + bad + ")");
+  uint64_t count = 0, want = 0;
+  if (!detail::param_count(c.config, count) || n != count)
+    throw std::runtime_error(path + ": corrupt checkpoint (parameter count " + std::to_string(n) +
+                             " does not match its configuration)");
+  if (!detail::mul_add(n, 3 * sizeof(float), kHeaderBytes + 4, want))  // params, m, v, then the CRC
+    throw std::runtime_error(path + ": corrupt checkpoint (its size overflows)");
+  if (size < want)
+    throw std::runtime_error(path + ": truncated checkpoint (" + std::to_string(size) + " bytes, expected " +
                              std::to_string(want) + ")");
-  if (buf.size() > want)
-    throw std::runtime_error(path + ": corrupt checkpoint (" + std::to_string(buf.size() - want) + " bytes too many)");
+  if (size > want)
+    throw std::runtime_error(path + ": corrupt checkpoint (" + std::to_string(size - want) + " bytes too many)");
+  buf.resize(size_t(want));
+  const size_t rest = size_t(want) - kHeaderBytes;
+  if (std::fread(buf.data() + kHeaderBytes, 1, rest, f) != rest)
+    throw std::runtime_error(path + ": truncated checkpoint (the file shrank while it was read)");
   uint32_t stored;
   std::memcpy(&stored, &buf[want - 4], 4);
   if (crc32(buf.data(), want - 4) != stored) throw std::runtime_error(path + ": corrupt checkpoint (CRC mismatch)");

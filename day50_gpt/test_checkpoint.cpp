@@ -1,5 +1,7 @@
 // day50_gpt/test_checkpoint.cpp: checkpoints round-trip exactly, and every defect is caught.
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -78,6 +80,107 @@ TEST(every_defect_is_one_clear_error) {
   other.layers = 3;
   EXPECT(throws_with(p, "this run asked for", &other));
   std::remove(p.c_str());
+}
+
+// Header field offsets (see the layout in checkpoint.h).
+enum : size_t {
+  kVocabAt = 16,
+  kContextAt = 20,
+  kLayersAt = 24,
+  kHeadsAt = 28,
+  kWidthAt = 32,
+  kStepAt = 36,
+  kPosAt = 44,
+  kCountAt = 60
+};
+
+// Writes `x` at `at` and recomputes the CRC, so that only the header checks can catch the change.
+template <class T>
+static void set_field(std::vector<char>& b, size_t at, T x) {
+  std::memcpy(&b[at], &x, sizeof x);
+  const uint32_t crc = ckpt::crc32(b.data(), b.size() - 4);
+  std::memcpy(&b[b.size() - 4], &crc, 4);
+}
+
+TEST(param_count_matches_the_layout) {
+  for (int L : {1, 2, 7})
+    for (int C : {8, 64, 384}) {
+      gpt::Config c;
+      c.layers = L, c.width = C, c.heads = 1, c.context = 2 + C;
+      uint64_t n = 0;
+      EXPECT(ckpt::detail::param_count(c, n) && n == gpt::Layout(c).total);
+    }
+}
+
+// A damaged header with a valid CRC: every field out of bounds is one clear error, before anything
+// the header sizes is allocated (a flipped layer count once cost 12.7 GB and 42 s, then bad_alloc).
+TEST(a_hostile_header_is_refused_before_any_allocation) {
+  verify::Rng rng(4);
+  const ckpt::Checkpoint c = sample(rng);
+  const std::string p = tmp_path("hostile");
+  ckpt::save(p, c);
+  const std::vector<char> good = read_all(p);
+  struct Case {
+    size_t at;
+    int64_t value;
+    int bytes;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {kVocabAt, 2, 4, "vocabulary 2"},
+      {kVocabAt, 100000, 4, "vocabulary 100000"},
+      {kLayersAt, 2 | (1 << 24), 4, "layers"},
+      {kLayersAt, 0, 4, "layers"},
+      {kLayersAt, -1, 4, "layers"},
+      {kHeadsAt, 3, 4, "do not divide"},
+      {kHeadsAt, 1 << 30, 4, "heads"},
+      {kWidthAt, 16 | (1 << 16), 4, "width"},
+      {kContextAt, 1, 4, "context"},
+      {kContextAt, 0x7fffffff, 4, "context"},
+      {kStepAt, -1, 8, "step"},
+      {kStepAt, INT64_MAX, 8, "step"},
+      {kPosAt, -1, 8, "data position"},
+      {kCountAt, -1, 8, "parameter count"},
+      {kLayersAt, 96, 4, "parameter count"},
+  };
+  for (const Case& k : cases) {
+    std::vector<char> b = good;
+    if (k.bytes == 4)
+      set_field(b, k.at, int32_t(k.value));
+    else
+      set_field(b, k.at, k.value);
+    write_all(p, b);
+    const bool ok = throws_with(p, k.needle);
+    if (!ok) std::printf("  field at %zu = %lld: expected an error with '%s'\n", k.at, (long long)k.value, k.needle);
+    EXPECT(ok);
+  }
+  std::vector<char> b = good;  // 96 layers and their parameter count: in bounds, but the file is too short
+  gpt::Config big = c.config;
+  big.layers = 96;
+  set_field(b, kLayersAt, int32_t(96));
+  set_field(b, kCountAt, uint64_t(gpt::Layout(big).total));
+  write_all(p, b);
+  EXPECT(throws_with(p, "truncated"));
+  b = good;  // a longer file than the header implies
+  b.push_back(0);
+  write_all(p, b);
+  EXPECT(throws_with(p, "bytes too many"));
+  b.resize(20);  // ends inside the header
+  write_all(p, b);
+  EXPECT(throws_with(p, "truncated"));
+  EXPECT(throws_with("/tmp", "not a regular file"));
+  std::remove(p.c_str());
+}
+
+TEST(save_refuses_what_load_would_refuse) {
+  verify::Rng rng(5);
+  ckpt::Checkpoint c = sample(rng);
+  c.step = -5;
+  bool threw = false;
+  try {
+    ckpt::save(tmp_path("neg"), c);
+  } catch (const std::runtime_error& e) { threw = std::string(e.what()).find("step") != std::string::npos; }
+  EXPECT(threw);
 }
 
 TEST(an_interrupted_save_leaves_the_previous_checkpoint) {

@@ -268,6 +268,32 @@ TEST(output_paths_checked_up_front) {
   fs::remove_all(dir);
 }
 
+// --json judges the file itself, not only its folder (issue 19): a folder, a device, a name that is
+// no file, and an empty value are refused; a new file in a folder that can be created is fine.
+TEST(json_path_judged_as_a_file) {
+  const fs::path dir = fs::temp_directory_path() / ("jsontest_" + std::to_string(getpid()));
+  auto json = [](const std::string& p) { return exit_code_of([&] { results::require_writable_json("p", p); }); };
+  EXPECT(json(dir.string()) == 0);  // a new name (the folder does not exist yet): creatable, fine
+  EXPECT(json((dir / "new" / "x.json").string()) == 0);
+  EXPECT(fs::is_directory(dir / "new") && !fs::exists(dir / "new" / "x.json"));  // nothing written
+  EXPECT(json((dir / "new").string()) == cli::kUsage);                           // now a folder
+  EXPECT(json("/dev/full") == cli::kUsage);
+  EXPECT(json("/dev/null") == cli::kUsage);
+  EXPECT(json((dir / "{gpu}" / "").string()) == cli::kUsage);  // no file name after {gpu}
+  EXPECT(json((dir / "{gpu}" / "..").string()) == cli::kUsage);
+  EXPECT(json((dir / "run-{gpu}.json").string()) == 0);
+  EXPECT(parse({"--json="}) == cli::kUsage);
+  EXPECT(parse({"--json", ""}) == cli::kUsage);
+  EXPECT(exit_code_of([] {
+           static char prog[] = "prog", opt[] = "--prompt=";
+           char* argv[] = {prog, opt};
+           cli::Args a(2, argv, "prog", "test");
+           a.str("prompt", "x", "may be empty", true);
+           a.finish();
+         }) == 0);
+  fs::remove_all(dir);
+}
+
 // compare_at: only the listed indices are compared, and a wrong one among them fails.
 TEST(compare_at_checks_the_sampled_indices) {
   const std::vector<float> out = {1.f, 99.f, 3.f, NAN, 5.f};

@@ -22,6 +22,28 @@ TEST(output_sizes) {
   EXPECT(!neg.invalid().empty());
 }
 
+// Shapes whose sizes overflow an int are refused, not wrapped (run under -fsanitize=undefined by
+// `make test-asan`, this also proves invalid() itself does no signed overflow).
+TEST(overflowing_shapes_are_refused) {
+  const int kMax = 2147483647;
+  const ConvShape cases[] = {
+      {1, 1, 8, 8, 1, 65536, 1, 0, 1, 65536},  // dil*(R-1) = 2^32 - 2^16: wrapped to a small number in int
+      {1, 1, 8, 8, 1, 1, 65536, 0, 1, 65536},  // the same in S
+      {1, 1, 8, 8, 1, 3, 3, kMax, 1, 1},       // H + 2*pad overflows
+      {1, 1, kMax, kMax, 1, 1, 1, 0, 1, 1},    // a field beyond 2^24
+      {1, 1, 8, 8, 1, 3, 3, 0, kMax, kMax},
+      {1 << 20, 1 << 20, 4, 4, 1, 1, 1, 0, 1, 1},              // x has 2^44 elements
+      {1, 1 << 20, 1, 1, 1 << 20, 1, 1, 0, 1, 1},              // w has 2^40 elements
+      {1 << 12, 1, 1 << 12, 1 << 12, 1 << 12, 1, 1, 0, 1, 1},  // y (not x) beyond 2^31
+  };
+  for (const ConvShape& c : cases) EXPECT(!c.invalid().empty());
+  // The largest shapes still accepted: 2^31 - 1 elements is allowed, one more is not.
+  EXPECT((ConvShape{1, 1, 1, kMax, 1, 1, 1, 0, 1, 1}).invalid().empty() == false);                // W beyond 2^24
+  EXPECT((ConvShape{1 << 7, 1, 1 << 12, 1 << 12, 1, 1, 1, 0, 1, 1}).invalid().empty() == false);  // exactly 2^31
+  EXPECT((ConvShape{(1 << 7) - 1, 1, 1 << 12, 1 << 12, 1, 1, 1, 0, 1, 1}).invalid().empty());
+  EXPECT((ConvShape{1, 1, 1 << 24, 1, 1, 1 << 23, 1, 0, 2, 1}).invalid().empty());
+}
+
 TEST(known_values) {
   // 1x1x3x3 input 1..9, 2x2 filter of ones, no padding: each output sums a 2x2 window.
   ConvShape s{1, 1, 3, 3, 1, 2, 2, 0, 1, 1};
