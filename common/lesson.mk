@@ -38,7 +38,7 @@ LDLIBS := -lcublasLt -lcublas $(CUDNN_LINK)
 CXX := g++
 HOST_CXXFLAGS := -std=c++17 -O2 -Wall -Wextra -pthread -I$(ROOT)/common -MMD -MP
 
-.PHONY: all run verify bench clean
+.PHONY: all run verify bench clean FORCE
 .SECONDEXPANSION:
 
 all: $(addprefix $(BUILD)/,$(PROGRAMS) $(HOST_TESTS))
@@ -46,9 +46,25 @@ all: $(addprefix $(BUILD)/,$(PROGRAMS) $(HOST_TESTS))
 $(BUILD):
 	@mkdir -p $@
 
-# One executable per program; OBJS_<p> lets a lesson add translation units (e.g. an sm_90a one).
-$(BUILD)/%: %.cu $$(OBJS_$$*) | $(BUILD)
-	$(NVCC) $(NVCC_COMMON) $(GENCODE) $(NVCCFLAGS) -o $@ $< $(OBJS_$*) $(LDFLAGS) $(LDLIBS)
+# The code's commit (toolchain.mk) goes into one tiny object that every program links, so a new
+# commit (or a tree turning dirty) relinks the programs instead of recompiling them: day10's and
+# day50's kernels take minutes to compile. The stamp file is rewritten only when its content
+# changes: its date is what tells make to relink.
+FORCE:
+$(BUILD)/repo-stamp: FORCE | $(BUILD)
+	@[ "$$(cat $@ 2>/dev/null)" = "$(REPO_STAMP)" ] || echo "$(REPO_STAMP)" > $@
+$(BUILD)/repo_stamp.o: $(BUILD)/repo-stamp
+	printf '%s\n' 'extern "C" const char repo_stamp_commit[] = REPO_COMMIT;' \
+	  'extern "C" const int repo_stamp_dirty = REPO_DIRTY;' | \
+	  $(CXX) -DREPO_COMMIT='"$(REPO_COMMIT)"' -DREPO_DIRTY=$(if $(filter 0 1,$(REPO_DIRTY)),$(REPO_DIRTY),-1) \
+	  -x c++ -c -o $@ -
+
+# One executable per program: its own object (<name>.cu through the rule below), OBJS_<p> (more
+# translation units, e.g. an sm_90a one) and the stamp. The objects are kept, not deleted as
+# intermediates, so that a new stamp costs a link only.
+$(BUILD)/%: $(BUILD)/%.o $$(OBJS_$$*) $(BUILD)/repo_stamp.o
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(OBJS_$*) $(BUILD)/repo_stamp.o $(LDFLAGS) $(LDLIBS)
+.SECONDARY: $(addprefix $(BUILD)/,$(addsuffix .o,$(PROGRAMS)))
 
 $(BUILD)/%.o: %.cu | $(BUILD)
 	$(NVCC) $(NVCC_COMMON) $(NVCCFLAGS) $(if $(filter $*,$(SM90A_UNITS)),$(GENCODE_SM90A),$(GENCODE)) -c -o $@ $<

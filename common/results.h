@@ -227,7 +227,40 @@ class Results {
   }
   // Records a check without printing (for checks whose passes would flood a table).
   void add_quiet(const verify::Check& c) { checks_.push_back(c); }
-  void add(const Bench& b) { bench_.push_back(b); }
+  // Records a benchmark row, with a clock reading taken as it arrives: a row measured while the GPU
+  // protected itself (HW slowdown, HW thermal, HW power brake) carries extra.unreliable = the cause.
+  void add(const Bench& b) {
+    bench_.push_back(b);
+    const std::string why = unreliable_in(sample_clocks());
+    if (why.empty()) return;
+    json::Value& extra = bench_.back().extra;
+    if (extra.kind() != json::Value::Null && extra.kind() != json::Value::Object) {
+      json::Value wrapped = json::Value::object();
+      wrapped["value"] = extra;
+      extra = wrapped;
+    }
+    extra["unreliable"] = why;
+  }
+
+  // The GPU's clocks and throttle state (common/clocks.h). env::begin installs a sampler that reads
+  // NVML and returns one reading as clocks::to_json does (Null where there is no NVML), so this file
+  // stays host-only. Readings are taken at env::begin (env.clocks_begin), at every add(Bench) and at
+  // finish (env.clocks_end); any that shows a throttle makes throttled() say which.
+  void set_clock_sampler(std::function<json::Value()> sampler) { sampler_ = std::move(sampler); }
+  json::Value sample_clocks() {
+    if (!sampler_) return json::Value();
+    json::Value s = sampler_();
+    const json::Value* why = s.find("unreliable");
+    if (why && why->kind() == json::Value::String) {
+      clocks_known_ = true;
+      const std::string& w = why->str();
+      if (!w.empty() && throttled_.find(w) == std::string::npos) throttled_ += (throttled_.empty() ? "" : "; ") + w;
+    }
+    return s;
+  }
+  // "" when every reading was clean, e.g. "HW power brake active" when one was not; "unknown" when
+  // no reading could say (no sampler, no NVML, or a GPU that does not report its throttle reasons).
+  std::string throttled() const { return clocks_known_ ? throttled_ : "unknown"; }
 
   const std::vector<verify::Check>& checks() const { return checks_; }
   const std::vector<Bench>& bench() const { return bench_; }
@@ -254,6 +287,7 @@ class Results {
     for (auto& b : bench_) bs.push(results::to_json(b));
     v["bench"] = bs;
     if (goals.size()) v["goals"] = goals;
+    if (clocks_known_) v["throttled"] = throttled_;
     v["passed"] = passed();
     return v;
   }
@@ -275,9 +309,11 @@ class Results {
     return path;
   }
 
-  // The end of every program: write the results file if asked (an unwritable path is a usage
-  // error), print the summary line, and return the exit code (0 pass, 1 a check failed).
-  int finish(const std::string& prog, const std::string& json_path) const {
+  // The end of every program: a last clock reading (env.clocks_end), write the results file if asked
+  // (an unwritable path is a usage error), print the summary line, and return the exit code (0 pass,
+  // 1 a check failed).
+  int finish(const std::string& prog, const std::string& json_path) {
+    if (sampler_) env["clocks_end"] = sample_clocks();
     std::printf("\n");
     if (!json_path.empty()) {
       try {
@@ -290,6 +326,7 @@ class Results {
 
   // The closing summary every program prints: "RESULT: PASS (12 checks)".
   void print_summary() const {
+    if (clocks_known_ && !throttled_.empty()) std::printf("timings unreliable: %s\n", throttled_.c_str());
     if (checks_.empty())
       std::printf("RESULT: FAIL (no checks ran)\n");
     else if (failed())
@@ -299,9 +336,17 @@ class Results {
   }
 
  private:
+  static std::string unreliable_in(const json::Value& sample) {
+    const json::Value* why = sample.find("unreliable");
+    return why && why->kind() == json::Value::String ? why->str() : std::string();
+  }
+
   std::string lesson_, program_;
   std::vector<verify::Check> checks_;
   std::vector<Bench> bench_;
+  std::function<json::Value()> sampler_;
+  bool clocks_known_ = false;  // some reading reported the throttle reasons
+  std::string throttled_;      // the distinct causes seen, "; "-separated
 };
 
 }  // namespace results

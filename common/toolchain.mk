@@ -14,9 +14,18 @@
 # paths. A pip cuDNN ships only libcudnn.so.9 (no libcudnn.so link), so we link it
 # by its full name (-l:libcudnn.so.9) instead of asking for a symlink, and put its
 # folder in the executable's rpath so it is found at run time without LD_LIBRARY_PATH.
+#
+# The code's commit (REPO_COMMIT, full hash) and whether the tree is dirty (REPO_DIRTY 0/1: a
+# tracked file other than results/ and *.md differs from it) come from git where the repository
+# root has .git, otherwise from the file .repo-commit at the root: one line "<hash> <0|1>", written
+# before the tree is copied to a machine without .git, e.g.
+#   TOOLCHAIN_QUIET=1 make -s -C day01_setup print-REPO_STAMP > .repo-commit
+# Neither: "unknown". lesson.mk links them into every program; results files record them.
 
 ifndef TOOLCHAIN_DONE
 TOOLCHAIN_DONE := 1
+# Taken first, while this file is the last one make has read.
+REPO_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))..)
 
 # ---- CUDA toolkit --------------------------------------------------------------
 CUDA_HOME ?= $(CUDA_PATH)
@@ -103,6 +112,28 @@ ifneq ($(NCCL_LIB),)
   NCCL_LINK := -L$(NCCL_LIBDIR) -l:$(notdir $(NCCL_LIB))
 endif
 
+# ---- the commit of the code --------------------------------------------------------------
+# `git diff --quiet` exits 0 (clean), 1 (differs) or 128 (error: then unknown).
+ifneq ($(wildcard $(REPO_ROOT)/.git),)
+  REPO_COMMIT := $(shell git -C '$(REPO_ROOT)' rev-parse --verify -q HEAD 2>/dev/null)
+  ifneq ($(REPO_COMMIT),)
+    REPO_DIRTY := $(shell git -C '$(REPO_ROOT)' diff --quiet HEAD -- . ':(exclude)results' ':(exclude,glob)**/*.md' \
+                    2>/dev/null; rc=$$?; [ $$rc -le 1 ] && echo $$rc || echo unknown)
+    REPO_FROM := git
+  endif
+endif
+# No git answer: .repo-commit, accepted only as a hex hash of 40+ digits and a 0/1 flag.
+ifeq ($(REPO_COMMIT),)
+  REPO_LINE := $(shell awk 'NR == 1 && $$1 ~ /^[0-9a-f]+$$/ && length($$1) >= 40 && $$2 ~ /^[01]$$/ \
+                 { print $$1, $$2 }' '$(REPO_ROOT)/.repo-commit' 2>/dev/null)
+  REPO_COMMIT := $(word 1,$(REPO_LINE))
+  REPO_DIRTY := $(word 2,$(REPO_LINE))
+  REPO_FROM := $(if $(REPO_COMMIT),.repo-commit)
+endif
+REPO_COMMIT := $(or $(REPO_COMMIT),unknown)
+REPO_DIRTY := $(or $(REPO_DIRTY),unknown)
+REPO_STAMP := $(REPO_COMMIT) $(REPO_DIRTY)
+
 SYSTEM_LIBDIRS := /usr/lib /usr/lib64 /lib /lib64 /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu
 RPATH_DIRS := $(filter-out $(SYSTEM_LIBDIRS),$(sort $(CUDA_LIBDIR) $(CUDNN_LIBDIR) $(NCCL_LIBDIR)))
 
@@ -110,9 +141,11 @@ ifndef TOOLCHAIN_QUIET
   $(info ✓ nvcc: $(NVCC)   ARCH=$(ARCH) ($(ARCH_FROM)))
   $(info ✓ cuDNN $(CUDNN_VERSION) ($(CUDNN_FROM)): $(CUDNN_INC), $(CUDNN_LIB))
   $(info $(if $(NCCL_LIB),✓ NCCL: $(NCCL_LIB),- NCCL not found: day50's --gpus N > 1 is not built in))
+  $(info $(if $(REPO_FROM),✓ code: $(REPO_COMMIT)$(if $(filter 1,$(REPO_DIRTY)), (dirty)) (from $(REPO_FROM)),- code: commit unknown (no .git and no valid .repo-commit): results files say "unknown"))
 endif
 
 export TOOLCHAIN_DONE CUDA_HOME NVCC CUDA_LIBDIR ARCH ARCH_NUM ARCH_FROM CUDNN_INC CUDNN_LIB \
-       CUDNN_LIBDIR CUDNN_LINK CUDNN_VERSION CUDNN_FROM RPATH_DIRS NCCL_INC NCCL_LIB NCCL_LIBDIR NCCL_FLAGS NCCL_LINK
+       CUDNN_LIBDIR CUDNN_LINK CUDNN_VERSION CUDNN_FROM RPATH_DIRS NCCL_INC NCCL_LIB NCCL_LIBDIR NCCL_FLAGS NCCL_LINK \
+       REPO_ROOT REPO_COMMIT REPO_DIRTY REPO_STAMP REPO_FROM
 export TOOLCHAIN_QUIET := 1
 endif

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "clocks.h"
 #include "json.h"
 #include "minitest.h"
 #include "npy.h"
@@ -304,6 +305,112 @@ TEST(compare_at_checks_the_sampled_indices) {
   const verify::Check bad =
       verify::compare_at("sampled", out, std::vector<size_t>{0, 3}, std::vector<double>{1.0, 4.0}, verify::kFp32);
   EXPECT(!bad.passed && bad.n_bad == 1 && bad.first_bad == 1);  // the NaN at index 3
+}
+
+// NVML's clocks event (throttle) reasons: names, and which ones make a timing meaningless. SW power
+// cap is the normal state under load and SW thermal is recorded only; the HW causes are flagged.
+TEST(clock_reason_bits_decoded) {
+  using V = std::vector<std::string>;
+  EXPECT(clocks::reason_names(0).empty());
+  EXPECT(clocks::reason_names(0x4) == V{"SW power cap"});
+  EXPECT(clocks::reason_names(0x88) == (V{"HW slowdown", "HW power brake"}));
+  EXPECT(clocks::reason_names(0x1 | 0x200) == (V{"GPU idle", "unknown reason 0x200"}));
+  EXPECT(clocks::unreliable(0) == "" && clocks::unreliable(0x4) == "" && clocks::unreliable(0x20) == "");
+  EXPECT(clocks::unreliable(0x1 | 0x2 | 0x10 | 0x100) == "");
+  EXPECT(clocks::unreliable(0x8) == "HW slowdown active");
+  EXPECT(clocks::unreliable(0x88) == "HW power brake active");
+  EXPECT(clocks::unreliable(0x48) == "HW thermal slowdown active");
+  EXPECT(clocks::unreliable(0xC8 | 0x4) == "HW power brake and HW thermal slowdown active");
+  clocks::Sample s;
+  s.sm_mhz = 1980, s.mem_mhz = 2619, s.power_w = 412.5, s.reasons_known = true, s.reasons = 0x84;
+  const std::string d = clocks::to_json(s).dump(0);
+  EXPECT(d.find("\"sm_mhz\": 1980") != std::string::npos && d.find("\"power_w\": 412.5") != std::string::npos);
+  EXPECT(d.find("\"reasons\": [\"SW power cap\", \"HW power brake\"]") != std::string::npos);
+  EXPECT(d.find("\"hw_power_brake\": true") != std::string::npos &&
+         d.find("\"sw_power_cap\": true") != std::string::npos);
+  EXPECT(d.find("\"hw_slowdown\": false") != std::string::npos && d.find("\"thermal\": false") != std::string::npos);
+  EXPECT(d.find("\"unreliable\": \"HW power brake active\"") != std::string::npos);
+  const json::Value unknown = clocks::to_json(clocks::Sample{});  // NVML could say nothing
+  EXPECT(unknown.size() == 0 && !unknown.find("unreliable"));
+}
+
+// Runs fn with stdout going to a file, and returns what it printed.
+template <class F>
+static std::string stdout_of(F fn) {
+  const fs::path tmp = fs::temp_directory_path() / ("stdout_" + std::to_string(getpid()));
+  std::fflush(stdout);
+  const int saved = dup(1);
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  dup2(fileno(f), 1);
+  fn();
+  std::fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  std::fclose(f);
+  std::ifstream in(tmp);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  fs::remove(tmp);
+  return ss.str();
+}
+
+// A bench row timed while the GPU braked is marked, the file says so at the top, the summary too;
+// clean rows and SW power cap are left alone; without readings nothing is claimed either way.
+TEST(throttled_rows_flagged) {
+  results::Results none("dayXX", "prog");
+  results::Bench b;
+  b.name = "k", b.ms = 1.0;
+  none.add(b);
+  EXPECT(none.throttled() == "unknown" && !none.to_json().find("throttled"));
+  EXPECT(!none.bench()[0].extra.find("unreliable"));
+
+  std::vector<uint64_t> bits = {0x4, 0x4, 0x8C, 0x4, 0x4};  // begin, row, row (brake), row, end
+  size_t next = 0;
+  results::Results r("dayXX", "prog");
+  r.set_clock_sampler([&] {
+    clocks::Sample s;
+    s.reasons_known = true, s.reasons = bits[std::min(next++, bits.size() - 1)];
+    return clocks::to_json(s);
+  });
+  r.env["clocks_begin"] = r.sample_clocks();
+  EXPECT(r.throttled() == "");  // SW power cap alone is fine
+  std::vector<float> o = {1.f};
+  std::vector<double> ref = {1.0};
+  r.add(verify::compare("one", o.data(), ref.data(), 1, verify::kFp32));
+  r.add(b);
+  b.extra = json::Value::object();
+  b.extra["algo"] = "x";
+  r.add(b);
+  b.extra = json::Value();
+  r.add(b);
+  EXPECT(!r.bench()[0].extra.find("unreliable") && !r.bench()[2].extra.find("unreliable"));
+  const json::Value* why = r.bench()[1].extra.find("unreliable");
+  EXPECT(why && why->str() == "HW power brake active" && r.bench()[1].extra.find("algo"));
+  EXPECT(r.throttled() == "HW power brake active");
+  r.env["gpu_slug"] = "test-gpu";
+  const fs::path dir = fs::temp_directory_path() / ("throttle_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  int rc = -1;
+  const std::string out = stdout_of([&] { rc = r.finish("prog", (dir / "x.json").string()); });
+  EXPECT(rc == 0 && out.find("timings unreliable: HW power brake active\nRESULT: PASS") != std::string::npos);
+  std::ifstream in(dir / "x.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT(ss.str().find("\"throttled\": \"HW power brake active\"") != std::string::npos);
+  EXPECT(ss.str().find("\"clocks_begin\"") != std::string::npos &&
+         ss.str().find("\"clocks_end\"") != std::string::npos);
+  EXPECT(next == bits.size());  // begin, three rows, end: one reading each
+  fs::remove_all(dir);
+
+  results::Results clean("dayXX", "prog");
+  clean.set_clock_sampler([] {
+    clocks::Sample s;
+    s.reasons_known = true, s.reasons = 0x4;
+    return clocks::to_json(s);
+  });
+  clean.add(b);
+  const json::Value* t = clean.to_json().find("throttled");
+  EXPECT(t && t->str() == "" && stdout_of([&] { clean.print_summary(); }).find("unreliable") == std::string::npos);
 }
 
 int main() { return minitest::run_all(); }
