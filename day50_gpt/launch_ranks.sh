@@ -8,9 +8,10 @@
 #   ./launch_ranks.sh 2 --steps 400 --log build/dp.log
 #
 # Across hosts, start ./build/gpt yourself on each host: --world N --rank R (0 on exactly one host)
-# --device D (the GPU on that host) and --id-file PATH on a file system every host sees, e.g.
-#   host A: ./build/gpt --world 2 --rank 0 --device 0 --id-file /shared/run1.id
-#   host B: ./build/gpt --world 2 --rank 1 --device 0 --id-file /shared/run1.id
+# --device D (the GPU on that host) and --id-file PATH, the same PATH on a file system every host sees.
+#
+# The arguments are judged first (gpt --check-args: one line and exit 2 if gpt would refuse them), so
+# a bad argument is reported even on a machine that would skip for lack of GPUs.
 set -u
 n=${1:-}
 if ! [[ "$n" =~ ^[1-9][0-9]*$ ]]; then
@@ -20,6 +21,8 @@ fi
 shift
 cd "$(dirname "$0")" || exit 2
 [ -x build/gpt ] || { echo "launch_ranks.sh: build/gpt is missing: run make first" >&2; exit 2; }
+id=$(mktemp -u "${TMPDIR:-/tmp}/gpt_nccl_id.XXXXXX")
+./build/gpt --check-args --world "$n" --rank 0 --device 0 --id-file "$id" "$@" || exit $?
 # NVLink SHARP (multicast) stays off unless the caller chose otherwise: see the notes, "Several GPUs".
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 if command -v nvidia-smi >/dev/null 2>&1; then
@@ -33,7 +36,6 @@ else
   echo "SKIP: launch_ranks.sh: no nvidia-smi, so no GPU to run ranks on"
   exit 77
 fi
-id=$(mktemp -u "${TMPDIR:-/tmp}/gpt_nccl_id.XXXXXX")
 pids=()
 for ((r = 1; r < n; r++)); do
   ./build/gpt --world "$n" --rank "$r" --device "$r" --id-file "$id" "$@" >"build/rank$r.log" 2>&1 &

@@ -1,4 +1,4 @@
-// day50_gpt/sdpa_cudnn.h: causal scaled-dot-product attention, forward and backward, as cuDNN
+// day50_gpt/nn/sdpa_cudnn.h: causal scaled-dot-product attention, forward and backward, as cuDNN
 // backend graphs (flash attention: the T x T scores never reach memory).
 //
 // cuDNN 9 has no single "causal attention" operation before 9.21 in its backend API, so the graph is

@@ -1,4 +1,4 @@
-// day50_gpt/data_parallel.cuh: one GPU's part in data-parallel training, through NCCL.
+// day50_gpt/run/data_parallel.cuh: one GPU's part in data-parallel training, through NCCL.
 //
 // Every GPU holds the whole model (a replica) and takes its own slice of each global batch. After the
 // backward, each replica's gradient is the mean over its slice; NCCL's all-reduce (ncclAvg) turns it
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "check.cuh"
-#include "dp_plan.h"
+#include "../dp_plan.h"
 
 #define NCCL_CHECK(call)                                                                                        \
   do {                                                                                                          \

@@ -1,0 +1,61 @@
+// day50_gpt/nn/kernels/adamw.cuh: the gradient norm (two-stage, no atomics), AdamW with clipping, and the fp32 -> T
+// weight copy.
+#pragma once
+#include "common.cuh"
+
+namespace k {
+
+// ---- Optimizer ---------------------------------------------------------------------------------
+// Sum of squares in two deterministic stages: per-block partials, then one block adds them in order.
+constexpr int kNormBlocks = 1024;
+__global__ void sum_squares_partial(const float* g, size_t n, float* partial) {
+  __shared__ float part[256 / kWarp];
+  float s = 0;
+  GRID_STRIDE(i, n) s += g[i] * g[i];
+  s = warp_sum(s);
+  if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0;
+    for (int i = 0; i < int(blockDim.x / kWarp); ++i) t += part[i];
+    partial[blockIdx.x] = t;
+  }
+}
+// out[0] = sum of x[0..n) (or the mean, when divide): one block of 256 threads, fixed order.
+__global__ void block_sum(const float* x, int n, float* out, bool divide) {
+  __shared__ float part[256 / kWarp];
+  float s = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+  s = warp_sum(s);
+  if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0;
+    for (int i = 0; i < int(blockDim.x / kWarp); ++i) t += part[i];
+    out[0] = divide ? t / n : t;
+  }
+}
+// AdamW with the clipping scale min(1, clip / norm) computed here from the squared norm (no host
+// round trip); the norm is kept for the log. In bf16 mode it also refreshes the bf16 copy of the
+// weights that the matmuls read (p_t; null in fp32 mode).
+template <class T>
+__global__ void adamw_clipped(float* p, T* p_t, const float* g, float* m, float* v, const unsigned char* decay,
+                              size_t n, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
+                              const float* sumsq, float clip, float* norm_out) {
+  const float norm = sqrtf(*sumsq), gscale = norm > clip ? clip / norm : 1.f;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *norm_out = norm;
+  GRID_STRIDE(i, n) {
+    const float gi = g[i] * gscale;
+    const float mi = b1 * m[i] + (1 - b1) * gi, vi = b2 * v[i] + (1 - b2) * gi * gi;
+    m[i] = mi, v[i] = vi;
+    const float pi = p[i] - lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + (decay[i] ? wd * p[i] : 0.f));
+    p[i] = pi;
+    if (p_t) p_t[i] = st<T>(pi);
+  }
+}
+template <class T>
+__global__ void convert(const float* x, T* y, size_t n) {
+  GRID_STRIDE(i, n) y[i] = st<T>(x[i]);
+}
+
+}  // namespace k

@@ -1,0 +1,66 @@
+// day50_gpt/nn/kernels/common.cuh: what every kernel file of the GPT shares: loads and stores in the
+// activation type, warp reductions, the grid-stride loop and the atomics-free column sums.
+//
+// Each kernel is the GPU twin of a function in gpt_ref.h / train_ref.h. Every kernel that touches activations is a
+// template on the activation type `T`: float in fp32 mode, __nv_bfloat16 in bf16 mode. Whatever T is, arithmetic is
+// done in fp32 (ld() widens, st() rounds), and three things always stay fp32: the residual stream x and its gradient dx
+// (many small updates are added into them), the parameters' master copy with their gradients and AdamW state, and every
+// reduction (LayerNorm statistics, softmax sums, parameter gradients).
+//
+// Reductions that produce parameter gradients never use atomics: each block writes a partial sum and
+// a second kernel adds the partials in a fixed order. The same inputs then give the same bits on
+// every run, which is what lets a resumed training run reproduce an uninterrupted one exactly
+// (the fp32 path with the hand-written attention; cuDNN's attention backward accumulates dQ with
+// atomics, so the bf16 path is reproducible only to rounding).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "check.cuh"
+
+namespace k {
+
+constexpr int kWarp = 32;
+
+__device__ __forceinline__ float ld(float x) { return x; }
+__device__ __forceinline__ float ld(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <class T>
+__device__ __forceinline__ T st(float x);
+template <>
+__device__ __forceinline__ float st<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+#define GRID_STRIDE(i, n) \
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
+
+// ---- Column sums without atomics (bias and LayerNorm parameter gradients) ----------------------
+// Stage 1: block (32 x 8) owns 32 columns and a chunk of rows; it writes one partial per column.
+// Stage 2 (colsum_finish) adds the partials of every chunk in chunk order.
+constexpr int kColChunk = 256;  // rows per partial
+inline int col_chunks(int N) { return (N + kColChunk - 1) / kColChunk; }
+
+// out[k][c] += sum over chunks of partial[chunk][k][c], for k < K (K = 1: bias, 2: LayerNorm's g and
+// b, whose outputs out0 and out1 need not be adjacent).
+__global__ void colsum_finish(const float* partial, int chunks, int K, int C, float* out0, float* out1) {
+  GRID_STRIDE(i, size_t(K) * C) {
+    const int kk = int(i / C), c = int(i % C);
+    float s = 0;
+    for (int ch = 0; ch < chunks; ++ch) s += partial[(size_t(ch) * K + kk) * C + c];
+    (kk == 0 ? out0 : out1)[c] += s;
+  }
+}
+
+}  // namespace k

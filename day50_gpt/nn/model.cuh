@@ -1,0 +1,323 @@
+// day50_gpt/nn/model.cuh: the GPT on the GPU: its buffers (one table), the layers' wiring into a
+// forward and a backward, and the launchers that hand each layer to its kernels.
+//
+// Parameters (fp32 master copy, plus a bf16 copy for the matmuls in bf16 mode), gradients, AdamW
+// state, and the activations of one batch that the backward needs. The layers themselves live one
+// per file: nn/kernels/*.cuh (our kernels), nn/linear.cuh (cuBLAS / cuBLASLt matmuls),
+// nn/attention.cuh (the three attentions), nn/optimizer.cuh (gradient norm + AdamW).
+#pragma once
+#include <cublasLt.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "../gpt_ref.h"
+#include "../train_ref.h"
+#include "check.cuh"
+#include "cli.h"
+#include "cublaslt.h"
+#include "env.cuh"
+// the layers' kernels
+#include "kernels/adamw.cuh"
+#include "kernels/attention.cuh"
+#include "kernels/bias_gelu_residual.cuh"
+#include "kernels/embedding.cuh"
+#include "kernels/layernorm.cuh"
+#include "kernels/loss.cuh"
+// the libraries
+#include "matmul.cuh"
+#include "phases.cuh"
+#include "sdpa_cudnn.h"
+#include "types.cuh"
+
+// A second name for (part of) a buffer, with DeviceBuffer's accessors.
+struct View {
+  void* p = nullptr;
+  size_t b = 0;
+  template <class U = void>
+  U* as() const {
+    return static_cast<U*>(p);
+  }
+  size_t bytes() const { return b; }
+};
+
+// What one transformer block keeps from its forward for its backward.
+struct Layer {
+  DeviceBuffer ln1, ln1_mean, ln1_rstd, qkv, att, x_mid, ln2, ln2_mean, ln2_rstd, fc, gl;
+  DeviceBuffer P;      // matmul / naive attention: the probabilities [B][H][T][T]
+  DeviceBuffer stats;  // cuDNN attention: the softmax statistics [B][H][T]
+  DeviceBuffer ptrs;   // matmul attention: per head, pointers to its Q, K, V, O, P
+};
+
+// One row of the model's buffer table: the buffer, its size in bytes (0: not used by this
+// configuration) and whether it starts as NaN.
+struct BufferSpec {
+  const char* name;
+  DeviceBuffer* buf;
+  size_t bytes;
+  bool poisoned;
+};
+
+template <class T>
+struct Model {
+  gpt::Config c;
+  gpt::Layout lay;
+  int B, T_, N;
+  Attn impl = Attn::kNaive;  // the attention this model runs (never kAuto)
+  std::string attn_note;     // which attention, and why
+  cublasHandle_t blas = nullptr;
+  cublasLtHandle_t blas_lt = nullptr;
+  cudnnHandle_t dnn = nullptr;
+  // Fusion into the matmuls (cuBLASLt epilogues): bias adds, the GELU and its backward, and the bias
+  // gradients ride on the GEMMs instead of taking passes of their own. --fusion off turns it off (the
+  // bench measures both); a combination cuBLASLt refuses falls back to the unfused path by itself.
+  bool fuse = true;
+  std::map<std::string, std::unique_ptr<lt::Matmul>> lt_cache;
+  std::unique_ptr<sdpa::Attention> sdpa;
+  Phases* ph = nullptr;
+  // Called by backward() as soon as block l's parameter gradients are enqueued (l = -1: at the end,
+  // embeddings included). Data parallelism starts the all-reduce of finished gradients from here,
+  // while the backward of the earlier blocks goes on.
+  std::function<void(int)> on_block_grads;
+
+  DeviceBuffer params, params_t, grads, m, v, decay;
+  DeviceBuffer tok, tgt, loss, logits, dlogits;
+  std::vector<DeviceBuffer> xs;  // the residual stream: xs[l] enters block l, xs[L] leaves the last one
+  std::vector<Layer> layer;
+  DeviceBuffer lnf, lnf_mean, lnf_rstd;
+  DeviceBuffer dx, dx_t, dS, dptrs, partial, dsum, dq_acc, norm_partial, sumsq, ws, lt_ws;
+  // Scratch that is never live at the same time shares memory: a sublayer's output before the
+  // residual add (forward) with the backward's d(attention output) and d(LayerNorm output); dqkv
+  // (attention backward) with dfc (MLP backward) and the embedding's partial sums (the very end).
+  DeviceBuffer scratch_small, scratch_big;
+  View tmp, dln, datt, dqkv, dfc, embed_partial;
+
+  Model(const gpt::Config& cfg, int b, Attn want, bool fusion = true)
+      : c(cfg), lay(cfg), B(b), T_(cfg.context), N(b * cfg.context), fuse(fusion) {
+    CUBLAS_CHECK(cublasCreate(&blas));
+    CUBLAS_CHECK(cublasLtCreate(&blas_lt));
+    CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));  // fp32 stays fp32: no TF32
+    CUDNN_CHECK(cudnnCreate(&dnn));
+    choose_attention(want);  // nn/attention.cuh: which attention, before the table sizes its buffers
+    xs.resize(size_t(c.layers) + 1);
+    layer.resize(size_t(c.layers));
+    const std::vector<BufferSpec> table = buffers();
+    size_t total = 0;
+    for (const BufferSpec& s : table) total += s.bytes;
+    env::require_memory(kProg, total, "the model's parameters, optimizer state and one batch's activations");
+    // Every activation and scratch buffer starts as NaN (0xFF bytes): an element some kernel or
+    // library call fails to write poisons the loss and the checks, instead of reading as a stale zero.
+    // (It also gives compute-sanitizer's initcheck a defined starting pattern. Without it, initcheck
+    // reported reads of bf16 matmul outputs written by cuBLASLt's tensor-core kernels as uninitialized,
+    // although the GPU-vs-CPU checks show every one of those values is right: most likely stores it
+    // does not track (an inference, not established).)
+    for (const BufferSpec& s : table) {
+      s.buf->alloc(s.bytes);
+      if (s.poisoned && s.bytes) poison(s.buf->as(), s.bytes);
+    }
+    tmp = dln = datt = View{scratch_small.as(), scratch_small.bytes()};
+    dqkv = dfc = embed_partial = View{scratch_big.as(), scratch_big.bytes()};
+    if (impl == Attn::kMatmul) build_head_pointers();
+    to_device(decay.as<uint8_t>(), train::decay_mask(c));
+    CUDA_CHECK(cudaMemset(m.as(), 0, m.bytes()));
+    CUDA_CHECK(cudaMemset(v.as(), 0, v.bytes()));
+  }
+  ~Model() {
+    sdpa.reset();
+    lt_cache.clear();
+    cublasLtDestroy(blas_lt);
+    cudnnDestroy(dnn);
+    cublasDestroy(blas);
+  }
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Every buffer the model owns, with its size for this configuration: allocation, NaN poisoning and
+  // the memory check above all read this one table, so a new buffer is one line here.
+  std::vector<BufferSpec> buffers() {
+    const size_t C = size_t(c.width), V = size_t(c.vocab), n = lay.total, NN = size_t(N), H = size_t(c.heads),
+                 E = sizeof(T), BHTT = size_t(B) * H * T_ * T_;
+    const bool bf = std::is_same<T, bf16>::value, cudnn = impl == Attn::kCudnn;
+    const size_t pe = impl == Attn::kMatmul ? E : 4;  // the naive kernels keep P in fp32
+    const size_t embed_bytes = size_t(k::embed_slices(N)) * V * C * 4;
+    std::vector<BufferSpec> t = {
+        {"params (fp32 master)", &params, n * 4, false},
+        {"params (bf16 copy)", &params_t, bf ? n * E : 0, false},
+        {"grads", &grads, n * 4, false},
+        {"adam m", &m, n * 4, false},
+        {"adam v", &v, n * 4, false},
+        {"weight-decay mask", &decay, n, false},
+        {"cuBLASLt workspace", &lt_ws, kLtWorkspace, false},
+        {"tokens", &tok, NN * 4, true},
+        {"targets", &tgt, NN * 4, true},
+        {"losses", &loss, NN * 4, true},
+        {"logits", &logits, NN * V * 4, true},
+        {"dlogits", &dlogits, NN * V * E, true},
+        {"final ln", &lnf, NN * C * E, true},
+        {"final ln mean", &lnf_mean, NN * 4, true},
+        {"final ln rstd", &lnf_rstd, NN * 4, true},
+        {"dx (fp32)", &dx, NN * C * 4, true},
+        {"dx (bf16 copy)", &dx_t, bf ? NN * C * E : 0, true},
+        {"scratch: sublayer out / d(att) / d(ln)", &scratch_small, NN * C * E, true},
+        {"scratch: dqkv / dfc / embedding partials", &scratch_big, std::max(NN * 4 * C * E, embed_bytes), true},
+        {"attention dS", &dS, cudnn ? 0 : BHTT * pe, true},
+        {"cuDNN dsum", &dsum, cudnn ? sdpa->dsum_elems() * 4 : 0, true},
+        {"cuDNN dq accumulator", &dq_acc, cudnn ? sdpa->dq_acc_elems() * 4 : 0, true},
+        {"cuDNN workspace", &ws, cudnn ? sdpa->workspace() : 0, false},
+        {"column-sum partials", &partial, size_t(k::col_chunks(N)) * 4 * C * 4, true},  // widest: a bias of 4C
+        {"norm partials", &norm_partial, size_t(k::kNormBlocks) * 4, true},
+        {"sum of squares", &sumsq, 4, true},
+    };
+    for (auto& x : xs) t.push_back({"residual stream", &x, NN * C * 4, true});
+    for (Layer& L : layer) {
+      const std::vector<BufferSpec> per = {
+          {"ln1", &L.ln1, NN * C * E, true},
+          {"ln1 mean", &L.ln1_mean, NN * 4, true},
+          {"ln1 rstd", &L.ln1_rstd, NN * 4, true},
+          {"qkv", &L.qkv, NN * 3 * C * E, true},
+          {"attention out", &L.att, NN * C * E, true},
+          {"x mid-block", &L.x_mid, NN * C * 4, true},
+          {"ln2", &L.ln2, NN * C * E, true},
+          {"ln2 mean", &L.ln2_mean, NN * 4, true},
+          {"ln2 rstd", &L.ln2_rstd, NN * 4, true},
+          {"fc (pre-GELU)", &L.fc, NN * 4 * C * E, true},
+          {"gelu out", &L.gl, NN * 4 * C * E, true},
+          {"attention P", &L.P, cudnn ? 0 : BHTT * pe, true},
+          {"cuDNN softmax stats", &L.stats, cudnn ? size_t(B) * H * T_ * 4 : 0, true},
+      };
+      t.insert(t.end(), per.begin(), per.end());
+    }
+    return t;
+  }
+
+  float* P(size_t off) const { return params.as<float>() + off; }
+  float* G(size_t off) const { return grads.as<float>() + off; }
+  // The weights the matmuls read: the master copy in fp32 mode, the bf16 copy in bf16 mode.
+  const T* W(size_t off) const {
+    if constexpr (std::is_same<T, float>::value)
+      return params.as<float>() + off;
+    else
+      return params_t.as<T>() + off;
+  }
+  T* dxT() const {
+    if constexpr (std::is_same<T, float>::value)
+      return dx.as<float>();
+    else
+      return dx_t.as<T>();
+  }
+  void mark(Phase p) {
+    if (ph) ph->mark(p);
+  }
+  int rows_grid() const { return (N + 7) / 8; }  // 8 warps (rows) per 256-thread block
+
+  // nn/linear.cuh: the matmuls with their bias (and GELU), forward and backward.
+  lt::Matmul* lt_get(const lt::Spec& sp, cudaDataType_t out_type);
+  void linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out = nullptr);
+  void linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre = nullptr);
+  // nn/attention.cuh: the three attentions.
+  void choose_attention(Attn want);
+  void build_head_pointers();
+  void attention_fwd(Layer& L);
+  void attention_bwd(Layer& L);
+  // nn/optimizer.cuh: gradient norm + AdamW, and the bf16 weight copy.
+  void optimizer_step(const train::AdamW& opt, double lr, int64_t t, double clip, float* norm_out);
+  void sync_weights();
+
+  void ln_fwd(const float* x, size_t w, size_t b, T* y, float* mean, float* rstd) {
+    k::layernorm_fwd<T><<<rows_grid(), 256>>>(x, P(w), P(b), y, mean, rstd, N, c.width);
+    LAUNCH_CHECK();
+    mark(kLayerNorm);
+  }
+  // dx (+)= LayerNorm backward; dx_t gets the result in T; the gains' and biases' gradients by column sums.
+  void ln_back(const float* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy, bool accumulate) {
+    const int C = c.width, chunks = k::col_chunks(N);
+    k::layernorm_bwd<T><<<rows_grid(), 256>>>(x, P(w), mean, rstd, dy, dx.as<float>(), dxT(), N, C, accumulate);
+    LAUNCH_CHECK();
+    k::ln_param_partials<T><<<dim3((C + 31) / 32, chunks), dim3(32, 8)>>>(x, mean, rstd, dy, partial.as<float>(), N, C);
+    LAUNCH_CHECK();
+    k::colsum_finish<<<grid_for(size_t(2) * C), 256>>>(partial.as<float>(), chunks, 2, C, G(w), G(b));
+    LAUNCH_CHECK();
+    mark(kLayerNorm);
+  }
+  // Forward of the batch in tok/tgt: per-row losses in `loss`, dlogits (in T) ready for the backward.
+  void forward() {
+    const int C = c.width;
+    const size_t NC = size_t(N) * C;
+    k::embed_fwd<<<grid_for(NC), 256>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C);
+    LAUNCH_CHECK();
+    mark(kEmbed);
+    for (int l = 0; l < c.layers; ++l) {
+      auto& L = layer[size_t(l)];
+      const auto& Wl = lay.layer[size_t(l)];
+      ln_fwd(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1.as<T>(), L.ln1_mean.as<float>(),
+             L.ln1_rstd.as<float>());
+      linear(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, L.qkv.as<T>(), C, 3 * C);
+      attention_fwd(L);
+      linear(L.att.as<T>(), Wl.proj_w, Wl.proj_b, tmp.as<T>(), C, C);
+      k::residual_add<T><<<grid_for(NC), 256>>>(L.x_mid.as<float>(), xs[size_t(l)].as<float>(), tmp.as<T>(), NC);
+      LAUNCH_CHECK();
+      mark(kResidual);
+      ln_fwd(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2.as<T>(), L.ln2_mean.as<float>(), L.ln2_rstd.as<float>());
+      linear(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, L.fc.as<T>(), C, 4 * C, L.gl.as<T>());  // fc keeps the pre-activation
+      linear(L.gl.as<T>(), Wl.fc2_w, Wl.fc2_b, tmp.as<T>(), 4 * C, C);
+      k::residual_add<T><<<grid_for(NC), 256>>>(xs[size_t(l) + 1].as<float>(), L.x_mid.as<float>(), tmp.as<T>(), NC);
+      LAUNCH_CHECK();
+      mark(kResidual);
+    }
+    ln_fwd(xs.back().as<float>(), lay.lnf_w, lay.lnf_b, lnf.as<T>(), lnf_mean.as<float>(), lnf_rstd.as<float>());
+    matmul_fwd<T, float>(blas, lnf.as<T>(), W(lay.wte), logits.as<float>(), N, C,
+                         c.vocab);  // the tied head, fp32 logits
+    mark(kMatmul);
+    k::softmax_xent<T>
+        <<<rows_grid(), 256>>>(logits.as<float>(), tgt.as<int>(), loss.as<float>(), dlogits.as<T>(), N, c.vocab);
+    LAUNCH_CHECK();
+    mark(kLoss);
+  }
+
+  // Backward from dlogits into `grads` (zeroed here).
+  void backward() {
+    const int C = c.width;
+    CUDA_CHECK(cudaMemsetAsync(grads.as(), 0, grads.bytes()));
+    matmul_bwd_in<T>(blas, dlogits.as<T>(), W(lay.wte), dln.as<T>(), N, C, c.vocab);
+    matmul_bwd_w<T>(blas, lnf.as<T>(), dlogits.as<T>(), G(lay.wte), N, C, c.vocab);
+    mark(kMatmul);
+    ln_back(xs.back().as<float>(), lay.lnf_w, lay.lnf_b, lnf_mean.as<float>(), lnf_rstd.as<float>(), dln.as<T>(),
+            false);
+    for (int l = c.layers - 1; l >= 0; --l) {
+      auto& L = layer[size_t(l)];
+      const auto& Wl = lay.layer[size_t(l)];
+      // MLP: xs[l+1] = x_mid + fc2(gelu(fc(ln2(x_mid)))); dx holds d/dxs[l+1]
+      linear_back(L.gl.as<T>(), Wl.fc2_w, Wl.fc2_b, dxT(), dfc.as<T>(), 4 * C, C,
+                  L.fc.as<T>());  // dfc = d(gl) * gelu'(fc)
+      linear_back(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, dfc.as<T>(), dln.as<T>(), C, 4 * C);
+      ln_back(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2_mean.as<float>(), L.ln2_rstd.as<float>(), dln.as<T>(),
+              true);
+      // Attention: x_mid = xs[l] + proj(attention(qkv(ln1(xs[l])))); dx now holds d/dx_mid
+      linear_back(L.att.as<T>(), Wl.proj_w, Wl.proj_b, dxT(), datt.as<T>(), C, C);
+      attention_bwd(L);
+      linear_back(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, dqkv.as<T>(), dln.as<T>(), C, 3 * C);
+      ln_back(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1_mean.as<float>(), L.ln1_rstd.as<float>(),
+              dln.as<T>(), true);
+      if (on_block_grads) on_block_grads(l);
+    }
+    k::embed_bwd_pos<<<grid_for(size_t(T_) * C), 256>>>(dx.as<float>(), G(lay.wpe), B, T_, C);
+    LAUNCH_CHECK();
+    const int slices = k::embed_slices(N);
+    k::embed_bwd_tok<<<dim3(c.vocab, slices), 256>>>(tok.as<int>(), dx.as<float>(), embed_partial.as<float>(), N, C,
+                                                     c.vocab);
+    LAUNCH_CHECK();
+    k::colsum_finish<<<grid_for(size_t(c.vocab) * C), 256>>>(embed_partial.as<float>(), slices, 1, c.vocab * C,
+                                                             G(lay.wte), nullptr);
+    LAUNCH_CHECK();
+    mark(kEmbed);
+    if (on_block_grads) on_block_grads(-1);
+  }
+};
+
+#include "attention.cuh"
+#include "linear.cuh"
+#include "optimizer.cuh"

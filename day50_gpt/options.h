@@ -1,0 +1,272 @@
+// day50_gpt/options.h: gpt's command line: every flag into one Options struct, and every rule between
+// the flags, judged before any GPU work (host-only C++: builds with g++, no CUDA headers, so a fuzz
+// test can call gpt::parse_options in a child process). Bad input: one line on stderr, exit 2.
+//
+// Paths are judged here too: outputs (--save, --log, --dump, --id-file's folder, --json) must be
+// writable, inputs (--data, --resume, --sample) readable regular files; a checkpoint is loaded here,
+// so a bad header costs one line, not a GPU start. What needs the GPU (how many there are) is judged
+// in main.
+#pragma once
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "checkpoint.h"
+#include "cli.h"
+#include "gpt_ref.h"
+#include "nn/attn_kind.h"
+#include "results.h"
+
+struct TrainOptions {
+  int batch = 64, steps = 400, until = 0, warmup = 100, val_every = 100, val_batches = 8, log_every = 50;
+  double lr = 1e-3, lr_min_frac = 0.1, clip = 1.0, weight_decay = 0.1;
+  bool fusion = true;                      // cuBLASLt epilogues
+  size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
+};
+
+// The files of a training run (empty: not used).
+struct RunFiles {
+  std::string data_name, save, resume, log, dump;
+  std::shared_ptr<const ckpt::Checkpoint> resume_ckpt;  // --resume, loaded by parse_options
+};
+
+namespace gpt {
+
+// --bench's parts: `all` is the first three; `generate` times generation on fresh weights alone.
+inline const std::vector<std::string> kBenchParts = {"train-fp32", "train-bf16", "quality", "generate"};
+
+struct Options {
+  cli::Standard st;
+  Config cfg;
+  TrainOptions train;
+  std::string prec = "bf16", attn_s = "auto";
+  Attn attn = Attn::kAuto;
+  std::string data_path;  // the file read (the default resolved next to the executable)
+  RunFiles files;
+  std::string sample, prompt;
+  ckpt::Checkpoint sample_ckpt;  // --sample, loaded
+  int ntok = 200, top_k = 40;
+  double temperature = 0.8;
+  std::string gpus_s = "1";
+  long long gpus_req = 0;  // --gpus N (0: 'all')
+  int world = 1, rank = 0, device = -1;
+  std::string id_file, verify_only = "all";
+  int bench_steps = 1000;
+  std::set<std::string> bench_parts;
+  bool check_args = false;
+  bool multi() const { return gpus_s != "1" || world > 1; }
+  bool bench_part(const std::string& p) const { return bench_parts.count(p) > 0; }
+};
+
+// Whether `--name` appears on the command line (as "--name V" or "--name=V"): the rules between flags
+// judge what the user wrote, not the defaults.
+inline bool given(int argc, char** argv, const std::string& name) {
+  const std::string f = "--" + name;
+  for (int i = 1; i < argc; ++i)
+    if (argv[i] == f || std::string(argv[i]).rfind(f + "=", 0) == 0) return true;
+  return false;
+}
+
+// <lesson>/data/shakespeare.txt, found from the executable (<lesson>/build/gpt), so that gpt runs from
+// any folder; "data/shakespeare.txt" where /proc/self/exe cannot be read.
+inline std::string default_data_path() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec || exe.empty()) return "data/shakespeare.txt";
+  return (exe.parent_path().parent_path() / "data" / "shakespeare.txt").string();
+}
+
+inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& bucket_mb, std::string& parts) {
+  o.st = cli::standard_flags(args, 20261150);
+  Config& cfg = o.cfg;
+  cfg.layers = int(args.integer("layers", 6, 1, 96, "transformer blocks"));
+  cfg.heads = int(args.integer("heads", 6, 1, 128, "attention heads (must divide the width)"));
+  cfg.width = int(args.integer("width", 384, 8, 8192, "model width C"));
+  cfg.context = int(args.integer("context", 256, 2, 8192, "context length T"));
+  TrainOptions& t = o.train;
+  t.batch = int(args.integer("batch", 64, 1, 4096, "sequences per step"));
+  t.steps = int(args.integer("steps", 400, 1, 100000000, "training steps (the schedule's length)"));
+  t.until = int(
+      args.integer("until", 0, 0, 100000000, "stop after this step (0: at --steps); the schedule still spans --steps"));
+  t.warmup = int(args.integer("warmup", 100, 1, 100000000, "warm-up steps"));
+  t.lr = args.real("lr", 1e-3, 1e-7, 1.0, "peak learning rate");
+  t.val_every = int(args.integer("val-every", 100, 1, 100000000, "steps between validation losses"));
+  t.log_every = int(args.integer("log-every", 50, 1, 100000, "steps between progress lines"));
+  fusion_s =
+      args.str("fusion", "on", "on | off: bias, GELU and bias gradients fused into the matmuls (cuBLASLt epilogues)");
+  o.prec =
+      args.str("precision", "bf16", "fp32 | bf16 (bf16 activations and matmuls, fp32 master weights and optimizer)");
+  o.attn_s = args.str("attention", "auto",
+                      "auto | cudnn | matmul | naive (auto: cuDNN's fused attention in bf16, matmul otherwise)");
+  o.files.data_name = args.str("data", "data/shakespeare.txt",
+                               "the text to train on (any file up to 1 GiB: bytes are the vocabulary; the default is "
+                               "found next to the executable)");
+  o.files.save = args.str("save", "", "write a checkpoint here at the end");
+  o.files.resume = args.str("resume", "", "continue from this checkpoint");
+  o.files.log = args.str("log", "", "write the loss log here (lines: step loss / step val loss)");
+  o.files.dump =
+      args.str("dump", "",
+               "write the initial weights and the first step's batch, loss and gradients here (for torch_oracle.py)");
+  o.sample = args.str("sample", "", "generate from this checkpoint instead of training");
+  o.prompt = args.str("prompt", "The ", "with --sample: the text to continue");
+  o.ntok = int(args.integer("tokens", 200, 1, 1 << 20, "with --sample: bytes to generate"));
+  o.temperature = args.real("temperature", 0.8, 0.01, 10.0, "with --sample: softmax temperature");
+  o.top_k = int(args.integer("top-k", 40, 1, 256, "with --sample: sample among the k likeliest bytes"));
+  o.gpus_s = args.str("gpus", "1", "GPUs to train on, one thread each (data parallel through NCCL): a number or 'all'");
+  o.world = int(args.integer("world", 1, 1, 4096,
+                             "processes of a multi-process data-parallel run, one GPU each (with --rank, --id-file)"));
+  o.rank = int(args.integer("rank", 0, 0, 4095, "this process's rank in a multi-process run"));
+  o.device =
+      int(args.integer("device", -1, -1, 1023, "the GPU this rank uses (default: rank modulo the GPUs visible)"));
+  o.id_file =
+      args.str("id-file", "", "multi-process run: where rank 0 publishes NCCL's unique id and the others read it");
+  bucket_mb = args.real(
+      "bucket-mb", 25, 0, 1 << 20,
+      "data parallel: all-reduce the gradient in buckets of this many MiB during the backward (0: all of it after)");
+  o.verify_only = args.str("verify-only", "all",
+                           "with --verify: all | fp32 (skip the bf16 checks; for racecheck, see the Makefile)");
+  o.bench_steps = int(args.integer("bench-steps", 1000, 10, 1000000, "with --bench: steps of the quality run"));
+  parts = args.str("bench-part", "all",
+                   "with --bench: which parts, comma-separated: train-fp32, train-bf16, quality (all: these three), "
+                   "generate (generation alone, on fresh weights)");
+  o.check_args = args.flag("check-args", "parse and judge the arguments (and the files they name), then exit 0");
+}
+
+// The rules between flags that say "X goes only with Y" or "X and Y exclude each other".
+inline void check_combinations(int argc, char** argv, const Options& o) {
+  const bool sampling = !o.sample.empty();
+  if (sampling)
+    for (const char* f : {"verify", "bench", "resume", "save", "json", "dump", "log", "data", "gpus", "world"})
+      if (given(argc, argv, f))
+        cli::usage_error(
+            kProg, std::string("--sample generates from a checkpoint on one GPU: --") + f + " does not go with it");
+  if (!sampling)
+    for (const char* f : {"prompt", "tokens", "temperature", "top-k"})
+      if (given(argc, argv, f)) cli::usage_error(kProg, std::string("--") + f + " goes with --sample");
+  if (!o.st.bench)
+    for (const char* f : {"bench-part", "bench-steps"})
+      if (given(argc, argv, f)) cli::usage_error(kProg, std::string("--") + f + " goes with --bench");
+  if (!o.st.verify && given(argc, argv, "verify-only")) cli::usage_error(kProg, "--verify-only goes with --verify");
+  if (given(argc, argv, "warmup") && o.train.warmup >= o.train.steps)
+    cli::usage_error(kProg, "--warmup " + std::to_string(o.train.warmup) + " must be below --steps " +
+                                std::to_string(o.train.steps));
+  if (o.world > 1 && o.gpus_s != "1")
+    cli::usage_error(kProg, "--world (one process per GPU) and --gpus (one process, several GPUs) exclude each other");
+  if (o.world > 1 && o.id_file.empty())
+    cli::usage_error(kProg, "--world needs --id-file (the file where the ranks meet)");
+  if (o.rank >= o.world) cli::usage_error(kProg, "--rank must be below --world");
+  if (o.world > 1 && (o.st.verify || o.st.bench))
+    cli::usage_error(kProg, "--world runs training; --verify and --bench take --gpus N (one process)");
+  if (o.world > 1 && o.train.batch % o.world)
+    cli::usage_error(kProg, "--batch " + std::to_string(o.train.batch) + " does not split evenly over " +
+                                std::to_string(o.world) + " ranks");
+  if (o.gpus_req > 1 && o.train.batch % o.gpus_req)
+    cli::usage_error(kProg, "--batch " + std::to_string(o.train.batch) + " does not split evenly over " +
+                                std::to_string(o.gpus_req) + " GPUs");
+  if (o.multi() && !o.files.dump.empty())
+    cli::usage_error(kProg, "--dump captures one GPU's step: leave out --gpus / --world");
+}
+
+// The values that are more than a number: one of a list, a list, a count or 'all'.
+inline void check_values(Options& o, const std::string& fusion_s, double bucket_mb, const std::string& parts) {
+  if (o.gpus_s != "all" && (!cli::parse_int(o.gpus_s, o.gpus_req) || o.gpus_req < 1))
+    cli::usage_error(kProg, "--gpus must be a positive number or 'all', got '" + o.gpus_s + "'");
+  o.train.bucket_bytes = size_t(bucket_mb * (1 << 20));
+  if (o.verify_only != "all" && o.verify_only != "fp32")
+    cli::usage_error(kProg, "--verify-only must be all or fp32, got '" + o.verify_only + "'");
+  if (fusion_s != "on" && fusion_s != "off")
+    cli::usage_error(kProg, "--fusion must be on or off, got '" + fusion_s + "'");
+  o.train.fusion = fusion_s == "on";
+  if (o.prec != "fp32" && o.prec != "bf16")
+    cli::usage_error(kProg, "--precision must be fp32 or bf16, got '" + o.prec + "'");
+  if (o.attn_s == "cudnn")
+    o.attn = Attn::kCudnn;
+  else if (o.attn_s == "matmul")
+    o.attn = Attn::kMatmul;
+  else if (o.attn_s == "naive")
+    o.attn = Attn::kNaive;
+  else if (o.attn_s != "auto")
+    cli::usage_error(kProg, "--attention must be auto, cudnn, matmul or naive, got '" + o.attn_s + "'");
+  if (o.attn == Attn::kCudnn && o.prec == "fp32")
+    cli::usage_error(kProg, "--attention cudnn needs --precision bf16 (cuDNN's fused attention takes fp16/bf16)");
+  const std::string bad = o.cfg.invalid();
+  if (!bad.empty()) cli::usage_error(kProg, bad);
+  if (o.cfg.width > 32 * 256) cli::usage_error(kProg, "--width above 8192 is not supported");
+  size_t start = 0;
+  while (true) {
+    const size_t comma = parts.find(',', start);
+    const std::string p = parts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (p == "all")
+      o.bench_parts.insert(kBenchParts.begin(), kBenchParts.end() - 1);
+    else if (std::find(kBenchParts.begin(), kBenchParts.end(), p) != kBenchParts.end())
+      o.bench_parts.insert(p);
+    else
+      cli::usage_error(kProg, "--bench-part: '" + p + "' is not one of all, train-fp32, train-bf16, quality, generate");
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+}
+
+// A checkpoint named on the command line, loaded now (a missing file or a bad header: one line, exit 2).
+inline ckpt::Checkpoint load_checkpoint(const std::string& flag, const std::string& path, const Config* expect) {
+  results::require_readable_file(kProg, flag, path);
+  try {
+    return ckpt::load(path, expect);
+  } catch (const std::exception& e) { cli::usage_error(kProg, flag + ": " + e.what()); }
+}
+
+// Every file the run reads or writes, judged before the GPU is touched.
+inline void check_files(Options& o) {
+  results::require_outputs(kProg, o.st);
+  RunFiles& f = o.files;
+  if (!o.sample.empty()) {
+    o.sample_ckpt = load_checkpoint("--sample", o.sample, nullptr);
+    if (o.prompt.empty()) cli::usage_error(kProg, "--prompt must not be empty");
+    if (int(o.prompt.size()) >= o.sample_ckpt.config.context)
+      cli::usage_error(kProg, "--prompt is longer than the model's context");
+    return;  // sampling reads nothing else and writes nothing
+  }
+  // The default text lives beside the executable; a path the user gives is the user's (cwd-relative).
+  o.data_path = f.data_name == "data/shakespeare.txt" ? default_data_path() : f.data_name;
+  results::require_readable_file(kProg, "--data", o.data_path, uint64_t(1) << 30);
+  if (!f.save.empty()) results::require_writable_file(kProg, "--save", f.save);
+  if (!f.log.empty()) results::require_writable_file(kProg, "--log", f.log);
+  if (!f.dump.empty()) results::require_writable_dir(kProg, "--dump", f.dump);
+  if (!o.id_file.empty()) {
+    const std::filesystem::path p(o.id_file);
+    results::require_writable_dir(kProg, "--id-file", p.has_parent_path() ? p.parent_path().string() : ".");
+  }
+  if (!f.resume.empty()) {
+    f.resume_ckpt = std::make_shared<const ckpt::Checkpoint>(load_checkpoint("--resume", f.resume, &o.cfg));
+    const int64_t stop = o.train.until > 0 ? std::min<int64_t>(o.train.until, o.train.steps) : o.train.steps;
+    if (f.resume_ckpt->step >= stop)
+      cli::usage_error(kProg, f.resume + " is at step " + std::to_string(f.resume_ckpt->step) +
+                                  ": nothing to do before step " + std::to_string(stop) +
+                                  " (raise --steps or --until)");
+  }
+}
+
+// Parse and judge the whole command line; exits 2 (one line) on anything wrong, 0 on --help.
+inline Options parse_options(int argc, char** argv) {
+  cli::Args args(
+      argc, argv, kProg,
+      "a small GPT trained on any text, then sampled (fp32 or bf16; cuBLAS, cuDNN and hand-written kernels)");
+  Options o;
+  std::string fusion_s, parts;
+  double bucket_mb = 0;
+  declare(args, o, fusion_s, bucket_mb, parts);
+  args.finish();
+  o.st.validate(kProg);
+  check_values(o, fusion_s, bucket_mb, parts);
+  check_combinations(argc, argv, o);
+  check_files(o);
+  return o;
+}
+
+}  // namespace gpt

@@ -1,0 +1,185 @@
+// day50_gpt/run/bench.cuh: gpt --bench on one GPU, in parts (--bench-part): the training step's time
+// and where it goes (fp32 and bf16, each without and with the matmul epilogues), the quality run (a
+// loss curve, then generation from the trained weights), and generation alone on fresh weights. The
+// attentions alone are dev/attention.cu's.
+#pragma once
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "generate.cuh"
+#include "json.h"
+#include "results.h"
+#include "timing.cuh"
+#include "trainer.cuh"
+
+// The times of `reps` training steps, from events on the compute stream between them. With
+// data parallelism every step ends with the all-reduce, so rank 0's step is every GPU's step.
+template <class T>
+std::vector<double> step_times(Trainer<T>& tr, int reps) {
+  std::vector<cudaEvent_t> ev(size_t(reps) + 1);
+  for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+  CUDA_CHECK(cudaEventRecord(ev[0]));
+  for (int i = 0; i < reps; ++i) {
+    tr.step_once();
+    CUDA_CHECK(cudaEventRecord(ev[size_t(i) + 1]));
+  }
+  CUDA_CHECK(cudaEventSynchronize(ev[size_t(reps)]));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, ev[size_t(i)], ev[size_t(i) + 1]));
+    ms.push_back(t);
+  }
+  for (auto& e : ev) CUDA_CHECK(cudaEventDestroy(e));
+  return ms;
+}
+
+template <class T>
+void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, const train::Corpus& data,
+                 Attn attn, uint64_t seed) {
+  const size_t base = used_bytes();
+  Trainer<T> tr(cfg, o, data, attn, seed);
+  const std::string name = std::string("train step ") + Types<T>::name() + (o.fusion ? "" : " unfused");
+  std::printf("\n%s: attention = %s\n", name.c_str(), tr.m.attn_note.c_str());
+  for (int i = 0; i < 3; ++i) tr.step_once();  // warm-up (cuBLAS heuristics, first launches)
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const size_t peak = used_bytes() - base;
+  // Where the time goes: one step with events between phases.
+  Phases ph;
+  tr.m.ph = &ph;
+  ph.start();
+  tr.step_once();
+  const std::vector<double> phase_ms = ph.finish();
+  tr.m.ph = nullptr;
+  // Step time: events around each step (the training data differs every step: nothing is cached).
+  const int reps = 20;
+  const std::vector<double> ms = step_times(tr, reps);
+  tr.read_back();
+  for (float l : tr.losses)
+    if (!std::isfinite(l)) res.add(verify::fact(name + ": losses finite while timing", false, ""));
+  results::Bench b;
+  b.name = name;
+  b.dtype = Types<T>::name();
+  b.shape = {cfg.layers, cfg.heads, cfg.width, cfg.context, o.batch};
+  const timing::Stats s = timing::summarize(ms);
+  b.ms = s.median_ms, b.min_ms = s.min_ms, b.max_ms = s.max_ms, b.reps = s.reps;
+  b.tokens_per_s = double(o.batch) * cfg.context / (b.ms * 1e-3);
+  // Model FLOPs per step: 6 * params * tokens for the matmuls (forward 2, backward 4) plus attention's
+  // 6 * 2 * L * T * C per token (causal half of QK^T and PV, fwd + bwd)... reported for reference only.
+  json::Value ex = json::Value::object();
+  ex["attention"] = tr.m.attn_note;
+  ex["fusion"] = o.fusion;
+  ex["peak_gpu_mib"] = double(peak) / (1 << 20);
+  json::Value pj = json::Value::object();
+  double total = 0;
+  for (int p = 0; p < kPhases; ++p) pj[kPhaseName[p]] = phase_ms[size_t(p)], total += phase_ms[size_t(p)];
+  ex["phase_ms"] = pj;
+  ex["phase_total_ms"] = total;
+  b.extra = ex;
+  res.add(b);
+  std::printf("%s: median %.2f ms/step (min %.2f, max %.2f) = %.0f tokens/s; GPU memory %.0f MiB\n", name.c_str(), b.ms,
+              b.min_ms, b.max_ms, b.tokens_per_s, double(peak) / (1 << 20));
+  std::printf("  where one step's time goes (events between phases; %.2f ms in all):\n", total);
+  for (int p = 0; p < kPhases; ++p)
+    std::printf("    %-18s %8.3f ms  %5.1f%%\n", kPhaseName[p], phase_ms[size_t(p)],
+                100.0 * phase_ms[size_t(p)] / total);
+}
+
+// Generation from `params`: timed with CUDA graphs and without (kernels launched one by one, the host
+// waiting per token); both must write the same bytes.
+inline void bench_generation(results::Results& res, const gpt::Config& cfg, const std::vector<float>& params,
+                             uint64_t seed, const std::string& title) {
+  const Sampled s = generate(cfg, params, "The GPU ", 200, 0.8, 40, seed);
+  std::printf("\n%s:\n%s\n(%d tokens in %.3f s: %.0f tokens/s)\n", title.c_str(), s.text.c_str(), s.made, s.seconds,
+              s.made / s.seconds);
+  res.config["sample"] = s.text;
+  const Sampled plain = generate(cfg, params, "The GPU ", 200, 0.8, 40, seed, false);
+  res.add(verify::fact("generation with and without CUDA graphs writes the same bytes", plain.text == s.text));
+  for (const Sampled* r : {&plain, &s}) {
+    results::Bench g;
+    g.name = r == &s ? "generate, batch 1, KV cache" : "generate, batch 1, KV cache, no CUDA graph";
+    g.dtype = "fp32";
+    g.shape = {cfg.layers, cfg.heads, cfg.width, cfg.context, 1};
+    g.ms = 1e3 * r->seconds / r->made;
+    g.min_ms = g.max_ms = g.ms, g.reps = r->made;
+    g.tokens_per_s = r->made / r->seconds;
+    res.add(g);
+  }
+  std::printf("generation without CUDA graphs: %.0f tokens/s\n", plain.made / plain.seconds);
+}
+
+// The quality run: train for a fixed number of steps, record the loss curve and the validation
+// loss, then sample from the trained model and time generation.
+template <class T>
+void bench_quality(results::Results& res, const gpt::Config& cfg, TrainOptions o, const train::Corpus& data, Attn attn,
+                   uint64_t seed, int steps) {
+  o.steps = steps, o.log_every = 10;
+  Trainer<T> tr(cfg, o, data, attn, seed);
+  json::Value st = json::Value::array(), tl = json::Value::array(), vs = json::Value::array(),
+              vl = json::Value::array();
+  double last_val = NAN;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (tr.step < o.steps) {
+    tr.step_once();
+    if (tr.step % 100 == 0 || tr.step == o.steps) {
+      const double v = tr.val_loss(o.val_batches);
+      vs.push((long long)tr.step), vl.push(v);
+      last_val = v;
+      std::printf("  step %5lld  train %.4f  val %.4f\n", (long long)tr.step,
+                  tr.losses.empty() ? NAN : double(tr.losses.back()), v);
+      std::fflush(stdout);
+    }
+  }
+  tr.read_back();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < tr.losses.size(); ++i) st.push((long long)i + 1), tl.push(double(tr.losses[i]));
+  json::Value curve = json::Value::object();
+  curve["precision"] = Types<T>::name();
+  curve["step"] = st, curve["train_loss"] = tl, curve["val_step"] = vs, curve["val_loss"] = vl;
+  curve["seconds"] = secs;
+  res.config["loss_curve"] = curve;
+  const double final_val = last_val;
+  res.config["val_loss_after_steps"] = final_val;
+  res.config["quality_steps"] = steps;
+  verify::Check ch = verify::fact(
+      std::string("quality run ") + Types<T>::name() + ": validation loss finite and below the initial ln(256) = 5.545",
+      std::isfinite(final_val) && final_val < std::log(256.0), Types<T>::name());
+  ch.max_abs_err = final_val;
+  res.add(ch);
+  // Generation from the trained weights.
+  const ckpt::Checkpoint k = tr.checkpoint();
+  bench_generation(res, cfg, k.params, seed, "sample after " + std::to_string(steps) + " steps");
+}
+
+// --bench on one GPU: the parts --bench-part names, in this order.
+inline void run_bench(results::Results& res, const gpt::Options& op, const train::Corpus& data) {
+  const gpt::Config& cfg = op.cfg;
+  const uint64_t seed = uint64_t(op.st.seed);
+  res.config["layers"] = cfg.layers, res.config["heads"] = cfg.heads, res.config["width"] = cfg.width,
+  res.config["context"] = cfg.context;
+  res.config["batch"] = op.train.batch;
+  // Each precision without and with the matmul epilogues: the fusion's gain, measured in one run.
+  for (bool f : {false, true}) {
+    TrainOptions of = op.train;
+    of.fusion = f;
+    if (op.bench_part("train-fp32"))
+      bench_train<float>(res, cfg, of, data, op.attn == Attn::kCudnn ? Attn::kAuto : op.attn, seed);
+  }
+  for (bool f : {false, true}) {
+    TrainOptions of = op.train;
+    of.fusion = f;
+    if (op.bench_part("train-bf16")) bench_train<bf16>(res, cfg, of, data, op.attn, seed);
+  }
+  if (op.bench_part("quality")) {
+    std::printf("\nquality run: bf16, %d steps\n", op.bench_steps);
+    bench_quality<bf16>(res, cfg, op.train, data, op.attn, seed, op.bench_steps);
+  }
+  if (op.bench_part("generate")) {
+    // Fresh weights (the seed's initialization): generation's speed does not depend on what was learned.
+    verify::Rng rng(seed);
+    bench_generation(res, cfg, gpt::init_params(cfg, rng), seed, "generation from freshly initialised weights");
+  }
+}

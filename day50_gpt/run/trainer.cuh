@@ -1,0 +1,144 @@
+// day50_gpt/run/trainer.cuh: one training run's state and its step (the model, the corpus on the GPU,
+// the optimizer, the data position), with checkpoints in and out.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "../checkpoint.h"
+#include "../nn/model.cuh"
+#include "../options.h"
+#include "replica.cuh"
+
+// One training run's state: the model, the corpus on the GPU, the step and the data position. The
+// step enqueues work only (the batch is gathered on the GPU, loss and gradient norm stay there):
+// the host reads them back once per logging interval.
+template <class T>
+struct Trainer {
+  gpt::Config cfg;
+  TrainOptions o;
+  const train::Corpus& data;
+  Model<T> m;
+  train::AdamW opt;
+  int64_t step = 0;
+  uint64_t pos = 0, rng_state = 0;
+  DeviceBuffer corpus, step_loss, step_norm;
+  std::vector<float> losses, norms;  // per step, filled by read_back()
+  int pending = 0;                   // steps whose loss is still only on the GPU
+  // --dump: the next step's batch, mean loss and raw gradients (before clipping), for the PyTorch oracle.
+  bool capture = false;
+  std::vector<float> cap_grads;
+  std::vector<int> cap_tok, cap_tgt;
+  double cap_loss = NAN;
+
+  // Data parallelism (dp non-null): this replica is dp->rank of dp->world and takes batch / world of
+  // each global batch's sequences. The global batch, the data order and the schedule are those of one
+  // GPU with the same --batch, so the learning rate means the same thing whatever the GPU count.
+  dp::Replica* dp = nullptr;
+  int world = 1, rank = 0;
+  DeviceBuffer checksum;  // replicas_identical()'s
+
+  Trainer(const gpt::Config& c, const TrainOptions& opts, const train::Corpus& d, Attn attn, uint64_t seed,
+          dp::Replica* replica = nullptr)
+      : cfg(c),
+        o(opts),
+        data(d),
+        m(c, opts.batch / dp::world_of(replica), attn, opts.fusion),
+        rng_state(seed),
+        dp(replica),
+        world(dp::world_of(replica)),
+        rank(dp::rank_of(replica)) {
+    opt.lr = o.lr, opt.weight_decay = o.weight_decay;
+    corpus.alloc(data.train.size() * sizeof(int));
+    to_device(corpus.as<int>(), data.train);
+    step_loss.alloc(size_t(o.log_every) * 4), step_norm.alloc(size_t(o.log_every) * 4);
+    verify::Rng rng(seed);
+    to_device(m.params.template as<float>(),
+              gpt::init_params(cfg, rng));  // the same seed on every replica: the same weights
+    rng_state = rng.next();
+    m.sync_weights();
+    dp::attach(dp, cfg, o.bucket_bytes, m);
+  }
+  // Whether every replica holds the same weights, bit for bit: a checksum (the sum of squares, reduced
+  // in a fixed order) compared across the replicas. Collective: every replica calls it at the same step.
+  bool replicas_identical() {
+    if (!checksum.bytes()) checksum.alloc(sizeof(float));
+    k::sum_squares_partial<<<k::kNormBlocks, 256>>>(m.params.template as<float>(), m.lay.total,
+                                                    m.norm_partial.template as<float>());
+    LAUNCH_CHECK();
+    k::block_sum<<<1, 256>>>(m.norm_partial.template as<float>(), k::kNormBlocks, checksum.as<float>(), false);
+    LAUNCH_CHECK();
+    return dp::same_everywhere(dp, checksum.as<float>());
+  }
+  void step_once() {
+    const int B = m.B, Tq = cfg.context;  // this replica's share of the global batch: sequences rank*B ... rank*B + B-1
+    k::gather_batch<<<grid_for(size_t(B) * Tq), 256>>>(corpus.as<int>(), data.train.size(),
+                                                       pos + uint64_t(rank) * B * Tq, B, Tq, m.tok.template as<int>(),
+                                                       m.tgt.template as<int>());
+    LAUNCH_CHECK();
+    pos = (pos + uint64_t(o.batch) * Tq) % data.train.size();
+    m.forward();
+    k::block_sum<<<1, 256>>>(m.loss.template as<float>(), m.N, step_loss.as<float>() + pending, true);
+    LAUNCH_CHECK();
+    m.backward();  // with dp, the buckets' all-reduces start from inside it
+    dp::finish_step(dp, step_loss.as<float>() + pending);
+    if (capture) {
+      capture = false;
+      cap_grads = to_host(m.grads.template as<float>(), m.lay.total);
+      cap_tok = to_host(m.tok.template as<int>(), size_t(m.N)),
+      cap_tgt = to_host(m.tgt.template as<int>(), size_t(m.N));
+      const std::vector<float> l = to_host(m.loss.template as<float>(), size_t(m.N));
+      cap_loss = 0;
+      for (float x : l) cap_loss += x;
+      cap_loss /= double(l.size());
+    }
+    const double lr = train::lr_at(step, o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
+    m.optimizer_step(opt, lr, step + 1, o.clip, step_norm.as<float>() + pending);
+    ++step, ++pending;
+    if (pending == o.log_every) read_back();
+  }
+  // Bring the pending steps' losses and norms to the host (one synchronization).
+  void read_back() {
+    if (!pending) return;
+    const std::vector<float> ls = to_host(step_loss.as<float>(), size_t(pending)),
+                             ns = to_host(step_norm.as<float>(), size_t(pending));
+    losses.insert(losses.end(), ls.begin(), ls.end());
+    norms.insert(norms.end(), ns.begin(), ns.end());
+    pending = 0;
+  }
+  double lr_now() const {
+    return train::lr_at(std::max<int64_t>(0, step - 1), o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
+  }
+  // Mean loss over the first `batches` batches of the validation text (forward only).
+  double val_loss(int batches) {
+    uint64_t vpos = 0;
+    double s = 0;
+    std::vector<int> tok, tgt;
+    DeviceBuffer mean(4);
+    for (int i = 0; i < batches; ++i) {
+      // the global batch at vpos, of which this replica scores its slice
+      train::batch(data.val, vpos + uint64_t(rank) * m.B * cfg.context, m.B, cfg.context, tok, tgt);
+      vpos = (vpos + uint64_t(o.batch) * cfg.context) % data.val.size();
+      to_device(m.tok.template as<int>(), tok), to_device(m.tgt.template as<int>(), tgt);
+      m.forward();
+      k::block_sum<<<1, 256>>>(m.loss.template as<float>(), m.N, mean.as<float>(), true);
+      LAUNCH_CHECK();
+      s += double(to_host(mean.as<float>(), 1)[0]);
+    }
+    return dp::global_mean(dp, s / batches);  // equal slices: the mean of the replicas' means is the global mean
+  }
+  ckpt::Checkpoint checkpoint() {
+    read_back();
+    ckpt::Checkpoint k;
+    k.config = cfg, k.step = step, k.data_pos = pos, k.rng_state = rng_state;
+    k.params = to_host(m.params.template as<float>(), m.lay.total),
+    k.m = to_host(m.m.template as<float>(), m.lay.total), k.v = to_host(m.v.template as<float>(), m.lay.total);
+    return k;
+  }
+  void restore(const ckpt::Checkpoint& k) {
+    to_device(m.params.template as<float>(), k.params), to_device(m.m.template as<float>(), k.m),
+        to_device(m.v.template as<float>(), k.v);
+    step = k.step, pos = k.data_pos % data.train.size(), rng_state = k.rng_state;
+    m.sync_weights();
+  }
+};

@@ -1,0 +1,179 @@
+// day50_gpt/run/verify.cuh: gpt --verify: the GPU model against the CPU model (gpt_ref.h) on a tiny
+// configuration, generation against the CPU's decoding, and training (the loss falls; a resumed run
+// equals an uninterrupted one). The attention checks are run/verify_attention.cuh.
+#pragma once
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../checkpoint.h"
+#include "../gpt_ref.h"
+#include "generate.cuh"
+#include "results.h"
+#include "trainer.cuh"
+#include "verify.h"
+#include "verify_attention.cuh"
+
+// ---- Verification ----------------------------------------------------------------------------------
+inline gpt::Config tiny_config() {
+  gpt::Config c;
+  c.vocab = 256, c.context = 13, c.layers = 2, c.heads = 4,
+  c.width = 64;  // T = 13: not a multiple of any tile; head size 16
+  return c;
+}
+
+// GPU vs CPU on a tiny configuration: logits, loss and every parameter's gradient.
+template <class T>
+void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true) {
+  const gpt::Config c = tiny_config();
+  const int B = 3, Tq = c.context;
+  verify::Rng rng(seed);
+  std::vector<float> p = gpt::init_params(c, rng);
+  // Weights 5x GPT-2's initialization, so that every gradient is well above rounding, but the
+  // LayerNorm gains left at 1: scaling them too makes the attention softmax saturate, and then
+  // fp32-sized changes of the weights move some gradients by 1e-3 (measured with the CPU model).
+  const gpt::Layout lay(c);
+  std::vector<uint8_t> is_gain(lay.total, 0);
+  for (const auto& L : lay.layer)
+    for (int i = 0; i < c.width; ++i) is_gain[L.ln1_w + size_t(i)] = is_gain[L.ln2_w + size_t(i)] = 1;
+  for (int i = 0; i < c.width; ++i) is_gain[lay.lnf_w + size_t(i)] = 1;
+  for (size_t i = 0; i < p.size(); ++i)
+    if (!is_gain[i]) p[i] = p[i] * 5.f + (p[i] == 0.f ? 0.02f * rng.uniform() : 0.f);  // biases non-zero too
+  std::vector<int> tok(size_t(B) * Tq), tgt(size_t(B) * Tq);
+  for (auto& t : tok) t = int(rng.next() % 256);
+  for (auto& t : tgt) t = int(rng.next() % 256);
+  gpt::Activations a;
+  const double loss_ref = gpt::forward(c, p, tok, tgt, B, Tq, a);
+  const std::vector<double> g_ref = gpt::backward(c, p, tok, tgt, B, Tq, a);
+  Model<T> m(c, B, attn, fusion);
+  const std::string tag =
+      std::string("tiny GPT ") + Types<T>::name() + " " + attn_name(m.impl) + "-attn" + (fusion ? "" : " unfused");
+  std::printf("%s: attention = %s\n", tag.c_str(), m.attn_note.c_str());
+  to_device(m.params.template as<float>(), p);
+  m.sync_weights();
+  to_device(m.tok.template as<int>(), tok);
+  to_device(m.tgt.template as<int>(), tgt);
+  poison(m.logits.as(), m.logits.bytes());
+  poison(m.loss.as(), m.loss.bytes());
+  m.forward();
+  poison(m.grads.as(), m.grads.bytes());  // backward must zero it itself
+  m.backward();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const bool bf = std::is_same<T, bf16>::value;
+  double zmax = 0, gmax = 0;
+  for (double z : a.logits) zmax = std::max(zmax, std::fabs(z));
+  for (double x : g_ref) gmax = std::max(gmax, std::fabs(x));
+  // Tolerances by precision. fp32: rounding only. bf16: activations and matmul weights carry 8
+  // significant bits (relative 2^-9 per rounding), through two blocks and the head.
+  const verify::Tol tl = bf ? verify::Tol{0.015 * zmax, 0.02, "bf16"} : verify::Tol{1e-5 * zmax, 1e-4, "fp32"};
+  const verify::Tol tloss = bf ? verify::Tol{0.01, 0.01, "bf16"} : verify::kFp32;
+  const verify::Tol tg = bf ? verify::Tol{0.01 * gmax, 0.05, "bf16"} : verify::Tol{1e-4 * gmax, 1e-3, "fp32"};
+  const std::vector<float> logits = to_host(m.logits.template as<float>(), a.logits.size());
+  res.add(verify::compare(tag + " logits vs CPU", logits.data(), a.logits.data(), logits.size(), tl));
+  const std::vector<float> losses = to_host(m.loss.template as<float>(), size_t(B) * Tq);
+  double loss = 0;
+  for (float l : losses) loss += l;
+  loss /= double(losses.size());
+  res.add(verify::compare(tag + " mean loss vs CPU", &loss, &loss_ref, 1, tloss));
+  const std::vector<float> g = to_host(m.grads.template as<float>(), g_ref.size());
+  res.add(verify::compare(tag + " every gradient vs CPU", g.data(), g_ref.data(), g.size(), tg));
+}
+
+// Generation on the GPU (KV cache, CUDA graphs, sampling kernel) against the CPU's decode_step and
+// sample_top_k: the logits after each prompt byte, every sampled byte (same draws), and the logits
+// after the last one.
+inline void verify_generate(results::Results& res, uint64_t seed, gpt::Config c) {
+  const std::string tag = "generation (head size " + std::to_string(c.width / c.heads) + ")";
+  verify::Rng rng(seed);
+  std::vector<float> p = gpt::init_params(c, rng);
+  for (auto& w : p) w *= 3.f;  // spread the probabilities, so that sampling has real choices
+  const std::vector<int> prompt = {int(rng.next() % 256), int(rng.next() % 256), int(rng.next() % 256)};
+  const int n = c.context - int(prompt.size());
+  const double temperature = 0.9;
+  const int top_k = 5;
+  std::vector<double> u(static_cast<size_t>(n));
+  for (auto& x : u) x = double(rng.next() >> 11) / 9007199254740992.0;
+  gpt::KVCache cache(c);
+  Generator g(c, p, n);
+  std::vector<double> got, want;
+  int pos = 0;
+  std::vector<double> cpu;
+  for (int t : prompt) {
+    g.feed(t);
+    const std::vector<float> l = g.logits_now();
+    cpu = gpt::decode_step(c, p, cache, t, pos++);
+    got.insert(got.end(), l.begin(), l.end()), want.insert(want.end(), cpu.begin(), cpu.end());
+  }
+  res.add(verify::compare(tag + ": logits after each prompt byte vs CPU", got.data(), want.data(), got.size(),
+                          verify::Tol{1e-5, 1e-4, "fp32"}));
+  g.prepare(u, temperature, top_k);
+  const std::vector<int> toks = g.generate();
+  int same = 0;
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> lf(cpu.begin(), cpu.end());
+    same += gpt::sample_top_k(lf, temperature, top_k, u[size_t(i)]) == toks[size_t(i)];
+    cpu = gpt::decode_step(c, p, cache, toks[size_t(i)], pos++);  // follow the GPU's bytes
+  }
+  res.add(verify::fact(tag + ": GPU-sampled bytes == CPU sampling (same draws, top-k 5)", same == n, "exact", "",
+                       size_t(n), size_t(n - same)));
+  const std::vector<float> last = g.logits_now();
+  res.add(verify::compare(tag + ": logits after the last sampled byte vs CPU", last.data(), cpu.data(), last.size(),
+                          verify::Tol{1e-5, 1e-4, "fp32"}));
+}
+
+// deterministic fp32 path; to rounding where cuDNN's attention backward accumulates with atomics).
+template <class T>
+void verify_training(results::Results& res, const train::Corpus& data, uint64_t seed, Attn attn, bool small) {
+  gpt::Config c;
+  c.layers = 2, c.heads = 4, c.width = 128, c.context = 64;
+  TrainOptions o;
+  o.batch = 16, o.steps = small ? 20 : 200, o.warmup = 10, o.lr = 3e-3, o.log_every = 10;
+  std::vector<float> full;
+  std::string tag;
+  bool deterministic = false;
+  {
+    Trainer<T> a(c, o, data, attn, seed);
+    tag = std::string("training ") + Types<T>::name() + " " + attn_name(a.m.impl) + "-attn";
+    deterministic = a.m.impl != Attn::kCudnn;
+    while (a.step < o.steps) a.step_once();
+    a.read_back();
+    full = a.losses;
+  }
+  const size_t n = full.size(), k = n / 10;
+  double tail = 0;
+  for (size_t i = n - k; i < n; ++i) tail += full[i];
+  tail /= double(k);
+  // ln(256) = 5.55 at the start; a model that only learned the byte frequencies sits near 3.4 on
+  // this text. Below 65% of the start (3.6) in 200 steps, it has begun to use the context.
+  verify::Check fell =
+      verify::fact(tag + ": loss falls (last-10% mean < 65% of the first, " + std::to_string(o.steps) + " steps)",
+                   std::isfinite(tail) && tail < 0.65 * full[0], Types<T>::name(),
+                   "first " + std::to_string(full[0]) + ", last-10% mean " + std::to_string(tail));
+  fell.max_abs_err = full[0] - tail;
+  fell.tol.rtol = 0.65;
+  if (!small) res.add(fell);  // --small (for compute-sanitizer) runs too few steps to judge
+  // Interrupted at the half, resumed from the checkpoint file.
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("gpt_verify_" + std::to_string(seed) + ".ckpt")).string();
+  std::vector<float> resumed;
+  {
+    Trainer<T> b(c, o, data, attn, seed);
+    while (b.step < o.steps / 2) b.step_once();
+    ckpt::save(path, b.checkpoint());
+    resumed = b.losses;  // the first half: also a second uninterrupted run (determinism)
+  }
+  {
+    Trainer<T> r(c, o, data, attn, seed + 99);  // other init: everything must come from the file
+    r.restore(ckpt::load(path, &c));
+    while (r.step < o.steps) r.step_once();
+    r.read_back();
+    resumed.insert(resumed.end(), r.losses.begin(), r.losses.end());
+  }
+  std::remove(path.c_str());
+  const verify::Tol exact{0, 0, "bitwise"}, close{0, 1e-3, "bf16 atomics"};
+  std::vector<double> a(full.begin(), full.end()), b(resumed.begin(), resumed.end());
+  res.add(verify::compare(tag + ": resumed run's losses == uninterrupted run's", b.data(), a.data(),
+                          std::min(a.size(), b.size()), deterministic ? exact : close));
+}
