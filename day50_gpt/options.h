@@ -152,6 +152,8 @@ inline void check_combinations(int argc, char** argv, const Options& o) {
   if (!o.st.bench)
     for (const char* f : {"bench-part", "bench-steps"})
       if (given(argc, argv, f)) cli::usage_error(kProg, std::string("--") + f + " goes with --bench");
+  if (o.multi() && given(argc, argv, "bench-part"))
+    cli::usage_error(kProg, "--bench-part picks parts of the one-GPU bench; --bench --gpus N runs the multi-GPU one");
   if (!o.st.verify && given(argc, argv, "verify-only")) cli::usage_error(kProg, "--verify-only goes with --verify");
   if (given(argc, argv, "warmup") && o.train.warmup >= o.train.steps)
     cli::usage_error(kProg, "--warmup " + std::to_string(o.train.warmup) + " must be below --steps " +
