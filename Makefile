@@ -6,6 +6,8 @@
 #   make bench      full benchmarks; each program writes results/<gpu>/<lesson>.json
 #   make plots      draw results/<gpu>/*.png and regenerate the README results tables
 #   make sanitize   compute-sanitizer (memcheck, racecheck, initcheck) over every --verify (GPU machine)
+#   make test-asan  the host tests again under AddressSanitizer + UndefinedBehaviorSanitizer (no GPU needed)
+#   make fuzz       the long fuzz run: FUZZ_CASES (default 100000) hostile inputs per kind, log in build/fuzz.log
 #   make dayNN_x    build one lesson (same as make -C dayNN_x)
 #   make clean
 # Options: ARCH=sm_90, CUDA_HOME=..., CUDNN_HOME=... (see common/toolchain.mk)
@@ -13,7 +15,7 @@ include common/toolchain.mk
 
 LESSONS := $(patsubst %/Makefile,%,$(sort $(wildcard day*/Makefile)))
 
-.PHONY: all run test bench plots sanitize clean $(LESSONS) common-tests
+.PHONY: all run test bench plots sanitize clean $(LESSONS) common-tests test-asan fuzz
 
 all: $(LESSONS) common-tests
 
@@ -38,6 +40,35 @@ plots:
 
 sanitize:
 	@bash scripts/sanitize.sh
+
+# Every folder's HOST_TESTS rebuilt into its build/asan/ with both sanitizers (any report ends the
+# test with an error) and run; the fuzz tests with fewer cases (ASan makes each case slower).
+# Logs: build/test-asan-logs/. The last line counts the tests.
+ASAN_CXX := g++ -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g
+ASAN_FUZZ_CASES ?= 1000
+test-asan:
+	@rm -rf build/test-asan-logs; mkdir -p build/test-asan-logs; pass=0; fail=0; \
+	for d in common/tests $(LESSONS); do \
+	  tests=$$(TOOLCHAIN_QUIET=1 $(MAKE) -s --no-print-directory -C $$d print-HOST_TESTS); [ -n "$$tests" ] || continue; \
+	  TOOLCHAIN_QUIET=1 $(MAKE) --no-print-directory -s -C $$d BUILD=build/asan CXX="$(ASAN_CXX)" \
+	    $$(for t in $$tests; do printf 'build/asan/%s ' $$t; done) || exit 1; \
+	  for t in $$tests; do \
+	    log=build/test-asan-logs/$$(echo $$d | tr / _)_$$t.log; args=""; \
+	    case $$t in test_fuzz*) args="--cases $(ASAN_FUZZ_CASES)";; esac; \
+	    if (cd $$d && ./build/asan/$$t $$args) >$$log 2>&1; then pass=$$((pass+1)); echo "PASS  $$d/$$t (asan+ubsan): $$(tail -n1 $$log)"; \
+	    else fail=$$((fail+1)); echo "FAIL  $$d/$$t (asan+ubsan): see $$log"; grep -m3 -E 'ERROR|runtime error|FAIL' $$log; fi; \
+	  done; \
+	done; \
+	echo "test-asan: $$pass host tests passed under ASan+UBSan, $$fail failed"; [ $$fail -eq 0 ]
+
+# The fuzz tests' long run (make test runs their short default). The counts are in build/fuzz.log.
+FUZZ_CASES ?= 100000
+fuzz:
+	@TOOLCHAIN_QUIET=1 $(MAKE) -s --no-print-directory -C common/tests build/test_fuzz_cli
+	@TOOLCHAIN_QUIET=1 $(MAKE) -s --no-print-directory -C day50_gpt build/test_fuzz
+	@mkdir -p build; start=$$(date +%s); \
+	{ common/tests/build/test_fuzz_cli --cases $(FUZZ_CASES) && (cd day50_gpt && ./build/test_fuzz --cases $(FUZZ_CASES)); } \
+	  >build/fuzz.log 2>&1; rc=$$?; cat build/fuzz.log; echo "make fuzz: $$(( $$(date +%s) - start )) s" | tee -a build/fuzz.log; exit $$rc
 
 clean:
 	@for d in $(LESSONS) common/tests; do $(MAKE) --no-print-directory -C $$d clean; done

@@ -9,7 +9,9 @@ set -u
 prog=$1
 extra=${2:-}
 gpu_extra=${3:-}
-cases=("--bogus" "stray-word" "--json" "--verify=yes" "--help-me")
+# The generic cases: unknown and malformed flags, and --json paths that are no writable file (an empty
+# value, a device that fails every write, a folder); every program takes --json.
+cases=("--bogus" "stray-word" "--json" "--verify=yes" "--help-me" "--json=" "--json /dev/full" "--json /tmp")
 IFS=';' read -ra more <<<"$extra"
 for c in "${more[@]}"; do c=$(echo "$c" | xargs); [ -n "$c" ] && cases+=("$c"); done
 if nvidia-smi -L >/dev/null 2>&1; then
