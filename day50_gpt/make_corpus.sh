@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# day50_gpt/make_corpus.sh: the default training text, built from the repository's own notes
-# (every README.md), so that the GPT trains with no download. Re-run after the notes change.
+# day50_gpt/make_corpus.sh: the second example text, data/corpus.txt, built from the repository's own
+# notes (every README.md); `make notes-corpus`. The default text is data/shakespeare.txt
+# (make_shakespeare.py, `make corpus`). Re-run after the notes change. Written to a temporary file and
+# renamed, so a failure leaves the old corpus in place.
 set -eu
 cd "$(dirname "$0")/.."
 out=day50_gpt/data/corpus.txt
-: > "$out"
+tmp=$(mktemp "$out.XXXXXX")
+trap 'rm -f "$tmp"' EXIT
 for f in README.md day*/README.md; do
   [ -f "$f" ] || continue
-  cat "$f" >> "$out"
-  printf '\n\n' >> "$out"
+  cat "$f" >> "$tmp"
+  printf '\n\n' >> "$tmp"
 done
+chmod 644 "$tmp"
+mv "$tmp" "$out"
+trap - EXIT
 echo "wrote $out: $(wc -c < "$out") bytes from $(ls README.md day*/README.md | wc -l) notes"
