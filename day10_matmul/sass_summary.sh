@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# day10_matmul/sass_summary.sh: what the compiler made of each step (`make sass`).
-# Counts the instructions that tell the story in each kernel's SASS (static counts in the
-# code, not executed counts) with cuobjdump, adds ptxas's register count, and writes the
-# table into README.md between <!-- sass --> and <!-- /sass -->. Needs cuobjdump (CUDA toolkit).
+# day10_matmul/sass_summary.sh OUT.json: what the compiler made of each step (`make sass`).
+# Reads each kernel's SASS and resource usage with cuobjdump (no GPU needed) and writes OUT.json:
+#   { "lesson": "day10_matmul", "arch": "sm_90 + sm_90a" (as built), "source": "cuobjdump -sass / -res-usage",
+#     "counts_are": "static (instructions in the code, not executed)",
+#     "kernels": [ { "kernel", "regs", "shared_bytes" (static), "local_bytes", "stack_bytes",
+#                    "spill_instructions" (STL + LDL), "instructions": { "FFMA": n, ... } } ] }
+# `make plots` renders it as the notes' table. Needs cuobjdump and nvdisasm (CUDA toolkit bin/).
 set -eu
 cd "$(dirname "$0")"
+out=${1:?usage: sass_summary.sh OUT.json}
 CUOBJDUMP=${CUOBJDUMP:-$(command -v cuobjdump || echo "${CUDA_HOME:-/usr/local/cuda}/bin/cuobjdump")}
 [ -x "$CUOBJDUMP" ] || { echo "cuobjdump not found (CUDA toolkit bin/)"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$CUOBJDUMP" -sass build/matmul >"$tmp/main.sass"
-for o in build/*.o; do [ -f "$o" ] && "$CUOBJDUMP" -sass "$o" >>"$tmp/main.sass"; done
-"$CUOBJDUMP" -res-usage build/matmul >"$tmp/res.txt" 2>/dev/null || true
-for o in build/*.o; do "$CUOBJDUMP" -res-usage "$o" >>"$tmp/res.txt" 2>/dev/null || true; done
-python3 - "$tmp/main.sass" "$tmp/res.txt" <<'PY'
-import re, subprocess, sys
+# The binary holds steps 1-9; the sm_90a objects hold steps 10-11 (the binary lists them again).
+objs="build/matmul build/10_wgmma_tma.o build/11_wgmma_cluster.o"
+for o in $objs; do "$CUOBJDUMP" -sass "$o" >>"$tmp/main.sass"; done
+for o in $objs; do "$CUOBJDUMP" -res-usage "$o" >>"$tmp/res.txt"; done
+mkdir -p "$(dirname "$out")"
+python3 - "$tmp/main.sass" "$tmp/res.txt" "$out" <<'PY'
+import json, re, subprocess, sys
 sass = open(sys.argv[1]).read().split("Function : ")[1:]
-res = open(sys.argv[2]).read()
-regs = dict(re.findall(r"Function ([^\s:]+):\s*\n\s*REG:(\d+)", res))
+res = {name: dict(re.findall(r"(\w+):(\d+)", line))
+       for name, line in re.findall(r"Function ([^\s:]+):\s*\n\s*(REG:[^\n]*)", open(sys.argv[2]).read())}
 def demangle(s):
     try:
         return subprocess.run(["c++filt", s], capture_output=True, text=True).stdout.strip()
@@ -26,7 +31,7 @@ def demangle(s):
 pats = [("FFMA", r"\bFFMA\b"), ("LDS.32", r"\bLDS(\.U)?\s"), ("LDS.128", r"\bLDS(\.U)?\.128\b"), ("LDG.128", r"\bLDG\.E\.128"),
         ("LDG other", r"\bLDG\.E(?!\.128)"), ("STS", r"\bSTS"), ("HMMA", r"\bHMMA"), ("HGMMA", r"\bHGMMA"), ("UTMALDG", r"\bUTMALDG"),
         ("BAR", r"\bBAR\.SYNC|\bBAR\b"), ("SYNCS", r"\bSYNCS")]
-rows = []
+rows = {}
 for f in sass:
     name, body = f.split("\n", 1)
     name = name.strip()
@@ -38,17 +43,19 @@ for f in sass:
     t = re.search(r"WarpTileConfig<([^>]*)>", d)
     if t:
         label += " <" + t.group(1).replace(" ", "") + ">"
-    counts = [len(re.findall(p, body)) for _, p in pats]
-    rows.append((label, regs.get(name, "?"), counts))
-rows = sorted(set((l, r, tuple(c)) for l, r, c in rows))  # the binary and its .o both list steps 10-11
-lines = ["| kernel | regs | " + " | ".join(p for p, _ in pats) + " |", "|---|---:|" + "---:|" * len(pats)]
-for label, r, c in rows:
-    lines.append(f"| {label} | {r} | " + " | ".join(str(x) if x else "·" for x in c) + " |")
-table = "\n".join(lines)
-readme = open("README.md").read()
-new, n = re.subn(r"(<!-- sass -->\n).*?(<!-- /sass -->)", lambda m: m.group(1) + table + "\n" + m.group(2), readme, flags=re.S)
-if n:
-    open("README.md", "w").write(new)
-    print("updated README.md (sass table)")
-print(table)
+    r = res.get(name, {})
+    num = lambda k: int(r[k]) if k in r else None
+    rows[label] = {"kernel": label, "regs": num("REG"), "shared_bytes": num("SHARED"), "local_bytes": num("LOCAL"),
+                   "stack_bytes": num("STACK"), "spill_instructions": len(re.findall(r"\b(STL|LDL)\b", body)),
+                   "instructions": {p: len(re.findall(rx, body)) for p, rx in pats}}
+arch = sorted(set(re.findall(r"arch = (sm_\w+)", open(sys.argv[2]).read())))
+doc = {"lesson": "day10_matmul", "arch": " + ".join(arch), "source": "cuobjdump -sass / -res-usage",
+       "counts_are": "static (instructions in the code, not executed)",
+       "kernels": [rows[k] for k in sorted(rows)]}
+with open(sys.argv[3], "w") as fh:
+    json.dump(doc, fh, indent=1)
+    fh.write("\n")
+for k in doc["kernels"]:
+    print(f"  {k['kernel']:<44} regs {k['regs']}  smem {k['shared_bytes']}  spills {k['spill_instructions']}")
+print("wrote", sys.argv[3])
 PY
