@@ -261,70 +261,126 @@ static double published_bf16_peak(const std::string& gpu, std::string* which) {
   return NAN;
 }
 
-int main(int argc, char** argv) {
-  cli::Args args(argc, argv, kProg, "the matmul ladder, from naive to wgmma, checked and timed against cuBLAS");
-  const cli::Standard st = cli::standard_flags(
-      args, 20261122, "write A, B and C (reference and kernel 08) of the 127x129x131 check as .npy");
-  const bool verify_mode = st.verify, small = st.small, bench_mode = st.bench;
-  const long long seed = st.seed;
-  const std::string &json_path = st.json, &npy_dir = st.npy_dir;
-  std::vector<long long> sizes =
-      args.int_list("sizes", {}, 1, 46340, "square sizes to time (default: 4096; --bench: 256..8192)");
-  const std::vector<long long> shape_arg =
-      args.int_list("shape", {}, 1, 1 << 30, "one extra M,N,K shape to check and time");
-  const std::vector<long long> kernel_ids =
-      args.int_list("kernels", {}, 1, 11, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
-  const int group_m =
-      int(args.integer("group-m", 16, 1, 1024, "step 10: rows of tiles per group in the tile order (1 = plain order)"));
-  args.finish();
-  st.validate(kProg);
-  if (!shape_arg.empty() && shape_arg.size() != 3) cli::usage_error(kProg, "--shape expects three numbers M,N,K");
-  results::require_outputs(kProg, st);
-  if (sizes.empty())
-    sizes = bench_mode ? std::vector<long long>{256, 512, 1024, 2048, 4096, 8192} : std::vector<long long>{4096};
-  std::vector<Shape> timed;
-  if (!verify_mode) {
-    for (auto n : sizes) timed.push_back({int(n), int(n), int(n)});
-    if (bench_mode)  // a GPT MLP's two GEMMs (B*T = 16384 tokens, width 384) and a long-K product
-      for (Shape s : {Shape{16384, 1536, 384}, Shape{16384, 384, 1536}, Shape{1024, 1024, 16384}}) timed.push_back(s);
-  }
-  if (shape_arg.size() == 3) timed.push_back({int(shape_arg[0]), int(shape_arg[1]), int(shape_arg[2])});
-  // The kernels index within a matrix with 32-bit tile arithmetic and 64-bit offsets; keep
-  // every matrix under 2^31 elements so that no index can wrap.
-  for (const Shape& s : timed)
-    for (double e : {double(s.M) * s.K, double(s.K) * s.N, double(s.M) * s.N})
-      if (e >= 2147483648.0) cli::usage_error(kProg, "shape " + s.str() + " has a matrix of more than 2^31 elements");
-  auto wanted = [&](const std::string& id) {
+// ---- the run: options, then checks, ceilings and autotuning, timing -------------------
+struct Options {
+  cli::Standard st;
+  std::vector<Shape> timed;  // shapes to time (empty in --verify unless --shape)
+  std::vector<long long> kernel_ids;
+  int group_m = 16;
+  bool wanted(const std::string& id) const {
     if (kernel_ids.empty()) return true;
     for (auto k : kernel_ids)
       if (std::stoi(id) == k) return true;
     return false;
-  };
+  }
+};
 
-  const int dev = env::require_gpu(kProg);
-  results::Results res("day10_matmul", kProg);
-  res.mode = st.mode();
-  res.env = env::collect(dev);
-  res.config["seed"] = seed;
-  res.config["group_m"] = group_m;
-  set_wgmma_group_m(group_m);
-  g_group_m = group_m;
-  size_t max_bytes = 0;
-  Shape biggest{2048, 2048, 2048};
-  for (auto& s : timed)
-    if (Buffers::bytes(s) > max_bytes) max_bytes = Buffers::bytes(s), biggest = s;
-  max_bytes = std::max(max_bytes, Buffers::bytes({2048, 2048, 2048}));
-  env::require_memory(kProg, max_bytes, "shape " + biggest.str() + " (A, B, C and a reference, in fp32 and bf16)");
-  env::print(res.env);
+static Options parse_options(int argc, char** argv) {
+  cli::Args args(argc, argv, kProg, "the matmul ladder, from naive to wgmma, checked and timed against cuBLAS");
+  Options o{cli::standard_flags(args, 20261122,
+                                "write A, B and C (reference and kernel 08) of the 127x129x131 check as .npy"),
+            {},
+            {},
+            16};
+  std::vector<long long> sizes =
+      args.int_list("sizes", {}, 1, 46340, "square sizes to time (default: 4096; --bench: 256..8192)");
+  const std::vector<long long> shape_arg =
+      args.int_list("shape", {}, 1, 1 << 30, "one extra M,N,K shape to check and time");
+  o.kernel_ids = args.int_list("kernels", {}, 1, 11, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
+  o.group_m =
+      int(args.integer("group-m", 16, 1, 1024, "step 10: rows of tiles per group in the tile order (1 = plain order)"));
+  args.finish();
+  o.st.validate(kProg);
+  if (!shape_arg.empty() && shape_arg.size() != 3) cli::usage_error(kProg, "--shape expects three numbers M,N,K");
+  // --verify times nothing: a size given with it would be silently ignored.
+  if (o.st.verify && !sizes.empty()) cli::usage_error(kProg, "--sizes times kernels; --verify times nothing");
+  results::require_outputs(kProg, o.st);
+  if (sizes.empty())
+    sizes = o.st.bench ? std::vector<long long>{256, 512, 1024, 2048, 4096, 8192} : std::vector<long long>{4096};
+  if (!o.st.verify) {
+    for (auto n : sizes) o.timed.push_back({int(n), int(n), int(n)});
+    if (o.st.bench)  // a GPT MLP's two GEMMs (B*T = 16384 tokens, width 384) and a long-K product
+      for (Shape s : {Shape{16384, 1536, 384}, Shape{16384, 384, 1536}, Shape{1024, 1024, 16384}}) o.timed.push_back(s);
+  }
+  if (shape_arg.size() == 3) o.timed.push_back({int(shape_arg[0]), int(shape_arg[1]), int(shape_arg[2])});
+  // The kernels index within a matrix with 32-bit tile arithmetic and 64-bit offsets; keep
+  // every matrix under 2^31 elements so that no index can wrap.
+  for (const Shape& s : o.timed)
+    for (double e : {double(s.M) * s.K, double(s.K) * s.N, double(s.M) * s.N})
+      if (e >= 2147483648.0) cli::usage_error(kProg, "shape " + s.str() + " has a matrix of more than 2^31 elements");
+  return o;
+}
 
+struct Run {
+  const Options& o;
+  results::Results& res;
   Blas blas;
-  verify::Rng rng{uint64_t(seed)};
+  verify::Rng rng;
   Buffers d;
-  std::printf("seed %lld; all matrices row-major; fp32 ladder C = A*B, bf16 steps C = A*Bt^T\n", seed);
+  int tuned = 0;
+  std::vector<Kernel> kernels = make_kernels(0);
+  std::vector<std::string> refused;
+  Run(const Options& opt, results::Results& r) : o(opt), res(r), rng{uint64_t(opt.st.seed)} {}
+};
 
-  // ---- 1. correctness ----------------------------------------------------------------
-  // Small and odd shapes against a CPU reference in double; a large one against cuBLAS
-  // (whose own output is checked against the CPU at the small shapes).
+static void save_npy(const std::string& dir, const Shape& s, const HostInputs& h, const std::vector<double>& ref32,
+                     Buffers& d) {
+  const size_t mn = size_t(s.M) * s.N;
+  try {
+    npy::save(dir + "/A.npy", h.A.data(), {size_t(s.M), size_t(s.K)});
+    npy::save(dir + "/B.npy", h.B.data(), {size_t(s.K), size_t(s.N)});
+    npy::save(dir + "/C_ref.npy", ref32.data(), {size_t(s.M), size_t(s.N)});
+    npy::save(dir + "/C_08.npy", download_f32(d.C, mn).data(), {size_t(s.M), size_t(s.N)});
+    std::printf("  wrote A.npy, B.npy, C_ref.npy, C_08.npy to %s\n", dir.c_str());
+  } catch (const std::exception& e) { cli::usage_error(kProg, std::string("--save-npy: ") + e.what()); }
+}
+
+// One check shape: the baselines themselves, then each kernel, against the same reference
+// (a CPU reference in double where `cpu`, otherwise cuBLAS).
+static void check_shape(Run& r, const Shape& s, bool cpu) {
+  r.d.alloc(s);
+  HostInputs h = make_inputs(s, r.rng, r.d);
+  const size_t mn = size_t(s.M) * s.N;
+  std::vector<double> ref32, ref16;
+  if (cpu) {
+    ref32.resize(mn);
+    ref16.resize(mn);
+    ref::gemm_nn(s.M, s.N, s.K, h.A.data(), h.B.data(), ref32.data());
+    ref::gemm_nt(s.M, s.N, s.K, h.Ahf.data(), h.Bthf.data(), ref16.data());
+  }
+  poison(r.d.Cref, mn * 4);
+  poison(r.d.Chref, mn * 2);
+  baseline_sgemm(r.blas, s, r.d.A, r.d.B, r.d.Cref);
+  baseline_bf16(r.blas, s, r.d.Ah, r.d.Bth, r.d.Chref);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> blas32 = download_f32(r.d.Cref, mn), blas16 = download_bf16(r.d.Chref, mn);
+  if (cpu) {
+    r.res.add(verify::compare("cuBLAS SGEMM " + s.str() + " vs CPU", blas32.data(), ref32.data(), mn, tol_fp32(s)));
+    r.res.add(verify::compare("cuBLAS BF16 " + s.str() + " vs CPU", blas16.data(), ref16.data(), mn, tol_bf16(s)));
+  }
+  auto check = [&](const Kernel& k) {
+    if (cpu) return run_and_check(k, s, r.d, k.kind == Kind::Fp32 ? ref32.data() : ref16.data(), "CPU");
+    return run_and_check(k, s, r.d, k.kind == Kind::Fp32 ? blas32.data() : blas16.data(), "cuBLAS");
+  };
+  for (const Kernel& k : r.kernels) {
+    if (!r.o.wanted(k.id)) continue;
+    std::string why;
+    if (!k.supports(s, &why)) {
+      std::printf("  SKIP  %s %s: %s\n", k.name.c_str(), s.str().c_str(), why.c_str());
+      r.refused.push_back(k.name + " " + s.str() + ": " + why);
+      continue;
+    }
+    r.res.add(check(k));
+    if (k.id == "08" && s.M == 127 && !r.o.st.npy_dir.empty()) save_npy(r.o.st.npy_dir, s, h, ref32, r.d);
+  }
+  if (r.o.st.verify && r.o.wanted("08"))  // every autotune candidate must be correct, not only the winner
+    for (size_t c = 0; c < tune_candidates().size(); ++c) r.res.add(check(make_kernels(int(c))[7]));
+}
+
+// Small and odd shapes against a CPU reference in double; a large one against cuBLAS (whose
+// own output is checked against the CPU at the small shapes).
+static void run_checks(Run& r) {
+  const bool verify_mode = r.o.st.verify, small = r.o.st.small;
   std::vector<Shape> cpu_shapes = {{127, 129, 131},   {1, 1, 1},         {1, 1500, 777}, {1000, 1, 777}, {129, 130, 1},
                                    {1000, 1500, 777}, {1000, 1504, 776}, {64, 8, 4104},  {256, 256, 256}};
   if (!verify_mode) cpu_shapes = {{127, 129, 131}, {1000, 1500, 777}, {1000, 1504, 776}};
@@ -332,199 +388,214 @@ int main(int argc, char** argv) {
     cpu_shapes = {{127, 129, 131}, {1, 1, 1}, {1, 150, 77}, {100, 1, 77}, {129, 130, 1}, {130, 264, 72}, {64, 8, 1032}};
   std::vector<Shape> blas_shapes = {{2048, 2048, 2048}};
   if (!verify_mode || small) blas_shapes.clear();
-
-  // In --verify every autotune candidate is checked; otherwise only the one step 8 uses.
-  int tuned = 0;
-  std::vector<Kernel> kernels = make_kernels(tuned);
   std::printf("\n1. Checks (outputs poisoned with NaN before each run)\n");
-  std::vector<std::string> refused;
-  auto check_shape = [&](const Shape& s, bool cpu) {
-    d.alloc(s);
-    HostInputs h = make_inputs(s, rng, d);
-    const size_t mn = size_t(s.M) * s.N;
-    std::vector<double> ref32, ref16;
-    if (cpu) {
-      ref32.resize(mn);
-      ref16.resize(mn);
-      ref::gemm_nn(s.M, s.N, s.K, h.A.data(), h.B.data(), ref32.data());
-      ref::gemm_nt(s.M, s.N, s.K, h.Ahf.data(), h.Bthf.data(), ref16.data());
+  for (auto& s : cpu_shapes) check_shape(r, s, true);
+  for (auto& s : blas_shapes) check_shape(r, s, false);
+}
+
+static timing::Options timing_options() {
+  timing::Options topt;
+  topt.flush_l2 = true;  // every repeat reads A and B from device memory, as a cold GEMM would
+  topt.warmup = 1;
+  topt.min_reps = 3;
+  topt.reps = 25;
+  topt.budget_ms = 800;
+  return topt;
+}
+
+// Autotune step 8 at 4096 (or the largest timed square size below it).
+static void autotune(Run& r, const timing::Options& topt) {
+  int tn = 0;
+  for (auto& s : r.o.timed)
+    if (s.M == s.N && s.N == s.K && s.M <= 4096) tn = std::max(tn, s.M);
+  if (tn == 0) tn = std::min(4096, r.o.timed.front().M);
+  Shape ts{tn, tn, tn};
+  r.d.alloc(ts);
+  make_inputs(ts, r.rng, r.d);
+  std::printf("\n  Autotuning step 8 at %s (step 7's kernel, tile shapes compiled in):\n", ts.str().c_str());
+  double best = 1e30;
+  json::Value tune = json::Value::array();
+  const auto& cands = tune_candidates();
+  for (size_t c = 0; c < cands.size(); ++c) {
+    timing::Stats t = timing::time_gpu([&] { cands[c].run(ts.M, ts.N, ts.K, r.d.A, r.d.B, r.d.C, 0); }, topt);
+    std::printf("    %-34s %8.3f ms  %6.1f TFLOP/s\n", cands[c].name, t.median_ms, ts.flops() / t.median_ms / 1e9);
+    json::Value row = json::Value::object();
+    row["config"] = cands[c].name;
+    row["ms"] = t.median_ms;
+    row["tflops"] = ts.flops() / t.median_ms / 1e9;
+    tune.push(row);
+    if (t.median_ms < best) {
+      best = t.median_ms;
+      r.tuned = int(c);
     }
-    // The baselines themselves, then each kernel, against the same reference.
-    poison(d.Cref, mn * 4);
-    poison(d.Chref, mn * 2);
-    baseline_sgemm(blas, s, d.A, d.B, d.Cref);
-    baseline_bf16(blas, s, d.Ah, d.Bth, d.Chref);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<float> blas32 = download_f32(d.Cref, mn), blas16 = download_bf16(d.Chref, mn);
-    if (cpu) {
-      res.add(verify::compare("cuBLAS SGEMM " + s.str() + " vs CPU", blas32.data(), ref32.data(), mn, tol_fp32(s)));
-      res.add(verify::compare("cuBLAS BF16 " + s.str() + " vs CPU", blas16.data(), ref16.data(), mn, tol_bf16(s)));
-    }
-    for (const Kernel& k : kernels) {
-      if (!wanted(k.id)) continue;
-      std::string why;
-      if (!k.supports(s, &why)) {
-        std::printf("  SKIP  %s %s: %s\n", k.name.c_str(), s.str().c_str(), why.c_str());
-        refused.push_back(k.name + " " + s.str() + ": " + why);
-        continue;
-      }
-      if (cpu)
-        res.add(run_and_check(k, s, d, k.kind == Kind::Fp32 ? ref32.data() : ref16.data(), "CPU"));
-      else
-        res.add(run_and_check(k, s, d, k.kind == Kind::Fp32 ? blas32.data() : blas16.data(), "cuBLAS"));
-      if (k.id == "08" && s.M == 127 && !npy_dir.empty()) {
-        try {
-          npy::save(npy_dir + "/A.npy", h.A.data(), {size_t(s.M), size_t(s.K)});
-          npy::save(npy_dir + "/B.npy", h.B.data(), {size_t(s.K), size_t(s.N)});
-          npy::save(npy_dir + "/C_ref.npy", ref32.data(), {size_t(s.M), size_t(s.N)});
-          npy::save(npy_dir + "/C_08.npy", download_f32(d.C, mn).data(), {size_t(s.M), size_t(s.N)});
-          std::printf("  wrote A.npy, B.npy, C_ref.npy, C_08.npy to %s\n", npy_dir.c_str());
-        } catch (const std::exception& e) { cli::usage_error(kProg, std::string("--save-npy: ") + e.what()); }
-      }
-    }
-    if (verify_mode && wanted("08")) {  // every autotune candidate must be correct, not only the winner
-      const auto& cands = tune_candidates();
-      for (size_t c = 0; c < cands.size(); ++c) {
-        Kernel k = make_kernels(int(c))[7];
-        if (cpu)
-          res.add(run_and_check(k, s, d, ref32.data(), "CPU"));
-        else
-          res.add(run_and_check(k, s, d, blas32.data(), "cuBLAS"));
-      }
-    }
+  }
+  std::printf("  -> step 8 uses %s\n", cands[r.tuned].name);
+  r.res.config["autotune_size"] = tn;
+  r.res.config["autotune"] = tune;
+  r.res.config["autotuned_config"] = cands[r.tuned].name;
+  r.kernels = make_kernels(r.tuned);
+}
+
+struct Peaks {
+  double fp32 = NAN, bf16 = NAN;
+  std::string bf16_name;
+};
+
+static results::Bench make_row(const Shape& s, const std::string& name, const char* dtype, const timing::Stats& t,
+                               const std::string& ref, double ref_ms, double peak, const std::string& peak_name) {
+  results::Bench b;
+  b.name = name;
+  b.dtype = dtype;
+  b.shape = {s.M, s.N, s.K};
+  b.ms = t.median_ms;
+  b.min_ms = t.min_ms;
+  b.max_ms = t.max_ms;
+  b.reps = t.reps;
+  b.tflops = s.flops() / t.median_ms / 1e9;
+  b.ref = ref;
+  b.ref_ms = ref_ms;
+  b.peak = peak;
+  b.peak_name = peak_name;
+  return b;
+}
+
+static void print_row(const results::Bench& b) {
+  std::printf("  %-44s %10.4f %9.2f %11s%% %9.1f%%\n", b.name.c_str(), b.ms, b.tflops,
+              b.ref.empty() ? "  –" : (std::to_string(int(std::lround(b.pct_of_ref())))).c_str(), b.pct_of_peak());
+}
+
+// The headline ratio of one dtype at this shape: its fastest kernel against its cuBLAS baseline,
+// re-timed as 3 interleaved rounds (baseline, then ours); the row carries the median and min..max.
+static void headline(Run& r, const Shape& s, std::vector<results::Bench>& rows, const char* dtype,
+                     const std::function<void()>& ref_run, const timing::Options& topt) {
+  results::Bench* best = nullptr;
+  for (auto& b : rows)
+    if (b.dtype == dtype && !b.ref.empty() && b.name.rfind("cublas", 0) != 0 && (!best || b.ms < best->ms)) best = &b;
+  if (!best) return;
+  const Kernel* k = nullptr;  // the row names the kernel it timed
+  for (const Kernel& x : r.kernels)
+    if (x.name == best->name) k = &x;
+  if (!k) return;
+  const timing::Interleaved il = timing::interleaved([&] { k->run(s, r.d, 0); }, ref_run, topt, 3);
+  const double flops = s.flops();
+  best->ms = il.ours.median_ms;
+  best->min_ms = il.ours.min_ms;
+  best->max_ms = il.ours.max_ms;
+  best->reps = il.ours.reps;
+  best->tflops = flops / il.ours.median_ms / 1e9;
+  best->ref_ms = il.ref.median_ms;
+  best->ref_repeats = il.repeats;
+  best->pct_of_ref_median = il.pct_median;
+  best->pct_of_ref_min = il.pct_min;
+  best->pct_of_ref_max = il.pct_max;
+  std::printf("  headline %s: %s at %.1f%% of %s (median of %d interleaved rounds, %.1f..%.1f%%)\n", dtype,
+              best->name.c_str(), il.pct_median, best->ref.c_str(), il.repeats, il.pct_min, il.pct_max);
+}
+
+// Every wanted kernel at one shape, baselines first (their times are the denominators); each
+// kernel's output re-checked after timing (a fast wrong kernel must not pass).
+static void time_shape(Run& r, const Shape& s, const Peaks& pk, const timing::Options& topt) {
+  Buffers& d = r.d;
+  d.alloc(s);
+  make_inputs(s, r.rng, d);
+  const size_t mn = size_t(s.M) * s.N;
+  std::printf("\n  %s (%.1f GFLOP)\n  %-44s %10s %9s %12s %10s\n", s.str().c_str(), s.flops() / 1e9, "kernel", "ms",
+              "TFLOP/s", "% of cuBLAS", "% of peak");
+  std::vector<results::Bench> rows;
+  auto add = [&](results::Bench b) {
+    print_row(b);
+    rows.push_back(b);
   };
-  for (auto& s : cpu_shapes) check_shape(s, true);
-  for (auto& s : blas_shapes) check_shape(s, false);
-
-  // ---- 2. ceilings and autotuning -----------------------------------------------------
-  if (!timed.empty()) {
-    std::printf("\n2. Ceilings measured in this run\n");
-    ceilings::Fma fma = ceilings::fp32_fma();
-    verify::Check fc;
-    fc.name = "FP32 FMA ceiling kernel matches the CPU bit for bit";
-    fc.passed = fma.exact;
-    fc.n = size_t(fma.checked);
-    fc.n_bad = !fma.exact;
-    fc.tol = verify::Tol{0, 0, "exact"};
-    res.add(fc);
-    std::string bf16_peak_name;
-    const double bf16_peak = published_bf16_peak(res.env.find("gpu")->str(), &bf16_peak_name);
-    std::printf("  FP32 FMA: %.1f TFLOP/s (measured);  BF16 dense: %s\n", fma.tflops,
-                std::isfinite(bf16_peak)
-                    ? (std::to_string(int(bf16_peak)) + " TFLOP/s (" + bf16_peak_name + ")").c_str()
-                    : "no published figure for this GPU");
-
-    timing::Options topt;
-    topt.flush_l2 = true;  // every repeat reads A and B from device memory, as a cold GEMM would
-    topt.warmup = 1;
-    topt.min_reps = 3;
-    topt.reps = 25;
-    topt.budget_ms = 800;
-
-    // Autotune step 8 at 4096 (or the largest timed square size below it).
-    if (wanted("08")) {
-      int tn = 0;
-      for (auto& s : timed)
-        if (s.M == s.N && s.N == s.K && s.M <= 4096) tn = std::max(tn, s.M);
-      if (tn == 0) tn = std::min(4096, timed.front().M);
-      Shape ts{tn, tn, tn};
-      d.alloc(ts);
-      make_inputs(ts, rng, d);
-      std::printf("\n  Autotuning step 8 at %s (step 7's kernel, tile shapes compiled in):\n", ts.str().c_str());
-      double best = 1e30;
-      json::Value tune = json::Value::array();
-      const auto& cands = tune_candidates();
-      for (size_t c = 0; c < cands.size(); ++c) {
-        timing::Stats t = timing::time_gpu([&] { cands[c].run(ts.M, ts.N, ts.K, d.A, d.B, d.C, 0); }, topt);
-        std::printf("    %-34s %8.3f ms  %6.1f TFLOP/s\n", cands[c].name, t.median_ms, ts.flops() / t.median_ms / 1e9);
-        json::Value row = json::Value::object();
-        row["config"] = cands[c].name;
-        row["ms"] = t.median_ms;
-        row["tflops"] = ts.flops() / t.median_ms / 1e9;
-        tune.push(row);
-        if (t.median_ms < best) {
-          best = t.median_ms;
-          tuned = int(c);
-        }
-      }
-      std::printf("  -> step 8 uses %s\n", cands[tuned].name);
-      res.config["autotune_size"] = tn;
-      res.config["autotune"] = tune;
-      res.config["autotuned_config"] = cands[tuned].name;
-      kernels = make_kernels(tuned);
+  const auto sgemm = [&] { baseline_sgemm(r.blas, s, d.A, d.B, d.Cref); };
+  const auto bf16 = [&] { baseline_bf16(r.blas, s, d.Ah, d.Bth, d.Chref); };
+  const timing::Stats t_sgemm = timing::time_gpu(sgemm, topt);
+  add(make_row(s, "cublas_sgemm", "fp32", t_sgemm, "", NAN, pk.fp32, "measured FP32 FMA ceiling"));
+  const timing::Stats t_tf32 = timing::time_gpu([&] { baseline_tf32(r.blas, s, d.A, d.B, d.C); }, topt);
+  add(make_row(s, "cublas_tf32", "tf32", t_tf32, "cublas_sgemm", t_sgemm.median_ms, NAN, ""));
+  const timing::Stats t_bf16 = timing::time_gpu(bf16, topt);
+  add(make_row(s, "cublas_bf16", "bf16", t_bf16, "", NAN, pk.bf16, pk.bf16_name));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> blas32 = download_f32(d.Cref, mn), blas16 = download_bf16(d.Chref, mn);
+  for (const Kernel& k : r.kernels) {
+    if (!r.o.wanted(k.id)) continue;
+    std::string why;
+    if (!k.supports(s, &why)) {
+      std::printf("  %-44s skipped: %s\n", k.name.c_str(), why.c_str());
+      continue;
     }
+    const bool f32 = k.kind == Kind::Fp32;
+    if (f32)
+      poison(d.C, mn * 4);
+    else
+      poison(d.Ch, mn * 2);
+    timing::Stats t = timing::time_gpu([&] { k.run(s, d, 0); }, topt);
+    add(make_row(s, k.name, f32 ? "fp32" : "bf16", t, f32 ? "cublas_sgemm" : "cublas_bf16",
+                 f32 ? t_sgemm.median_ms : t_bf16.median_ms, f32 ? pk.fp32 : pk.bf16,
+                 f32 ? "measured FP32 FMA ceiling" : pk.bf16_name));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const std::string cname = k.name.substr(0, 2) + " " + s.str() + " after timing vs cuBLAS";
+    verify::Check c = f32 ? verify::compare(cname, download_f32(d.C, mn).data(), blas32.data(), mn, tol_fp32(s))
+                          : verify::compare(cname, download_bf16(d.Ch, mn).data(), blas16.data(), mn, tol_bf16(s));
+    if (!c.passed) verify::print(c);
+    r.res.add_quiet(c);
+  }
+  if (s.M == s.N && s.N == s.K && (s.M == 4096 || s.M == 8192)) {  // the notes' headline sizes
+    headline(r, s, rows, "fp32", sgemm, topt);
+    headline(r, s, rows, "bf16", bf16, topt);
+  }
+  for (const auto& b : rows) r.res.add(b);
+}
 
-    // ---- 3. timing ----------------------------------------------------------------------
-    std::printf(
-        "\n3. Timing (median of CUDA events, L2 flushed before each repeat; %% of peak: FP32 vs the measured FMA "
-        "ceiling, BF16 vs %s)\n",
-        std::isfinite(bf16_peak) ? "the published dense peak" : "nothing");
-    for (const Shape& s : timed) {
-      d.alloc(s);
-      make_inputs(s, rng, d);
-      const size_t mn = size_t(s.M) * s.N;
-      std::printf("\n  %s (%.1f GFLOP)\n  %-44s %10s %9s %12s %10s\n", s.str().c_str(), s.flops() / 1e9, "kernel", "ms",
-                  "TFLOP/s", "% of cuBLAS", "% of peak");
-      auto add_row = [&](const std::string& name, const char* dtype, const timing::Stats& t, const std::string& ref,
-                         double ref_ms, double peak, const std::string& peak_name) {
-        results::Bench b;
-        b.name = name;
-        b.dtype = dtype;
-        b.shape = {s.M, s.N, s.K};
-        b.ms = t.median_ms;
-        b.min_ms = t.min_ms;
-        b.max_ms = t.max_ms;
-        b.reps = t.reps;
-        b.tflops = s.flops() / t.median_ms / 1e9;
-        b.ref = ref;
-        b.ref_ms = ref_ms;
-        b.peak = peak;
-        b.peak_name = peak_name;
-        res.add(b);
-        std::printf("  %-44s %10.4f %9.2f %11s%% %9.1f%%\n", name.c_str(), b.ms, b.tflops,
-                    ref.empty() ? "  –" : (std::to_string(int(std::lround(b.pct_of_ref())))).c_str(), b.pct_of_peak());
-      };
-      // Baselines first: their times are the denominators.
-      timing::Stats t_sgemm = timing::time_gpu([&] { baseline_sgemm(blas, s, d.A, d.B, d.Cref); }, topt);
-      add_row("cublas_sgemm", "fp32", t_sgemm, "", NAN, fma.tflops, "measured FP32 FMA ceiling");
-      timing::Stats t_tf32 = timing::time_gpu([&] { baseline_tf32(blas, s, d.A, d.B, d.C); }, topt);
-      add_row("cublas_tf32", "tf32", t_tf32, "cublas_sgemm", t_sgemm.median_ms, NAN, "");
-      timing::Stats t_bf16 = timing::time_gpu([&] { baseline_bf16(blas, s, d.Ah, d.Bth, d.Chref); }, topt);
-      add_row("cublas_bf16", "bf16", t_bf16, "", NAN, bf16_peak, bf16_peak_name);
-      CUDA_CHECK(cudaDeviceSynchronize());
-      std::vector<float> blas32 = download_f32(d.Cref, mn), blas16 = download_bf16(d.Chref, mn);
-      for (const Kernel& k : kernels) {
-        if (!wanted(k.id)) continue;
-        std::string why;
-        if (!k.supports(s, &why)) {
-          std::printf("  %-44s skipped: %s\n", k.name.c_str(), why.c_str());
-          continue;
-        }
-        const bool f32 = k.kind == Kind::Fp32;
-        if (f32)
-          poison(d.C, mn * 4);
-        else
-          poison(d.Ch, mn * 2);
-        timing::Stats t = timing::time_gpu([&] { k.run(s, d, 0); }, topt);
-        add_row(k.name, f32 ? "fp32" : "bf16", t, f32 ? "cublas_sgemm" : "cublas_bf16",
-                f32 ? t_sgemm.median_ms : t_bf16.median_ms, f32 ? fma.tflops : bf16_peak,
-                f32 ? "measured FP32 FMA ceiling" : bf16_peak_name);
-        // Re-check the output the timed runs left behind: a fast wrong kernel must not pass.
-        CUDA_CHECK(cudaDeviceSynchronize());
-        const std::string cname = k.name.substr(0, 2) + " " + s.str() + " after timing vs cuBLAS";
-        verify::Check c = f32 ? verify::compare(cname, download_f32(d.C, mn).data(), blas32.data(), mn, tol_fp32(s))
-                              : verify::compare(cname, download_bf16(d.Ch, mn).data(), blas16.data(), mn, tol_bf16(s));
-        if (!c.passed) verify::print(c);
-        res.add_quiet(c);
-      }
+// The measured FP32 ceiling (its kernel checked bit for bit), the autotuning, then every shape.
+static void run_timing(Run& r) {
+  std::printf("\n2. Ceilings measured in this run\n");
+  ceilings::Fma fma = ceilings::fp32_fma();
+  r.res.add(verify::fact("FP32 FMA ceiling kernel matches the CPU bit for bit", fma.exact, "exact", "",
+                         size_t(fma.checked), !fma.exact));
+  Peaks pk;
+  pk.fp32 = fma.tflops;
+  pk.bf16 = published_bf16_peak(r.res.env.find("gpu")->str(), &pk.bf16_name);
+  std::printf("  FP32 FMA: %.1f TFLOP/s (measured);  BF16 dense: %s\n", fma.tflops,
+              std::isfinite(pk.bf16) ? (std::to_string(int(pk.bf16)) + " TFLOP/s (" + pk.bf16_name + ")").c_str()
+                                     : "no published figure for this GPU");
+  const timing::Options topt = timing_options();
+  if (r.o.wanted("08")) autotune(r, topt);
+  std::printf(
+      "\n3. Timing (median of CUDA events, L2 flushed before each repeat; %% of peak: FP32 vs the measured FMA "
+      "ceiling, BF16 vs %s)\n",
+      std::isfinite(pk.bf16) ? "the published dense peak" : "nothing");
+  for (const Shape& s : r.o.timed) time_shape(r, s, pk, topt);
+}
+
+// Refuses (exit 2) what will not fit before any allocation: the largest shape's buffers.
+static void require_memory(const Options& o) {
+  size_t max_bytes = 0;
+  Shape biggest{2048, 2048, 2048};
+  for (auto& s : o.timed)
+    if (Buffers::bytes(s) > max_bytes) max_bytes = Buffers::bytes(s), biggest = s;
+  max_bytes = std::max(max_bytes, Buffers::bytes({2048, 2048, 2048}));
+  env::require_memory(kProg, max_bytes, "shape " + biggest.str() + " (A, B, C and a reference, in fp32 and bf16)");
+}
+
+int main(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
+  results::Results res("day10_matmul", kProg);
+  env::begin(res, o.st);
+  res.config["group_m"] = o.group_m;
+  set_wgmma_group_m(o.group_m);
+  g_group_m = o.group_m;
+  require_memory(o);
+  std::printf("seed %lld; all matrices row-major; fp32 ladder C = A*B, bf16 steps C = A*Bt^T\n", o.st.seed);
+  {
+    Run r(o, res);
+    run_checks(r);
+    if (!o.timed.empty()) run_timing(r);
+    r.d.free();
+    if (!r.refused.empty()) {
+      json::Value j = json::Value::array();
+      for (auto& x : r.refused) j.push(x);
+      res.config["refused"] = j;
     }
   }
-  d.free();
-  if (!refused.empty()) {
-    json::Value r = json::Value::array();
-    for (auto& x : refused) r.push(x);
-    res.config["refused"] = r;
-  }
-
-  return res.finish(kProg, json_path);
+  return res.finish(kProg, o.st.json);
 }
