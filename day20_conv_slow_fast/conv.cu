@@ -151,54 +151,397 @@ struct Reference {
   }
 };
 
-int main(int argc, char** argv) {
+// ---- the run: options, then per shape: cuDNN, the variants' checks, timing ---------------
+struct Options {
+  cli::Standard st;
+  std::vector<ConvShape> shapes;
+  std::vector<long long> variant_ids;
+  bool flush_by_write = false;
+  size_t npy_shape = 0;  // --save-npy writes this shape: the one --conv gave, else the first
+  bool wanted(int id) const {
+    return variant_ids.empty() || std::find(variant_ids.begin(), variant_ids.end(), id) != variant_ids.end();
+  }
+};
+
+static std::vector<ConvShape> default_shapes(bool verify_mode, bool small) {
+  if (!verify_mode)
+    return {{1, 1, 1024, 2048, 1, 3, 3, 1, 1, 1},   // one channel, one 3x3 filter: memory-bound
+            {1, 64, 56, 56, 64, 3, 3, 1, 1, 1},     // a ResNet-18 layer, batch 1
+            {32, 64, 56, 56, 64, 3, 3, 1, 1, 1},    // the same layer, batch 32
+            {32, 256, 14, 14, 256, 3, 3, 1, 1, 1},  // a deeper ResNet layer
+            {32, 3, 224, 224, 64, 7, 7, 3, 2, 1}};  // ResNet's first layer: 7x7, stride 2
+  std::vector<ConvShape> shapes = {
+      {1, 5, 37, 53, 7, 5, 5, 2, 1, 1},  {2, 3, 17, 19, 4, 3, 3, 1, 2, 2},   {1, 1, 31, 45, 1, 3, 3, 1, 1, 1},
+      {3, 8, 20, 21, 16, 3, 3, 1, 1, 1}, {1, 4, 9, 9, 3, 1, 1, 0, 1, 1},     {2, 3, 30, 30, 8, 7, 7, 3, 2, 1},
+      {1, 1, 7, 7, 1, 7, 7, 0, 1, 1},    {2, 16, 13, 11, 20, 3, 3, 0, 1, 1}, {1, 1, 64, 64, 1, 5, 5, 2, 1, 1},
+      {3, 1, 37, 20, 1, 3, 3, 1, 1, 1}};  // last: the register strip at odd H, W = 20 (5 float4s)
+  if (small)
+    shapes.resize(6);
+  else
+    for (ConvShape s : {ConvShape{1, 1, 1024, 2048, 1, 3, 3, 1, 1, 1}, ConvShape{1, 64, 56, 56, 64, 3, 3, 1, 1, 1}})
+      shapes.push_back(s);
+  return shapes;
+}
+
+static Options parse_options(int argc, char** argv) {
   cli::Args args(argc, argv, kProg, "2D convolution six ways, checked against a CPU reference and cuDNN");
-  const cli::Standard st =
-      cli::standard_flags(args, 20261122, "write x, w, the reference y and variant 6's y of the first shape as .npy");
-  const bool verify_mode = st.verify, small = st.small;
-  const long long seed = st.seed;
-  const std::string &json_path = st.json, &npy_dir = st.npy_dir;
+  Options o;
+  o.st = cli::standard_flags(
+      args, 20261122, "write x, w, cuDNN's y and variant 6's y of the --conv shape (else the first shape) as .npy");
   const std::vector<long long> conv_arg =
       args.int_list("conv", {}, 0, 1 << 20, "one more shape: N,C,H,W,K,R,S,pad,stride,dil");
-  const std::vector<long long> variant_ids =
-      args.int_list("variants", {}, 2, 7, "variants to run, e.g. 3,6,7 (default: all)");
-  const bool flush_by_write = args.flag(
+  o.variant_ids = args.int_list("variants", {}, 2, 7, "variants to run, e.g. 3,6,7 (default: all)");
+  o.flush_by_write = args.flag(
       "flush-by-write", "flush L2 with a memset instead of a read (to see what dirty lines cost a short kernel)");
   args.finish();
-  st.validate(kProg);
-  results::require_outputs(kProg, st);
-
-  std::vector<ConvShape> shapes;
-  if (verify_mode) {
-    shapes = {{1, 5, 37, 53, 7, 5, 5, 2, 1, 1},  {2, 3, 17, 19, 4, 3, 3, 1, 2, 2},   {1, 1, 31, 45, 1, 3, 3, 1, 1, 1},
-              {3, 8, 20, 21, 16, 3, 3, 1, 1, 1}, {1, 4, 9, 9, 3, 1, 1, 0, 1, 1},     {2, 3, 30, 30, 8, 7, 7, 3, 2, 1},
-              {1, 1, 7, 7, 1, 7, 7, 0, 1, 1},    {2, 16, 13, 11, 20, 3, 3, 0, 1, 1}, {1, 1, 64, 64, 1, 5, 5, 2, 1, 1},
-              {3, 1, 37, 20, 1, 3, 3, 1, 1, 1}};  // last: the register strip at odd H, W = 20 (5 float4s)
-    if (small)
-      shapes.resize(6);
-    else
-      for (ConvShape s : {ConvShape{1, 1, 1024, 2048, 1, 3, 3, 1, 1, 1}, ConvShape{1, 64, 56, 56, 64, 3, 3, 1, 1, 1}})
-        shapes.push_back(s);
-  } else {
-    shapes = {{1, 1, 1024, 2048, 1, 3, 3, 1, 1, 1},   // one channel, one 3x3 filter: memory-bound
-              {1, 64, 56, 56, 64, 3, 3, 1, 1, 1},     // a ResNet-18 layer, batch 1
-              {32, 64, 56, 56, 64, 3, 3, 1, 1, 1},    // the same layer, batch 32
-              {32, 256, 14, 14, 256, 3, 3, 1, 1, 1},  // a deeper ResNet layer
-              {32, 3, 224, 224, 64, 7, 7, 3, 2, 1}};  // ResNet's first layer: 7x7, stride 2
-  }
+  o.st.validate(kProg);
+  results::require_outputs(kProg, o.st);
+  o.shapes = default_shapes(o.st.verify, o.st.small);
   if (!conv_arg.empty()) {
     if (conv_arg.size() != 10) cli::usage_error(kProg, "--conv expects 10 numbers: N,C,H,W,K,R,S,pad,stride,dil");
     ConvShape s{int(conv_arg[0]), int(conv_arg[1]), int(conv_arg[2]), int(conv_arg[3]), int(conv_arg[4]),
                 int(conv_arg[5]), int(conv_arg[6]), int(conv_arg[7]), int(conv_arg[8]), int(conv_arg[9])};
     const std::string bad = s.invalid();
     if (!bad.empty()) cli::usage_error(kProg, "--conv " + s.str() + ": " + bad);
-    shapes.push_back(s);
+    o.shapes.push_back(s);
+    o.npy_shape = o.shapes.size() - 1;
   }
-  auto wanted = [&](int id) {
-    return variant_ids.empty() || std::find(variant_ids.begin(), variant_ids.end(), id) != variant_ids.end();
-  };
+  return o;
+}
 
-  const int dev = env::require_gpu(kProg);
+// What lives for the whole run: the libraries, the buffers, the ceilings and the records.
+struct Run {
+  const Options& o;
+  results::Results& res;
+  cudnnHandle_t handle = nullptr;
+  dnn::Workspace dws;  // one cuDNN workspace, grown as needed, outside timed regions
+  Bufs b;
+  std::vector<Variant> variants = make_variants();
+  verify::Rng rng;
+  double fp32_peak = NAN, copy_peak = NAN;  // ceilings for "% of peak", measured in this run
+  timing::Options topt;
+  json::Value refused = json::Value::array(), cudnn_choices = json::Value::array();
+  Run(const Options& opt, results::Results& r) : o(opt), res(r), rng{uint64_t(opt.st.seed)} {
+    CUDNN_CHECK(cudnnCreate(&handle));
+    CUBLAS_CHECK(cublasCreate(&b.blas));
+    CUBLAS_CHECK(cublasSetMathMode(b.blas, CUBLAS_DEFAULT_MATH));  // fp32 FMA: no TF32
+    topt.flush_l2 = true;  // inputs come from device memory each repeat (1024x2048 would otherwise sit in L2)
+    topt.warmup = 2;
+    topt.min_reps = 5;
+    topt.reps = 50;
+    topt.budget_ms = 500;
+    topt.flush_by_write = opt.flush_by_write;
+  }
+  ~Run() {
+    CUBLAS_CHECK(cublasDestroy(b.blas));
+    CUDNN_CHECK(cudnnDestroy(handle));
+  }
+};
+
+// One shape's inputs (host and device), workspace and CPU reference.
+struct ShapeData {
+  std::vector<float> hx, hw;
+  Reference ref;
+  verify::Tol tol;
+};
+
+static ShapeData prepare_shape(Run& r, const ConvShape& s) {
+  ShapeData d{std::vector<float>(s.x_elems()), std::vector<float>(s.w_elems()), {}, tol_for(s)};
+  verify::fill_uniform(d.hx, r.rng);
+  verify::fill_uniform(d.hw, r.rng);
+  Bufs& b = r.b;
+  CUDA_CHECK(cudaMalloc(&b.x, d.hx.size() * 4));
+  CUDA_CHECK(cudaMalloc(&b.w, d.hw.size() * 4));
+  CUDA_CHECK(cudaMalloc(&b.y, s.y_elems() * 4));
+  CUDA_CHECK(cudaMalloc(&b.yref, s.y_elems() * 4));
+  CUDA_CHECK(cudaMemcpy(b.x, d.hx.data(), d.hx.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(b.w, d.hw.data(), d.hw.size() * 4, cudaMemcpyHostToDevice));
+  // Workspace for im2col / Winograd, if it fits (otherwise those variants say so and skip).
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  b.ws_bytes = workspace_needed(s);
+  if (b.ws_bytes + (size_t(1) << 30) > free_b) b.ws_bytes = 0;
+  if (b.ws_bytes) CUDA_CHECK(cudaMalloc(&b.ws, b.ws_bytes));
+  const double macs = double(s.y_elems()) * s.C * s.R * s.S;
+  d.ref.full = macs <= 3e8;
+  if (d.ref.full) {
+    d.ref.y.resize(s.y_elems());
+    ref::conv_full(s, d.hx.data(), d.hw.data(), d.ref.y.data());
+  } else {
+    ref::conv_sampled(s, d.hx.data(), d.hw.data(), 4096, r.rng.next(), d.ref.idx, d.ref.val);
+  }
+  return d;
+}
+
+static void free_shape(Bufs& b) {
+  CUDA_CHECK(cudaFree(b.x));
+  CUDA_CHECK(cudaFree(b.w));
+  CUDA_CHECK(cudaFree(b.y));
+  CUDA_CHECK(cudaFree(b.yref));
+  if (b.ws) CUDA_CHECK(cudaFree(b.ws));
+  b.ws = nullptr;
+}
+
+// cuDNN at one shape: Find measures every algorithm once; its first that ran is checked like any
+// variant, and its output (ycudnn) is what the variants are compared with.
+struct CudnnPick {
+  std::vector<dnn::AlgoPerf> found;
+  const dnn::AlgoPerf* pick = nullptr;
+  std::vector<float> y;
+};
+
+static bool run_cudnn(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const ShapeData& sd, CudnnPick& c) {
+  const dnn::Operands ops{r.b.x, r.b.w, r.b.yref};
+  const size_t offer = dnn::workspace_budget(size_t(1) << 30);
+  poison(r.b.yref, s.y_elems() * 4);
+  c.found = dnn::find(r.handle, dd, dnn::Dir::Fwd, ops, r.dws.get(offer), offer);
+  for (const auto& a : c.found)
+    if (a.ok() && !c.pick) c.pick = &a;
+  if (!c.pick) {
+    std::fprintf(stderr, "error: cuDNN found no working forward algorithm for %s\n", s.str().c_str());
+    return false;
+  }
+  poison(r.b.yref, s.y_elems() * 4);
+  CUDNN_CHECK(dnn::run(r.handle, dd, dnn::Dir::Fwd, c.pick->algo, c.pick->math, ops, r.dws.get(c.pick->workspace),
+                       c.pick->workspace));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  c.y = to_host(r.b.yref, s.y_elems());
+  r.res.add(sd.ref.check("cudnn " + c.pick->name + " " + s.str(), c.y, sd.tol));
+  std::printf("  cuDNN picked %s (workspace %.1f MiB); Find measured:", c.pick->name.c_str(),
+              c.pick->workspace / 1048576.0);
+  json::Value algos = json::Value::array();
+  for (auto& a : c.found) {
+    std::printf(" %s %s", a.name.c_str(), a.ok() ? (std::to_string(a.ms * 1000).substr(0, 6) + "us").c_str() : "(n/a)");
+    json::Value j = json::Value::object();
+    j["algo"] = a.name;
+    j["ms"] = a.ok() ? json::Value(double(a.ms)) : json::Value();
+    j["workspace_bytes"] = (long long)a.workspace;
+    j["status_ok"] = a.ok();
+    algos.push(j);
+  }
+  std::printf("\n");
+  json::Value choice = json::Value::object();
+  choice["shape"] = s.str();
+  choice["picked"] = c.pick->name;
+  choice["find"] = algos;
+  r.cudnn_choices.push(choice);
+  return true;
+}
+
+static void save_npy(const std::string& dir, const ConvShape& s, const ShapeData& sd, const std::vector<float>& ycudnn,
+                     const std::vector<float>* y06) {
+  const std::vector<size_t> yshape = {size_t(s.N), size_t(s.K), size_t(s.P()), size_t(s.Q())};
+  try {
+    npy::save(dir + "/x.npy", sd.hx.data(), {size_t(s.N), size_t(s.C), size_t(s.H), size_t(s.W)});
+    npy::save(dir + "/w.npy", sd.hw.data(), {size_t(s.K), size_t(s.C), size_t(s.R), size_t(s.S)});
+    npy::save(dir + "/y_cudnn.npy", ycudnn.data(), yshape);
+    if (y06) npy::save(dir + "/y_06.npy", y06->data(), yshape);
+    std::printf("  wrote x.npy, w.npy, y_cudnn.npy%s of %s to %s\n", y06 ? ", y_06.npy" : " (variant 6 did not run)",
+                s.str().c_str(), dir.c_str());
+  } catch (const std::exception& e) { cli::usage_error(kProg, std::string("--save-npy: ") + e.what()); }
+}
+
+// Each variant: supported? checked against the CPU and against cuDNN. Returns those that ran.
+static std::vector<const Variant*> check_variants(Run& r, const ConvShape& s, const ShapeData& sd,
+                                                  const std::vector<float>& ycudnn, bool save) {
+  std::vector<const Variant*> ok_variants;
+  std::vector<float> y06;
+  for (const Variant& v : r.variants) {
+    if (!r.o.wanted(v.id)) continue;
+    std::string why;
+    if (!v.supports(s, r.b, &why)) {
+      // One line per kernel family (the tile-size configurations share their reason).
+      const bool first_of_family =
+          v.id != 3 || v.name.find("32x8") != std::string::npos || v.name.find("2 rows/") != std::string::npos;
+      if (first_of_family)
+        std::printf("  SKIP  %s: %s\n", v.id == 3 ? v.name.substr(0, v.name.find(' ')).c_str() : v.name.c_str(),
+                    why.c_str());
+      r.refused.push(v.name + " " + s.str() + ": " + why);
+      continue;
+    }
+    v.prepare(s, r.b);
+    poison(r.b.y, s.y_elems() * 4);
+    v.run(s, r.b, 0);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> out = to_host(r.b.y, s.y_elems());
+    r.res.add(sd.ref.check(v.name + " " + s.str(), out, sd.tol));
+    r.res.add(verify::compare(v.name + " " + s.str() + " vs cuDNN", out.data(), ycudnn.data(), out.size(), sd.tol));
+    ok_variants.push_back(&v);
+    if (v.id == 6) y06 = out;
+  }
+  if (save) save_npy(r.o.st.npy_dir, s, sd, ycudnn, y06.empty() ? nullptr : &y06);
+  return ok_variants;
+}
+
+static results::Bench make_row(const Run& r, const ConvShape& s, const std::string& name, const timing::Stats& t,
+                               const std::string& ref, double ref_ms, json::Value extra) {
+  results::Bench b;
+  b.name = name;
+  b.dtype = "fp32";
+  b.shape = {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.pad, s.stride, s.dil};
+  b.ms = t.median_ms;
+  b.min_ms = t.min_ms;
+  b.max_ms = t.max_ms;
+  b.reps = t.reps;
+  if (s.C == 1 && s.K == 1) {  // memory-bound: judged by bandwidth
+    b.gbps = s.min_bytes() / (t.median_ms * 1e-3) / 1e9;
+    b.peak = r.copy_peak;
+    b.peak_name = "measured copy bandwidth";
+  } else {
+    b.tflops = s.flops() / (t.median_ms * 1e-3) / 1e12;
+    b.peak = r.fp32_peak;
+    b.peak_name = "measured FP32 FMA ceiling";
+  }
+  if (std::isfinite(ref_ms)) {
+    b.ref = ref;
+    b.ref_ms = ref_ms;
+  }
+  b.extra = extra;
+  return b;
+}
+
+static void print_row(const results::Bench& b, bool memory_bound) {
+  std::printf("  %-44s %10.1f us %9.2f %-7s %11s %9.1f%%\n", b.name.c_str(), b.ms * 1e3, b.rate(),
+              memory_bound ? "GB/s" : "TFLOP/s",
+              b.ref.empty() ? "–" : (std::to_string(b.pct_of_ref()).substr(0, 5) + "%").c_str(), b.pct_of_peak());
+}
+
+// cuDNN's best: every algorithm Find ran, re-timed with our harness (Find times each once, which
+// is noisy for a problem of a few microseconds); the fastest wins, and its output is checked.
+static dnn::Timed cudnn_best(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const ShapeData& sd, const CudnnPick& c,
+                             json::Value& ex) {
+  const dnn::Operands ops{r.b.x, r.b.w, r.b.yref};
+  const size_t offer = dnn::workspace_budget(size_t(1) << 30);
+  const std::vector<dnn::Timed> all = dnn::retime(r.handle, dd, dnn::Dir::Fwd, c.found, ops, r.dws, offer, r.topt);
+  const dnn::Timed& best = all.front();
+  json::Value retimed = json::Value::array();
+  for (const auto& t : all) {
+    json::Value a = json::Value::object();
+    a["algo"] = t.algo.name;
+    a["ms"] = t.t.median_ms;
+    retimed.push(a);
+  }
+  std::printf("  cuDNN re-timed: fastest is %s (Find's first choice was %s)\n", best.algo.name.c_str(),
+              c.pick->name.c_str());
+  poison(r.b.yref, s.y_elems() * 4);
+  CUDNN_CHECK(dnn::run(r.handle, dd, dnn::Dir::Fwd, best.algo.algo, best.algo.math, ops, r.dws.get(best.algo.workspace),
+                       best.algo.workspace));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  r.res.add(sd.ref.check("cudnn " + best.algo.name + " (fastest re-timed) " + s.str(), to_host(r.b.yref, s.y_elems()),
+                         sd.tol));
+  ex["algo"] = best.algo.name;
+  ex["find_first_choice"] = c.pick->name;
+  ex["workspace_bytes"] = (long long)best.algo.workspace;
+  ex["retimed"] = retimed;
+  return best;
+}
+
+// The headline ratio at this shape: the fastest variant against cuDNN's best algorithm, re-timed
+// as 3 interleaved rounds (cuDNN, then ours); the variant's row carries the median and min..max.
+static void headline(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const dnn::Timed& best,
+                     const std::vector<const Variant*>& vs, std::vector<results::Bench>& rows) {
+  results::Bench* fastest = nullptr;
+  const Variant* v = nullptr;
+  for (size_t i = 0; i < vs.size(); ++i) {  // rows[i + first] is vs[i]'s row
+    results::Bench& b = rows[rows.size() - vs.size() + i];
+    if (!fastest || b.ms < fastest->ms) fastest = &b, v = vs[i];
+  }
+  if (!fastest) return;
+  const dnn::Operands ops{r.b.x, r.b.w, r.b.yref};
+  void* ws = r.dws.get(best.algo.workspace);
+  v->prepare(s, r.b);
+  const timing::Interleaved il =
+      timing::interleaved([&] { v->run(s, r.b, 0); },
+                          [&] {
+                            CUDNN_CHECK(dnn::run(r.handle, dd, dnn::Dir::Fwd, best.algo.algo, best.algo.math, ops, ws,
+                                                 best.algo.workspace));
+                          },
+                          r.topt, 3);
+  const double rate_scale = fastest->ms / il.ours.median_ms;  // the rate follows the re-timed median
+  fastest->gbps *= rate_scale;
+  fastest->tflops *= rate_scale;
+  fastest->ms = il.ours.median_ms;
+  fastest->min_ms = il.ours.min_ms;
+  fastest->max_ms = il.ours.max_ms;
+  fastest->reps = il.ours.reps;
+  fastest->ref_ms = il.ref.median_ms;
+  fastest->ref_repeats = il.repeats;
+  fastest->pct_of_ref_median = il.pct_median;
+  fastest->pct_of_ref_min = il.pct_min;
+  fastest->pct_of_ref_max = il.pct_max;
+  std::printf("  headline: %s at %.1f%% of cuDNN's best (median of %d interleaved rounds, %.1f..%.1f%%)\n",
+              fastest->name.c_str(), il.pct_median, il.repeats, il.pct_min, il.pct_max);
+}
+
+// Timing: cuDNN's best first (the denominator), then every variant, each re-checked afterwards.
+static void time_shape(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const ShapeData& sd, const CudnnPick& c,
+                       const std::vector<const Variant*>& ok_variants) {
+  const bool memory_bound = s.C == 1 && s.K == 1;
+  std::vector<results::Bench> rows;
+  auto add = [&](const results::Bench& b) {
+    print_row(b, memory_bound);
+    rows.push_back(b);
+  };
+  std::printf("  %-44s %13s %17s %11s %10s\n", "variant", "time", "rate", "% of cuDNN", "% of peak");
+  json::Value ex = json::Value::object();
+  const dnn::Timed best = cudnn_best(r, s, dd, sd, c, ex);
+  const std::string ref = "cudnn " + best.algo.name;
+  const double tc = best.t.median_ms;
+  add(make_row(r, s, "cudnn_best [" + best.algo.name + "]", best.t, ref, NAN, ex));
+  if (memory_bound) {
+    // The practical floor at this size: copying x into y moves the same bytes, with the same
+    // launch and drain costs, and computes nothing.
+    const size_t bytes = std::min(s.x_elems(), s.y_elems()) * 4;
+    timing::Stats tf = timing::time_gpu(
+        [&] { CUDA_CHECK(cudaMemcpyAsync(r.b.y, r.b.x, bytes, cudaMemcpyDeviceToDevice, 0)); }, r.topt);
+    std::printf("  (floor from the measured copy bandwidth: %.1f us; a cudaMemcpy of the same bytes: %.1f us)\n",
+                s.min_bytes() / (r.copy_peak * 1e9) * 1e6, tf.median_ms * 1e3);
+    json::Value fe = json::Value::object();
+    fe["note"] = "cudaMemcpy of x into y: the same bytes moved, nothing computed";
+    add(make_row(r, s, "copy_floor [cudaMemcpy same bytes]", tf, ref, tc, fe));
+  }
+  for (const Variant* v : ok_variants) {
+    v->prepare(s, r.b);
+    poison(r.b.y, s.y_elems() * 4);
+    timing::Stats t = timing::time_gpu([&] { v->run(s, r.b, 0); }, r.topt);
+    json::Value e = json::Value::object();
+    if (v->id == 5) e["im2col_bytes"] = (long long)im2col_bytes(s);
+    if (v->id == 7) e["workspace_bytes"] = (long long)wino::workspace_bytes(s);
+    add(make_row(r, s, v->name, t, ref, tc, e));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    verify::Check ck = verify::compare(v->name + " " + s.str() + " after timing vs cuDNN",
+                                       to_host(r.b.y, s.y_elems()).data(), c.y.data(), s.y_elems(), sd.tol);
+    if (!ck.passed) verify::print(ck);
+    r.res.add_quiet(ck);
+  }
+  headline(r, s, dd, best, ok_variants, rows);
+  for (const auto& b : rows) r.res.add(b);
+  if (r.o.wanted(5) && r.b.ws_bytes)
+    std::printf("  (im2col's column matrix for this shape: %.1f MB, %.1fx the input)\n", im2col_bytes(s) / 1e6,
+                double(im2col_bytes(s)) / (4.0 * s.x_elems()));
+}
+
+// One shape from inputs to timing. False: cuDNN refused it or found nothing that runs.
+static bool run_shape(Run& r, const ConvShape& s, bool save_npy_here) {
+  std::printf("\n== %s -> %dx%dx%dx%d  (%.2f GFLOP, at least %.1f MB moved)\n", s.str().c_str(), s.N, s.K, s.P(), s.Q(),
+              s.flops() / 1e9, s.min_bytes() / 1e6);
+  const ShapeData sd = prepare_shape(r, s);
+  // cuDNN: fp32 NCHW, cross-correlation, FMA math (no TF32: the same arithmetic as ours).
+  dnn::ConvDesc dd(s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, CUDNN_FMA_MATH);
+  if (!dd.ok()) {
+    std::fprintf(stderr, "error: cuDNN refused %s: %s\n", s.str().c_str(), dd.error.c_str());
+    return false;
+  }
+  CudnnPick c;
+  if (!run_cudnn(r, s, dd, sd, c)) return false;
+  const auto ok_variants = check_variants(r, s, sd, c.y, save_npy_here);
+  if (!r.o.st.verify) time_shape(r, s, dd, sd, c, ok_variants);
+  free_shape(r.b);
+  return true;
+}
+
+// Refuses (exit 2) what will not fit, before any allocation: the largest shape's buffers.
+static void require_memory(const std::vector<ConvShape>& shapes) {
   size_t need = 0;
   ConvShape biggest = shapes[0];
   for (auto& s : shapes) {
@@ -206,257 +549,25 @@ int main(int argc, char** argv) {
     if (b > need) need = b, biggest = s;
   }
   env::require_memory(kProg, need, "shape " + biggest.str() + " (x, w and two outputs)");
+}
+
+int main(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
   results::Results res("day20_conv_slow_fast", kProg);
-  res.mode = st.mode();
-  res.env = env::collect(dev);
-  res.config["seed"] = seed;
-  env::print(res.env);
-
-  cudnnHandle_t handle;
-  CUDNN_CHECK(cudnnCreate(&handle));
-  dnn::Workspace dws;  // one cuDNN workspace, grown as needed, outside timed regions
-  Bufs b;
-  CUBLAS_CHECK(cublasCreate(&b.blas));
-  CUBLAS_CHECK(cublasSetMathMode(b.blas, CUBLAS_DEFAULT_MATH));  // fp32 FMA: no TF32
-  std::vector<Variant> variants = make_variants();
-  verify::Rng rng{uint64_t(seed)};
-
-  // Ceilings for "% of peak", measured in this run.
-  double fp32_peak = NAN, copy_peak = NAN;
-  if (!verify_mode) {
+  env::begin(res, o.st);
+  require_memory(o.shapes);
+  Run r(o, res);
+  if (!o.st.verify) {
     ceilings::Fma f = ceilings::fp32_fma();
     ceilings::Copy c = ceilings::copy_bandwidth(size_t(1) << 30);
-    fp32_peak = f.tflops;
-    copy_peak = c.best();
-    std::printf("ceilings measured in this run: FP32 FMA %.1f TFLOP/s, copy %.0f GB/s\n", fp32_peak, copy_peak);
+    r.fp32_peak = f.tflops;
+    r.copy_peak = c.best();
+    std::printf("ceilings measured in this run: FP32 FMA %.1f TFLOP/s, copy %.0f GB/s\n", r.fp32_peak, r.copy_peak);
   }
-  timing::Options topt;
-  topt.flush_l2 = true;  // inputs come from device memory each repeat (1024x2048 would otherwise sit in L2)
-  topt.warmup = 2;
-  topt.min_reps = 5;
-  topt.reps = 50;
-  topt.budget_ms = 500;
-  topt.flush_by_write = flush_by_write;
-  res.config["l2_flush"] = flush_by_write ? "memset (dirty lines)" : "read";
-
-  json::Value refused = json::Value::array(), cudnn_choices = json::Value::array();
-  bool first_shape = true;
-  for (const ConvShape& s : shapes) {
-    const bool memory_bound = s.C == 1 && s.K == 1;
-    std::printf("\n== %s -> %dx%dx%dx%d  (%.2f GFLOP, at least %.1f MB moved)\n", s.str().c_str(), s.N, s.K, s.P(),
-                s.Q(), s.flops() / 1e9, s.min_bytes() / 1e6);
-    // Fresh inputs for every shape.
-    std::vector<float> hx(s.x_elems()), hw(s.w_elems());
-    verify::fill_uniform(hx, rng);
-    verify::fill_uniform(hw, rng);
-    CUDA_CHECK(cudaMalloc(&b.x, hx.size() * 4));
-    CUDA_CHECK(cudaMalloc(&b.w, hw.size() * 4));
-    CUDA_CHECK(cudaMalloc(&b.y, s.y_elems() * 4));
-    CUDA_CHECK(cudaMalloc(&b.yref, s.y_elems() * 4));
-    CUDA_CHECK(cudaMemcpy(b.x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(b.w, hw.data(), hw.size() * 4, cudaMemcpyHostToDevice));
-    // Workspace for im2col / Winograd, if it fits (otherwise those variants say so and skip).
-    size_t free_b = 0, total_b = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    b.ws_bytes = workspace_needed(s);
-    if (b.ws_bytes + (size_t(1) << 30) > free_b) b.ws_bytes = 0;
-    if (b.ws_bytes) CUDA_CHECK(cudaMalloc(&b.ws, b.ws_bytes));
-
-    Reference ref;
-    const double macs = double(s.y_elems()) * s.C * s.R * s.S;
-    ref.full = macs <= 3e8;
-    if (ref.full) {
-      ref.y.resize(s.y_elems());
-      ref::conv_full(s, hx.data(), hw.data(), ref.y.data());
-    } else {
-      ref::conv_sampled(s, hx.data(), hw.data(), 4096, rng.next(), ref.idx, ref.val);
-    }
-    const verify::Tol tol = tol_for(s);
-
-    // cuDNN: fp32 NCHW, cross-correlation, FMA math (no TF32: the same arithmetic as ours).
-    // Find measures every algorithm once; its first that ran is checked like any variant.
-    dnn::ConvDesc dd(s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, CUDNN_FMA_MATH);
-    if (!dd.ok()) {
-      std::fprintf(stderr, "error: cuDNN refused %s: %s\n", s.str().c_str(), dd.error.c_str());
-      return cli::kFail;
-    }
-    const dnn::Operands ops{b.x, b.w, b.yref};
-    const size_t offer = dnn::workspace_budget(size_t(1) << 30);
-    poison(b.yref, s.y_elems() * 4);
-    const std::vector<dnn::AlgoPerf> found = dnn::find(handle, dd, dnn::Dir::Fwd, ops, dws.get(offer), offer);
-    const dnn::AlgoPerf* pick = nullptr;
-    for (const auto& a : found)
-      if (a.ok() && !pick) pick = &a;
-    if (!pick) {
-      std::fprintf(stderr, "error: cuDNN found no working forward algorithm for %s\n", s.str().c_str());
-      return cli::kFail;
-    }
-    poison(b.yref, s.y_elems() * 4);
-    CUDNN_CHECK(
-        dnn::run(handle, dd, dnn::Dir::Fwd, pick->algo, pick->math, ops, dws.get(pick->workspace), pick->workspace));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<float> ycudnn = to_host(b.yref, s.y_elems());
-    res.add(ref.check("cudnn " + pick->name + " " + s.str(), ycudnn, tol));
-    std::printf("  cuDNN picked %s (workspace %.1f MiB); Find measured:", pick->name.c_str(),
-                pick->workspace / 1048576.0);
-    json::Value algos = json::Value::array();
-    for (auto& a : found) {
-      std::printf(" %s %s", a.name.c_str(),
-                  a.ok() ? (std::to_string(a.ms * 1000).substr(0, 6) + "us").c_str() : "(n/a)");
-      json::Value j = json::Value::object();
-      j["algo"] = a.name;
-      j["ms"] = a.ok() ? json::Value(double(a.ms)) : json::Value();
-      j["workspace_bytes"] = (long long)a.workspace;
-      j["status_ok"] = a.ok();
-      algos.push(j);
-    }
-    std::printf("\n");
-    json::Value choice = json::Value::object();
-    choice["shape"] = s.str();
-    choice["picked"] = pick->name;
-    choice["find"] = algos;
-    cudnn_choices.push(choice);
-
-    // Each variant: supported? check against the CPU and against cuDNN.
-    std::vector<const Variant*> ok_variants;
-    for (const Variant& v : variants) {
-      if (!wanted(v.id)) continue;
-      std::string why;
-      if (!v.supports(s, b, &why)) {
-        // One line per kernel family (the tile-size configurations share their reason).
-        const bool first_of_family =
-            v.id != 3 || v.name.find("32x8") != std::string::npos || v.name.find("2 rows/") != std::string::npos;
-        if (first_of_family)
-          std::printf("  SKIP  %s: %s\n", v.id == 3 ? v.name.substr(0, v.name.find(' ')).c_str() : v.name.c_str(),
-                      why.c_str());
-        refused.push(v.name + " " + s.str() + ": " + why);
-        continue;
-      }
-      v.prepare(s, b);
-      poison(b.y, s.y_elems() * 4);
-      v.run(s, b, 0);
-      CUDA_CHECK(cudaDeviceSynchronize());
-      const std::vector<float> out = to_host(b.y, s.y_elems());
-      res.add(ref.check(v.name + " " + s.str(), out, tol));
-      res.add(verify::compare(v.name + " " + s.str() + " vs cuDNN", out.data(), ycudnn.data(), out.size(), tol));
-      ok_variants.push_back(&v);
-      if (first_shape && v.id == 6 && !npy_dir.empty()) {
-        try {
-          npy::save(npy_dir + "/x.npy", hx.data(), {size_t(s.N), size_t(s.C), size_t(s.H), size_t(s.W)});
-          npy::save(npy_dir + "/w.npy", hw.data(), {size_t(s.K), size_t(s.C), size_t(s.R), size_t(s.S)});
-          npy::save(npy_dir + "/y_cudnn.npy", ycudnn.data(), {size_t(s.N), size_t(s.K), size_t(s.P()), size_t(s.Q())});
-          npy::save(npy_dir + "/y_06.npy", out.data(), {size_t(s.N), size_t(s.K), size_t(s.P()), size_t(s.Q())});
-          std::printf("  wrote x.npy, w.npy, y_cudnn.npy, y_06.npy to %s\n", npy_dir.c_str());
-        } catch (const std::exception& e) { cli::usage_error(kProg, std::string("--save-npy: ") + e.what()); }
-      }
-    }
-
-    // Timing: cuDNN's pick first (the denominator), then every variant, re-checked afterwards.
-    if (!verify_mode) {
-      std::vector<long long> shp = {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.pad, s.stride, s.dil};
-      std::string best_name;  // cuDNN's fastest algorithm, named in every row's "% of cuDNN"
-      auto row = [&](const std::string& name, const timing::Stats& t, double ref_ms, json::Value extra) {
-        results::Bench r;
-        r.name = name;
-        r.dtype = "fp32";
-        r.shape = shp;
-        r.ms = t.median_ms;
-        r.min_ms = t.min_ms;
-        r.max_ms = t.max_ms;
-        r.reps = t.reps;
-        if (memory_bound) {
-          r.gbps = s.min_bytes() / (t.median_ms * 1e-3) / 1e9;
-          r.peak = copy_peak;
-          r.peak_name = "measured copy bandwidth";
-        } else {
-          r.tflops = s.flops() / (t.median_ms * 1e-3) / 1e12;
-          r.peak = fp32_peak;
-          r.peak_name = "measured FP32 FMA ceiling";
-        }
-        if (std::isfinite(ref_ms)) {
-          r.ref = "cudnn " + best_name;
-          r.ref_ms = ref_ms;
-        }
-        r.extra = extra;
-        res.add(r);
-        std::printf("  %-44s %10.1f us %9.2f %-7s %11s %9.1f%%\n", name.c_str(), r.ms * 1e3, r.rate(),
-                    memory_bound ? "GB/s" : "TFLOP/s",
-                    std::isfinite(ref_ms) ? (std::to_string(r.pct_of_ref()).substr(0, 5) + "%").c_str() : "–",
-                    r.pct_of_peak());
-      };
-      std::printf("  %-44s %13s %17s %11s %10s\n", "variant", "time", "rate", "% of cuDNN", "% of peak");
-      // cuDNN's best: every algorithm Find ran, re-timed with our harness (Find times each once,
-      // which is noisy for a problem of a few microseconds); the fastest wins.
-      const std::vector<dnn::Timed> retimed_all = dnn::retime(handle, dd, dnn::Dir::Fwd, found, ops, dws, offer, topt);
-      const dnn::Timed& best = retimed_all.front();
-      const timing::Stats tc = best.t;
-      best_name = best.algo.name;
-      json::Value retimed = json::Value::array();
-      for (const auto& r : retimed_all) {
-        json::Value a = json::Value::object();
-        a["algo"] = r.algo.name;
-        a["ms"] = r.t.median_ms;
-        retimed.push(a);
-      }
-      std::printf("  cuDNN re-timed: fastest is %s (Find's first choice was %s)\n", best.algo.name.c_str(),
-                  pick->name.c_str());
-      poison(b.yref, s.y_elems() * 4);
-      CUDNN_CHECK(dnn::run(handle, dd, dnn::Dir::Fwd, best.algo.algo, best.algo.math, ops, dws.get(best.algo.workspace),
-                           best.algo.workspace));
-      CUDA_CHECK(cudaDeviceSynchronize());
-      res.add(
-          ref.check("cudnn " + best.algo.name + " (fastest re-timed) " + s.str(), to_host(b.yref, s.y_elems()), tol));
-      json::Value ex = json::Value::object();
-      ex["algo"] = best.algo.name;
-      ex["find_first_choice"] = pick->name;
-      ex["workspace_bytes"] = (long long)best.algo.workspace;
-      ex["retimed"] = retimed;
-      row("cudnn_best [" + best.algo.name + "]", tc, NAN, ex);
-      if (memory_bound) {
-        // The practical floor at this size: copying x into y moves the same bytes, with the
-        // same launch and drain costs, and computes nothing.
-        timing::Stats tf = timing::time_gpu(
-            [&] {
-              CUDA_CHECK(
-                  cudaMemcpyAsync(b.y, b.x, std::min(s.x_elems(), s.y_elems()) * 4, cudaMemcpyDeviceToDevice, 0));
-            },
-            topt);
-        std::printf("  (floor from the measured copy bandwidth: %.1f us; a cudaMemcpy of the same bytes: %.1f us)\n",
-                    s.min_bytes() / (copy_peak * 1e9) * 1e6, tf.median_ms * 1e3);
-        json::Value fe = json::Value::object();
-        fe["note"] = "cudaMemcpy of x into y: the same bytes moved, nothing computed";
-        row("copy_floor [cudaMemcpy same bytes]", tf, tc.median_ms, fe);
-      }
-      for (const Variant* v : ok_variants) {
-        v->prepare(s, b);
-        poison(b.y, s.y_elems() * 4);
-        timing::Stats t = timing::time_gpu([&] { v->run(s, b, 0); }, topt);
-        json::Value e = json::Value::object();
-        if (v->id == 5) e["im2col_bytes"] = (long long)im2col_bytes(s);
-        if (v->id == 7) e["workspace_bytes"] = (long long)wino::workspace_bytes(s);
-        row(v->name, t, tc.median_ms, e);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        verify::Check c = verify::compare(v->name + " " + s.str() + " after timing vs cuDNN",
-                                          to_host(b.y, s.y_elems()).data(), ycudnn.data(), s.y_elems(), tol);
-        if (!c.passed) verify::print(c);
-        res.add_quiet(c);
-      }
-      if (wanted(5) && b.ws_bytes)
-        std::printf("  (im2col's column matrix for this shape: %.1f MB, %.1fx the input)\n", im2col_bytes(s) / 1e6,
-                    double(im2col_bytes(s)) / (4.0 * s.x_elems()));
-    }
-    CUDA_CHECK(cudaFree(b.x));
-    CUDA_CHECK(cudaFree(b.w));
-    CUDA_CHECK(cudaFree(b.y));
-    CUDA_CHECK(cudaFree(b.yref));
-    if (b.ws) CUDA_CHECK(cudaFree(b.ws));
-    b.ws = nullptr;
-    first_shape = false;
-  }
-  res.config["cudnn"] = cudnn_choices;
-  res.config["refused"] = refused;
-  CUBLAS_CHECK(cublasDestroy(b.blas));
-  CUDNN_CHECK(cudnnDestroy(handle));
-
-  return res.finish(kProg, json_path);
+  res.config["l2_flush"] = o.flush_by_write ? "memset (dirty lines)" : "read";
+  for (size_t i = 0; i < o.shapes.size(); ++i)
+    if (!run_shape(r, o.shapes[i], i == o.npy_shape && !o.st.npy_dir.empty())) return cli::kFail;
+  res.config["cudnn"] = r.cudnn_choices;
+  res.config["refused"] = r.refused;
+  return res.finish(kProg, o.st.json);
 }
