@@ -25,23 +25,13 @@
 #include "10_wgmma_tma.h"
 #include "check.cuh"
 #include "hopper.cuh"
+#include "wgmma_mainloop.cuh"
 
 namespace wg {
 using bf16 = __nv_bfloat16;
-constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, CONSUMERS = 2;
-constexpr int NT = 128 * (1 + CONSUMERS);
-constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
-
-struct Smem {
-  alignas(1024) bf16 A[STAGES][BM * BK];  // 128B-swizzled tiles need 1024-byte alignment
-  alignas(1024) bf16 B[STAGES][BN * BK];
-  alignas(8) uint64_t full[STAGES];
-  alignas(8) uint64_t empty[STAGES];
-};
-constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + slack to align the dynamic base
+using namespace wgm;  // the block tile, the stage ring and the mainloop (wgmma_mainloop.cuh)
 
 #if HOPPER_ENABLED
-using namespace hopper;
 #define WG_ENABLED 1
 #else
 #define WG_ENABLED 0
@@ -54,75 +44,38 @@ __global__ void __launch_bounds__(NT, 1)
                   bf16* __restrict__ C, int group_m) {
 #if WG_ENABLED
   extern __shared__ uint8_t smem_raw[];
-  Smem& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  Smem& s = smem_aligned(smem_raw);
   const int wgi = threadIdx.x / 128, t = threadIdx.x % 128;
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
   const int ktiles = (K + BK - 1) / BK;
-
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < STAGES; ++i) {
-      mbar_init(&s.full[i], 1);
-      mbar_init(&s.empty[i], CONSUMERS);
-    }
-    // Make the initialized barriers visible to the async proxy (the TMA unit).
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
+  init_barriers(s, CONSUMERS);
   __syncthreads();
 
-  // Persistent: one block per SM walks over tiles blockIdx.x, +gridDim.x, ... The stage
-  // ring runs on across tiles (`it` counts k-steps of all tiles), so the producer is already
-  // loading the next tile while the consumers write this one out.
-  // Tile order: tiles come in groups of `group_m` rows of tiles, column by column inside a
-  // group, so the ~132 tiles in flight at once cover a compact patch of C (e.g. 16 x 8 tiles)
-  // and read a small set of A rows and B columns that stays in L2.
-  auto tile_coords = [&](int tile, int& bm, int& bn) {
-    const int gsize = group_m * tiles_n, g = tile / gsize, first_m = g * group_m;
-    const int rows = min(group_m, tiles_m - first_m);
-    bm = first_m + (tile % gsize) % rows;
-    bn = (tile % gsize) / rows;
-  };
-  if (wgi == 0) {  // ---- producer warpgroup --------------------------------------------
+  // Persistent: one block per SM walks over tiles blockIdx.x, +gridDim.x, ..., in the grouped
+  // order; the stage ring runs on from one tile into the next.
+  if (wgi == 0) {  // ---- producer warpgroup: one thread issues the TMA loads -------------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (t == 0) {
       int it = 0;
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int bm, bn;
-        tile_coords(tile, bm, bn);
-        for (int kt = 0; kt < ktiles; ++kt, ++it) {
-          const int st = it % STAGES;
-          if (it >= STAGES) mbar_wait(&s.empty[st], ((it / STAGES) - 1) & 1);  // consumers freed it
-          mbar_expect_tx(&s.full[st], A_BYTES + B_BYTES);
-          tma_load_2d(s.A[st], &tmA, &s.full[st], kt * BK, bm * BM);
-          tma_load_2d(s.B[st], &tmB, &s.full[st], kt * BK, bn * BN);
-        }
+        grouped_coords(tile, tiles_m, tiles_n, group_m, bm, bn);
+        produce_tile(s, &tmA, bm, ktiles, it,
+                     [&](int st, int kt) { hopper::tma_load_2d(s.B[st], &tmB, &s.full[st], kt * BK, bn * BN); });
       }
     }
-  } else {  // ---- consumer warpgroups ---------------------------------------------------
+  } else {  // ---- consumer warpgroups: 64 rows of the block tile each -------------------
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    const int c = wgi - 1;  // this consumer's 64-row half of the block tile
+    const int c = wgi - 1;
     float d[128];
     int it = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       int bm, bn;
-      tile_coords(tile, bm, bn);
-#pragma unroll
-      for (int i = 0; i < 128; ++i) d[i] = 0.f;
-      for (int kt = 0; kt < ktiles; ++kt, ++it) {
-        const int st = it % STAGES;
-        mbar_wait(&s.full[st], (it / STAGES) & 1);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk)  // 16 elements = 32 bytes along K inside the swizzled rows
-          wgmma_m64n256k16(d, smem_desc(&s.A[st][c * 64 * BK + kk * 16]), smem_desc(&s.B[st][kk * 16]), 1);
-        wgmma_commit();
-        // Keep this k-step's group in flight; wait only for the previous one, then hand its
-        // stage back to the producer. The tensor cores never wait for the barrier round trip.
-        wgmma_wait1();
-        if (kt > 0 && t == 0) mbar_arrive(&s.empty[(it - 1) % STAGES]);
-      }
-      wgmma_wait0();
-      if (ktiles > 0 && t == 0) mbar_arrive(&s.empty[(it - 1) % STAGES]);
-      store_m64n256_bf16(d, C, M, N, bm * BM + c * 64, bn * BN, t);
+      grouped_coords(tile, tiles_m, tiles_n, group_m, bm, bn);
+      consume_tile(s, d, c, ktiles, it, [&](int st) {
+        if (t == 0) hopper::mbar_arrive(&s.empty[st]);
+      });
+      hopper::store_m64n256_bf16(d, C, M, N, bm * BM + c * 64, bn * BN, t);
     }
   }
 #endif

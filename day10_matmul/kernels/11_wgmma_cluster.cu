@@ -18,20 +18,12 @@
 #include "10_wgmma_tma.h"
 #include "check.cuh"
 #include "hopper.cuh"
+#include "wgmma_mainloop.cuh"
 
 namespace wc {
 using bf16 = __nv_bfloat16;
-constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, CONSUMERS = 2, CLUSTER = 2;
-constexpr int NT = 128 * (1 + CONSUMERS);
-constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
-
-struct Smem {
-  alignas(1024) bf16 A[STAGES][BM * BK];
-  alignas(1024) bf16 B[STAGES][BN * BK];
-  alignas(8) uint64_t full[STAGES];
-  alignas(8) uint64_t empty[STAGES];
-};
-constexpr size_t kSmemBytes = sizeof(Smem) + 1024;
+using namespace wgm;  // step 10's block tile, stage ring and mainloop (wgmma_mainloop.cuh)
+constexpr int CLUSTER = 2;
 
 __global__ void __launch_bounds__(NT, 1)
     gemm_11_cluster(int M, int N, int K, const __grid_constant__ CUtensorMap tmA,
@@ -39,47 +31,32 @@ __global__ void __launch_bounds__(NT, 1)
 #if HOPPER_ENABLED
   using namespace hopper;
   extern __shared__ uint8_t smem_raw[];
-  Smem& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  Smem& s = smem_aligned(smem_raw);
   const int wgi = threadIdx.x / 128, t = threadIdx.x % 128;
   const uint32_t rank = cluster_ctarank();
   const int cluster = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
   const int pairs_m = (tiles_m + 1) / 2, pairs = pairs_m * tiles_n;  // a "pair" = the cluster's 256x256 of C
   const int ktiles = (K + BK - 1) / BK;
+
+  init_barriers(s, CONSUMERS * CLUSTER);  // a stage is free when both CTAs' consumers are done
+  cluster_sync();                         // both CTAs' barriers exist before either multicasts into them
+
   // Same grouped order as step 10, over pairs of tile rows.
-  auto pair_coords = [&](int q, int& pm, int& bn) {
-    const int gsize = group_m * tiles_n, g = q / gsize, first = g * group_m;
-    const int rows = min(group_m, pairs_m - first);
-    pm = first + (q % gsize) % rows;
-    bn = (q % gsize) / rows;
-  };
-
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < STAGES; ++i) {
-      mbar_init(&s.full[i], 1);
-      mbar_init(&s.empty[i], CONSUMERS * CLUSTER);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  cluster_sync();  // both CTAs' barriers exist before either multicasts into them
-
   if (wgi == 0) {  // ---- producer ----------------------------------------------------------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (t == 0) {
       int it = 0;
       for (int q = cluster; q < pairs; q += nclusters) {
         int pm, bn;
-        pair_coords(q, pm, bn);
+        grouped_coords(q, pairs_m, tiles_n, group_m, pm, bn);
         const int bm = 2 * pm + int(rank);  // may be one past the last tile row: TMA reads zeros
-        for (int kt = 0; kt < ktiles; ++kt, ++it) {
-          const int st = it % STAGES;
-          if (it >= STAGES) mbar_wait(&s.empty[st], ((it / STAGES) - 1) & 1);
-          // Expect our A tile and *both* halves of B (ours and the partner's multicast).
-          mbar_expect_tx(&s.full[st], A_BYTES + B_BYTES);
-          tma_load_2d(s.A[st], &tmA, &s.full[st], kt * BK, bm * BM);
+        // The full barrier expects our A tile and *both* halves of B (ours and the partner's
+        // multicast): A_BYTES + B_BYTES, as in step 10.
+        produce_tile(s, &tmA, bm, ktiles, it, [&](int st, int kt) {
           tma_load_2d_multicast(&s.B[st][rank * (BN / 2) * BK], &tmB, &s.full[st], kt * BK,
                                 bn * BN + int(rank) * (BN / 2), uint16_t((1 << CLUSTER) - 1));
-        }
+        });
       }
     }
   } else {  // ---- consumers ------------------------------------------------------------------
@@ -95,23 +72,9 @@ __global__ void __launch_bounds__(NT, 1)
     };
     for (int q = cluster; q < pairs; q += nclusters) {
       int pm, bn;
-      pair_coords(q, pm, bn);
+      grouped_coords(q, pairs_m, tiles_n, group_m, pm, bn);
       const int bm = 2 * pm + int(rank);
-#pragma unroll
-      for (int i = 0; i < 128; ++i) d[i] = 0.f;
-      for (int kt = 0; kt < ktiles; ++kt, ++it) {
-        const int st = it % STAGES;
-        mbar_wait(&s.full[st], (it / STAGES) & 1);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk)
-          wgmma_m64n256k16(d, smem_desc(&s.A[st][c * 64 * BK + kk * 16]), smem_desc(&s.B[st][kk * 16]), 1);
-        wgmma_commit();
-        wgmma_wait1();
-        if (kt > 0) release((it - 1) % STAGES);
-      }
-      wgmma_wait0();
-      if (ktiles > 0) release((it - 1) % STAGES);
+      consume_tile(s, d, c, ktiles, it, release);
       store_m64n256_bf16(d, C, M, N, bm * BM + c * 64, bn * BN, t);
     }
   }
