@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # day10_matmul/profile.sh: Nsight Compute reports of steps 7 and 10 at n = 4096 (`make profile`).
-# Writes ../results/<gpu>/day10_ncu_<step>.txt. Needs a GPU and ncu; leaves the clocks alone.
+# Writes ../results/<gpu>/day10_ncu_<step>.txt and, beside them, day10_ncu.json: the figures the
+# notes quote (ncu_metrics.py), so that they can be cited through markers. Needs a GPU and ncu;
+# leaves the clocks alone.
 set -eu
 cd "$(dirname "$0")"
 NCU=${NCU:-$(command -v ncu || echo "${CUDA_HOME:-/usr/local/cuda}/bin/ncu")}
@@ -16,3 +18,4 @@ S="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateSt
   ./build/matmul --sizes 4096 --kernels 10 >"$out/day10_ncu_10_wgmma.txt" 2>&1
 sed -i "s#$(cd .. && pwd)/##g" "$out"/day10_ncu_*.txt
 echo "wrote $out/day10_ncu_07_warptiling.txt $out/day10_ncu_10_wgmma.txt"
+python3 ncu_metrics.py "$out/day10_ncu.json" "$out/day10_ncu_07_warptiling.txt" "$out/day10_ncu_10_wgmma.txt"
