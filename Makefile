@@ -4,18 +4,26 @@
 #   make run        build and run every lesson with its defaults (each prints its table)
 #   make test       verify everything: host unit tests, every program's checks, bad-input handling
 #   make bench      full benchmarks; each program writes results/<gpu>/<lesson>.json
-#   make plots      draw results/<gpu>/*.png and regenerate the README results tables
+#   make plots      draw results/<gpu>/*.png and regenerate the README results tables and figures
+#   make check-notes  fail if a number in the notes differs from the committed results files (no GPU, no nvcc)
 #   make sanitize   compute-sanitizer (memcheck, racecheck, initcheck) over every --verify (GPU machine)
 #   make test-asan  the host tests again under AddressSanitizer + UndefinedBehaviorSanitizer (no GPU needed)
 #   make fuzz       the long fuzz run: FUZZ_CASES (default 100000) hostile inputs per kind, log in build/fuzz.log
 #   make dayNN_x    build one lesson (same as make -C dayNN_x)
 #   make clean
 # Options: ARCH=sm_90, CUDA_HOME=..., CUDNN_HOME=... (see common/toolchain.mk)
+# plots and check-notes need only Python: asked for alone, they do not look for nvcc (toolchain.mk stops
+# the build with an error when it finds none).
+PYTHON_ONLY_GOALS := plots check-notes
+ifeq ($(MAKECMDGOALS),)
 include common/toolchain.mk
+else ifneq ($(filter-out $(PYTHON_ONLY_GOALS),$(MAKECMDGOALS)),)
+include common/toolchain.mk
+endif
 
 LESSONS := $(patsubst %/Makefile,%,$(sort $(wildcard day*/Makefile)))
 
-.PHONY: all run test bench plots sanitize clean $(LESSONS) common-tests test-asan fuzz
+.PHONY: all run test bench plots check-notes sanitize clean $(LESSONS) common-tests test-asan fuzz
 
 all: $(LESSONS) common-tests
 
@@ -37,6 +45,9 @@ bench: all
 
 plots:
 	python3 scripts/plot.py
+
+check-notes:
+	@python3 scripts/plot.py --check-notes
 
 sanitize:
 	@bash scripts/sanitize.sh

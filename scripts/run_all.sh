@@ -59,6 +59,15 @@ else
   report SKIP "scripts/test_plot.py" "python3 not found"
 fi
 
+# The notes against the committed results files: every generated table and inline figure (make check-notes).
+if command -v python3 >/dev/null; then
+  make -s --no-print-directory check-notes >"$LOG/check-notes.log" 2>&1; rc=$?
+  if [ $rc -eq 0 ]; then report PASS "check-notes" "$(tail -n1 "$LOG/check-notes.log")"
+  else report FAIL "check-notes" "$(grep -m1 -E '^(differs|cannot resolve|plot.py):' "$LOG/check-notes.log" | cut -c1-120) (log: $LOG/check-notes.log)"; fi
+else
+  report SKIP "check-notes" "python3 not found"
+fi
+
 # 3. Every program in its verification mode.
 for dir in "${LESSONS[@]}"; do
   for p in $(var_of "$dir" PROGRAMS); do

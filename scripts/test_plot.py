@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Unit test for scripts/plot.py: tables between markers, summary, and PNGs when matplotlib is there.
+"""Unit test for scripts/plot.py and scripts/plots/: tables between markers, summary, and PNGs when matplotlib
+is there (the markers, check-notes, freshness and bad input: plots/test_notes.py, run from here).
 Run: python3 scripts/test_plot.py   (scripts/run_all.sh runs it as part of `make test`)."""
 import json
 import os
@@ -8,6 +9,11 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot  # noqa: E402
+from plots import test_notes  # noqa: E402
+from plots import day50_multi  # noqa: E402
+from plots.text import env_line  # noqa: E402
+from plots.draw import read_loss_log  # noqa: E402
+from plots.load import InputError, folder_of, gpu_label  # noqa: E402
 
 
 def fake(lesson, bench):
@@ -74,9 +80,9 @@ def main():
         expect("| matmul (cuBLAS) | 3.000 (75%) |" in t50 and "| validation loss | 3.000 | 2.500 |" in t50, "day50 phases and val curve")
         torch_env = {"env": {"gpu": "G", "sm_count": 2, "driver": "1", "cuda_runtime": "13.0", "cudnn_loaded": "91900",
                              "torch": "2.11", "date": "2026-11-22T00:00:00Z"}}
-        expect(plot.env_line(torch_env) == "G, 2 SMs, driver 1, CUDA 13.0, cuDNN 9.19.0, PyTorch 2.11, 2026-11-22",
+        expect(env_line(torch_env) == "G, 2 SMs, driver 1, CUDA 13.0, cuDNN 9.19.0, PyTorch 2.11, 2026-11-22",
                "a PyTorch-written environment: cuDNN's integer version spelled out, PyTorch named, no cuBLAS field invented")
-        expect(plot.folder_of("day50_gpt_multi") == "day50_gpt" and plot.folder_of("day50_gpt-torch_peer") == "day50_gpt",
+        expect(folder_of("day50_gpt_multi") == "day50_gpt" and folder_of("day50_gpt-torch_peer") == "day50_gpt",
                "results files map to their lesson's folder")
         row = lambda name, ms, batch, ex: {"name": name, "dtype": "bf16", "shape": [1, 1, 8, 4, batch], "ms": ms,
                                            "tokens_per_s": batch * 4 / ms * 1e3, "extra": ex}
@@ -89,17 +95,17 @@ def main():
                                 "exposed_ms": 0.5, "comm_ms_in_training": 0.4, "bus_gbps_in_training": 100.0, "bucket_bytes": 0,
                                 "default_bucket": True, "largest_bucket_bytes": 64})],
                  "goals": [{"goal": "g", "value": 76.9, "met": False}]}
-        text = "\n".join(plot.multi_block(multi))
+        text = "\n".join(day50_multi.multi_block(multi))
         expect("| m | 8 | 2 | one all-reduce (default) | 6.50 | 4,923 | 76.9% | 92.3% | 0.50 | 0.40 ms, 100 GB/s bus |" in text
-               and "**missed**" in text and plot.gpu_label("g", multi) == "2 × G", "day50 multi-GPU table, goals and GPU count")
+               and "**missed**" in text and gpu_label("g", multi) == "2 × G", "day50 multi-GPU table, goals and GPU count")
         log = os.path.join(root, "train.log")
         open(log, "w").write("0 5.5\n1 5.0\n1 val 5.1\n")
-        expect(plot.read_loss_log(log) == ([1, 2], [5.5, 5.0], [2], [5.1]), "loss log parsed")
+        expect(read_loss_log(log) == ([1, 2], [5.5, 5.0], [2], [5.1]), "loss log parsed")
         open(log, "a").write("oops\n")
         try:
-            plot.read_loss_log(log)
+            read_loss_log(log)
             expect(False, "a bad loss-log line is refused")
-        except SystemExit as e:
+        except InputError as e:
             expect("train.log:4" in str(e), "a bad loss-log line is refused with its line number")
         top = open(os.path.join(root, "README.md")).read()
         expect("copy 4,000 GB/s, FP32 FMA 60.0 TFLOP/s" in top, "summary headline day01")
@@ -113,6 +119,7 @@ def main():
                 expect(os.path.exists(png) and os.path.getsize(png) > 1000, f"{name}.png drawn")
         else:
             print("note  matplotlib not installed: PNG drawing not tested")
+    failures += test_notes.run_all()
     print(f"{'all' if not failures else failures} {'passed' if not failures else 'failed'}")
     return 1 if failures else 0
 

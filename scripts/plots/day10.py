@@ -1,0 +1,79 @@
+"""day10_matmul: the GEMM ladder at n = 4096, its headline and plot; day10_sass: the static instruction counts."""
+from .text import bench_table, fmt, ref_pct
+
+
+def day10_table(rows, size=4096):
+    at = [b for b in rows if b.get("shape") == [size, size, size]]
+    if not at:
+        return bench_table(rows)
+    lines = [f"At M = N = K = {size}:", "",
+             "| kernel | dtype | ms | TFLOP/s | % of cuBLAS | % of peak |", "|---|---|---:|---:|---:|---:|"]
+    for b in at:
+        ref = f"{ref_pct(b)} ({b['ref']})" if b.get("ref") else "–"
+        lines.append(f"| {b['name']} | {b['dtype']} | {b['ms']:.4g} | {fmt(b.get('tflops'))} | {ref} | "
+                     f"{fmt(b.get('pct_of_peak'))}% |")
+    return lines
+
+
+def day10_headline(data):
+    at = [b for b in data.get("bench", []) if b.get("shape") == [4096, 4096, 4096] and b.get("ref")]
+    simt = [b for b in at if b["dtype"] == "fp32" and not b["name"].startswith("cublas")]
+    tc = [b for b in at if b["dtype"] == "bf16" and not b["name"].startswith("cublas")]
+    parts = []
+    if simt:
+        b = max(simt, key=lambda b: b["tflops"])
+        parts.append(f"best FP32 SIMT {fmt(b['tflops'])} TFLOP/s = {fmt(b['pct_of_ref'])}% of cuBLAS")
+    if tc:
+        b = max(tc, key=lambda b: b["tflops"])
+        parts.append(f"best BF16 {fmt(b['tflops'])} TFLOP/s = {fmt(b['pct_of_ref'])}% of cuBLAS (n = 4096)")
+    return "; ".join(parts) or "–"
+
+
+def day10_plot(plt, data, png):
+    rows = [b for b in data.get("bench", []) if b.get("tflops") is not None]
+    square = [b for b in rows if len(set(b["shape"])) == 1]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6))
+    names = list(dict.fromkeys(b["name"] for b in square))
+    colors = plt.cm.tab20.colors  # 20 distinct colours: the ladder has 14 lines
+    for i, name in enumerate(names):
+        pts = sorted((b["shape"][0], b["tflops"]) for b in square if b["name"] == name)
+        style = "--" if name.startswith("cublas") else "-"
+        ax1.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", ms=3, label=name,
+                 color=colors[i % len(colors)])
+    ax1.set_xscale("log", base=2)
+    ax1.set_yscale("log")
+    ax1.set_xlabel("M = N = K")
+    ax1.set_ylabel("TFLOP/s")
+    ax1.set_title("TFLOP/s vs size")
+    ax1.legend(fontsize=7)
+    ax1.grid(True, which="both", alpha=0.3)
+    at = [b for b in rows if b["shape"] == [4096, 4096, 4096]]
+    ax2.barh([b["name"] for b in at], [b["tflops"] for b in at],
+             color=["#999" if b["name"].startswith("cublas") else "#3a7" for b in at])
+    for i, b in enumerate(at):
+        ax2.text(b["tflops"], i, f" {b['tflops']:.1f}", va="center", fontsize=7)
+    ax2.set_xscale("log")
+    ax2.invert_yaxis()
+    ax2.set_xlabel("TFLOP/s (log scale)")
+    ax2.set_title("n = 4096")
+    fig.suptitle(f"day10_matmul on {data['env'].get('gpu', '?')}")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
+def sass_block(data):
+    """results/sm_90/day10_sass.json (make sass): registers and static instruction counts per kernel; a zero
+    is shown as '·' so the few instructions that define a step stand out."""
+    kernels = sorted(data.get("kernels", []), key=lambda k: k.get("kernel", ""))
+    cols = list(dict.fromkeys(c for k in kernels for c in k.get("instructions", {})))
+    out = ["| kernel | regs | " + " | ".join(cols) + " |", "|---|---:|" + "---:|" * len(cols)]
+    for k in kernels:
+        cells = [str(k["instructions"].get(c) or "·") for c in cols]
+        out.append(f"| {k.get('kernel', '?')} | {k.get('regs', '–')} | " + " | ".join(cells) + " |")
+    return out
+
+
+VIEWS = {
+    "day10_matmul": dict(table=day10_table, plot=day10_plot, headline=day10_headline),
+    "day10_sass": dict(block=sass_block, plot=None, bare=True, headline=None),  # no GPU, no env: a table only
+}

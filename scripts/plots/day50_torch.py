@@ -1,0 +1,128 @@
+"""day50_gpt-torch_oracle and day50_gpt-torch_peer: the model against PyTorch (correctness, then speed)."""
+from .text import fmt, goals_table
+
+
+def day50_oracle_block(data):
+    out = [f"PyTorch {data.get('env', {}).get('torch', '?')} against ./build/gpt from the same initial weights "
+           "(the program's own checkpoint), on the same batches:", "", "| check | result | numbers |", "|---|---|---|"]
+    for c in data.get("checks", []):
+        nums = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in c.items() if k not in ("name", "passed"))
+        out.append(f"| {c.get('name', '?')} | {'PASS' if c.get('passed') else 'FAIL'} | {nums} |")
+    return out + [""]
+
+
+def day50_oracle_headline(data):
+    cs = data.get("checks", [])
+    return f"{sum(bool(c.get('passed')) for c in cs)}/{len(cs)} comparisons with PyTorch passed"
+
+
+def day50_oracle_plot(plt, data, png):
+    curves = data.get("curves", {}).get("default")
+    if not curves:
+        return False
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
+    for key, color, label in (("torch_fp32", "#999", "PyTorch fp32"), ("ours_fp32", "#3a7", "ours fp32"),
+                              ("torch_bf16", "#e92", "PyTorch bf16 autocast"), ("ours_bf16", "#c33", "ours bf16")):
+        ax.plot(range(1, len(curves[key]) + 1), curves[key], lw=0.8, color=color, label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.set_title(f"same weights, same batches ({data['env'].get('gpu', '?')})")
+    ax.legend(fontsize=8)
+    # The curves overlap; their differences show how closely (fp32) and how loosely (bf16) they agree.
+    for prec, color in (("fp32", "#3a7"), ("bf16", "#c33")):
+        d = [a - b for a, b in zip(curves[f"ours_{prec}"], curves[f"torch_{prec}"])]
+        ax2.plot(range(1, len(d) + 1), d, lw=0.8, color=color, label=f"{prec}: ours − PyTorch")
+    ax2.axhline(0, color="#999", lw=0.5)
+    ax2.set_xlabel("step")
+    ax2.set_ylabel("training loss difference")
+    ax2.set_title("default model: ours minus PyTorch, step by step")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    return True
+
+
+def _mib(row):
+    """A PyTorch row's memory: the older files' device_mib/peak_allocated_mib, or the newer 'memory'
+    (a number of MiB, or an object holding those two)."""
+    m = row.get("memory")
+    if isinstance(m, dict):
+        return m.get("device_mib", m.get("mib")), m.get("peak_allocated_mib")
+    if isinstance(m, (int, float)):
+        return m, row.get("peak_allocated_mib")
+    return row.get("device_mib"), row.get("peak_allocated_mib")
+
+
+def _ms(row):
+    """ms/step, with the spread over the repeats where the file gives it (min/max: the newer files)."""
+    ms = row.get("ms")
+    if not isinstance(ms, (int, float)):
+        return "–"
+    lo, hi = row.get("min"), row.get("max")
+    return f"{ms:.2f}" + (f" ({lo:.2f}–{hi:.2f})" if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else "")
+
+
+RATIOS = (("bf16_vs_best_torch", "our bf16 step against PyTorch's fastest"),
+          ("generation_vs_best_torch", "our generation against PyTorch's fastest"),
+          ("memory_bf16_vs_best_torch", "our bf16 memory against PyTorch's (lower is better)"))
+
+
+def ratio_lines(data):
+    """The newer files' ratios, each {median, min, max} over the interleaved repeats."""
+    r = data.get("ratios", {})
+    rows = [(label, r[k]) for k, label in RATIOS if isinstance(r.get(k), dict) and r[k].get("median") is not None]
+    if not rows:
+        return []
+    n = data.get("repeats")
+    out = ["", f"Ratios (median of {n} interleaved repeats, min–max):" if n else "Ratios (median, min–max):", "",
+           "| ratio | median | min–max |", "|---|---:|---:|"]
+    for label, v in rows:
+        out.append(f"| {label} | {v['median']:.2f}× | {fmt(v.get('min'), 2)}–{fmt(v.get('max'), 2)}× |")
+    return out
+
+
+def day50_peer_block(data):
+    t, o = data.get("torch", {}), data.get("ours", {})
+    out = [f"Same GPU, same model (6 layers, 6 heads, width 384, context 256, batch 64, byte vocabulary, tied head, AdamW), one run "
+           f"(PyTorch {data.get('env', {}).get('torch', '?')}: scaled_dot_product_attention, fused AdamW, no TF32):", "",
+           "| training step | ms/step | tokens/s | GPU memory taken | (PyTorch: tensors at the peak) |", "|---|---:|---:|---:|---:|"]
+    for mode, row in (t.items() if isinstance(t, dict) else []):
+        if not isinstance(row, dict) or row.get("ms") is None:
+            continue
+        dev, peak = _mib(row)
+        out.append(f"| PyTorch {mode} | {_ms(row)} | {fmt(row.get('tokens_per_s'))} | {fmt(dev)} MiB | "
+                   f"{fmt(peak)} MiB |")
+    for key, label in (("train_fp32", "./build/gpt fp32"), ("train_bf16", "./build/gpt bf16")):
+        b = o.get(key)
+        if isinstance(b, dict) and b.get("ms") is not None:
+            out.append(f"| {label} | {b['ms']:.2f} | {fmt(b.get('tokens_per_s'))} | {fmt(b.get('extra', {}).get('peak_gpu_mib'))} MiB | |")
+    g = data.get("torch_generation", {})
+    if g and isinstance(o.get("generate"), dict):
+        out += ["", f"Generation at batch 1 with a KV cache (fp32): PyTorch eager {fmt(g.get('tokens_per_s'))} tokens/s, "
+                f"./build/gpt {fmt(o['generate'].get('tokens_per_s'))} tokens/s."]
+    return out + ratio_lines(data) + goals_table(data, 2)
+
+
+def _ratio(r, key):
+    v = r.get(key)
+    v = v.get("median") if isinstance(v, dict) else v
+    return v if isinstance(v, (int, float)) else None
+
+
+def day50_peer_headline(data):
+    r = data.get("ratios", {})
+    parts = []
+    for key, text, digits in (("bf16_vs_best_torch", "bf16 {}× best PyTorch", 2), ("bf16_vs_torch_compile", "bf16 {}× torch.compile", 2),
+                              ("fp32_vs_torch_fp32_eager", "fp32 {}× eager", 2),
+                              ("generation_vs_best_torch", "generation {}× best PyTorch", 1),
+                              ("generation_vs_torch_eager", "generation {}× eager", 1)):
+        v = _ratio(r, key)
+        if v is not None:
+            parts.append(text.format(f"{v:.{digits}f}"))
+    return "; ".join(parts) or "–"
+
+
+VIEWS = {
+    "day50_gpt-torch_peer": dict(block=day50_peer_block, plot=None, headline=day50_peer_headline),  # a table, no plot
+    "day50_gpt-torch_oracle": dict(block=day50_oracle_block, plot=day50_oracle_plot, headline=day50_oracle_headline),
+}
