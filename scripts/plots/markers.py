@@ -13,7 +13,7 @@ from .freshness import status
 from .load import FileCache, folder_of
 from .views import FRESH_COLUMN, lesson_block, summary_block
 
-INLINE = re.compile(r"<!-- v:(?P<expr>[^|\n]*?)\|(?P<fmt>[^|\n]*?) -->(?P<text>.*?)<!-- /v -->")
+INLINE = re.compile(r"<!-- v:(?P<expr>[^|\n]*?)\|(?P<fmt>[^|\n]*?)\s*-->(?P<text>.*?)<!-- /v -->")
 
 
 class MarkerError(Exception):
@@ -29,21 +29,37 @@ def replace_block(text, key, lines):
     return pat.sub(lambda m: m.group(1) + body + m.group(3), text, count=1), True
 
 
+def _in_code(line, pos):
+    """Inside an inline `code span`: notes may show the marker syntax itself."""
+    return line.count("`", 0, pos) % 2 == 1
+
+
 def fill_inline(text, files, where):
-    """Every inline marker's TEXT rendered from the results files; errors name where, the line and the marker."""
-    out, errors = [], []
+    """Every inline marker's TEXT rendered from the results files; errors name where, the line and the marker.
+    Markers inside ``` fences or `code spans` are examples of the syntax and are left alone."""
+    out, errors, fenced = [], [], False
     for n, line in enumerate(text.split("\n"), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if fenced or "<!-- v:" not in line:
+            out.append(line)
+            continue
+
         def one(m):
+            if _in_code(line, m.start()):
+                return m.group(0)
+            fmt = m.group("fmt").strip()
             try:
-                value = ex.evaluate(m.group("expr"), files)
-                shown = ex.render(value, m.group("fmt").strip())
+                shown = ex.render(ex.evaluate(m.group("expr"), files), fmt)
             except ex.ExprError as e:
                 errors.append(f"{where}:{n}: marker <!-- v:{m.group('expr')}|{m.group('fmt')} -->: {e}")
                 return m.group(0)
-            return f"<!-- v:{m.group('expr')}|{m.group('fmt')} -->{shown}<!-- /v -->"
-        if "<!-- v:" in line and not INLINE.search(line):
+            return m.group(0)[:m.start("text") - m.start()] + shown + "<!-- /v -->"  # the opening kept as written
+        new = INLINE.sub(one, line)
+        rest = INLINE.sub("", line)
+        if "<!-- v:" in rest and not _in_code(rest, rest.index("<!-- v:")):
             errors.append(f"{where}:{n}: an inline marker without its '|FMT -->' or its '<!-- /v -->' on the same line")
-        out.append(INLINE.sub(one, line))
+        out.append(new)
     return "\n".join(out), errors
 
 

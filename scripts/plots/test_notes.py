@@ -6,7 +6,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import day10, day50, day50_torch, expr, text, views
+from . import day10, day50, day50_torch, expr, markers, text, views
 from .freshness import status
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,6 +68,15 @@ def test_grammar():
     expect(raises(lambda: ev("{g/other:env.gpu}"), "results/g/other.json"), "grammar: a missing file is an error")
     expect(raises(lambda: ev("{g/day10:config.loss_curve.val_loss[3]}"), "outside"), "grammar: an index out of range is an error")
     expect(raises(lambda: ev("{g/day10:env.gpu} * 2"), "not a number"), "grammar: arithmetic on text is an error")
+    notes = ("a <!-- v:{g/day10:env.driver}|-->x<!-- /v --> b\n`<!-- v:EXPR|FMT -->TEXT<!-- /v -->`\n```\n"
+             "<!-- v:EXPR|FMT -->TEXT<!-- /v -->\n```\n<!-- v:{g/day10:env.driver}|.1f -->")
+    new, errs = markers.fill_inline(notes, f, "R.md")
+    expect(new.split("\n")[0] == "a <!-- v:{g/day10:env.driver}|-->580.1<!-- /v --> b" and new.split("\n")[1:5] == notes.split("\n")[1:5],
+           "markers: filled (no space before -->, empty FMT); syntax examples in code spans and fences left alone")
+    expect(len(errs) == 1 and errs[0].startswith("R.md:6: an inline marker without"), "markers: an unclosed marker is an error")
+    expect(text.throttle_note({"env": {"clocks_end": {"hw_power_brake": True}}}) == "timings unreliable: HW power brake active"
+           and text.throttle_note({"env": {"clocks_end": {"hw_power_brake": False}}, "throttled": ""}) == "",
+           "throttle: the clock flags count when the file has no 'throttled' string")
     expect(raises(lambda: ev("pow(2, 3)"), "unknown function"), "grammar: only min, max, abs, len")
     expect(raises(lambda: ev("1 / 0"), "division by zero"), "grammar: division by zero is an error, not a crash")
     r = expr.render

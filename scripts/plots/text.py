@@ -62,7 +62,15 @@ def checks_line(data):
 def throttle_note(data):
     """"timings unreliable: <why>" when the GPU slowed itself during the run, else ""."""
     why = data.get("throttled")
-    return f"timings unreliable: {why}" if isinstance(why, str) and why else ""
+    if isinstance(why, str) and why:
+        return f"timings unreliable: {why}"
+    # No summary string (a file written before it existed, or by hand): the clock flags themselves.
+    flags = {"hw_slowdown": "HW slowdown", "hw_power_brake": "HW power brake", "thermal": "thermal throttling",
+             "sw_power_cap": "SW power cap"}
+    seen = [text for key, text in flags.items()
+            for c in (data.get("env", {}).get("clocks_begin"), data.get("env", {}).get("clocks_end"))
+            if isinstance(c, dict) and c.get(key) is True]
+    return f"timings unreliable: {', '.join(dict.fromkeys(seen))} active" if seen else ""
 
 
 def bench_table(rows):
