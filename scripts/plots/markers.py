@@ -68,8 +68,8 @@ def readmes(root):
 
 
 def render_all(root, results, fresh):
-    """{README path: (old text, new text)} and the unresolvable markers; writes nothing."""
-    files, out, errors = FileCache(root), {}, []
+    """{README path: (old text, new text)}, the unresolvable markers, results files without a block; writes nothing."""
+    files, out, errors, missing = FileCache(root), {}, [], []
     by_folder = {}
     for lesson, entries in results.items():
         by_folder.setdefault(folder_of(lesson), []).append((lesson, entries))
@@ -80,10 +80,13 @@ def render_all(root, results, fresh):
         if path == os.path.join(root, "README.md"):
             new, _ = replace_block(new, "summary", summary_block(results, fresh))
         for lesson, entries in by_folder.get(folder, []):
-            new, _ = replace_block(new, lesson, lesson_block(lesson, entries))
+            new, found = replace_block(new, lesson, lesson_block(lesson, entries))
+            if not found:  # a warning, not an error: a new results file may come before its notes
+                missing.append(f"warning: {os.path.relpath(path, root)} has no <!-- results:{lesson} --> block for "
+                               f"{', '.join(d['_path'] for _, d in entries)}")
         new, errs = fill_inline(new, files, os.path.relpath(path, root))
         out[path], errors = (old, new), errors + errs
-    return out, errors
+    return out, errors, missing
 
 
 def fresh_in(root):
@@ -92,7 +95,7 @@ def fresh_in(root):
 
 def update_readmes(root, results):
     """make plots: rewrite every README whose blocks or figures changed. Returns (changed paths, errors)."""
-    rendered, errors = render_all(root, results, fresh_in(root))
+    rendered, errors, _ = render_all(root, results, fresh_in(root))
     changed = []
     for path, (old, new) in rendered.items():
         if new != old:
@@ -139,11 +142,11 @@ def differences(root, path, old, new):
 
 def check_notes(root, results):
     """make check-notes: (differences, unresolvable markers, stale-file warnings); writes nothing."""
-    rendered, errors = render_all(root, results, lambda lesson, data: "")
+    rendered, errors, missing = render_all(root, results, lambda lesson, data: "")
     diffs = []
     for path, (old, new) in rendered.items():
         diffs += differences(root, path, old, new)
-    warnings = []
+    warnings = list(missing)
     for lesson, entries in sorted(results.items()):
         for gpu, data in entries:
             if "env" not in data:

@@ -133,6 +133,11 @@ def test_check_notes():
             rc, out = plot(root, "--check-notes")
             expect(rc == 1 and "day10_matmul/README.md:" in out and "→" in out, f"check-notes fails when {what} is edited by hand")
             write(p, good)
+        write(os.path.join(root, "results", "g", "day10_matmul-extra.json"), json.dumps({"env": {}, "bench": []}))
+        rc, out = plot(root, "--check-notes")
+        expect(rc == 1 and "warning: day10_matmul/README.md has no <!-- results:day10_matmul-extra --> block" in out,
+               "check-notes warns about a results file whose notes have no block for it")
+        os.remove(os.path.join(root, "results", "g", "day10_matmul-extra.json"))
         p = os.path.join(root, "README.md")
         good = open(p).read()
         write(p, good.replace("| unknown |", "| current |"))
