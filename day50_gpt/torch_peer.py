@@ -1,152 +1,699 @@
 #!/usr/bin/env python3
-"""day50_gpt/torch_peer.py: ./build/gpt against PyTorch on the same GPU, model and batch (GPU machine only).
+"""day50_gpt/torch_peer.py: ./build/gpt against PyTorch at its strongest, same GPU, model and data.
 
-Times a training step of the same model (config, byte vocabulary, tied head, AdamW with the same
-decay mask, clipping) in PyTorch fp32 eager, bf16 autocast eager and bf16 autocast + torch.compile,
-each the median of many steps after warm-up (CUDA events around each step), with its peak memory;
-times batch-1 generation with a KV cache in eager PyTorch; then runs this program's own benchmark
-(`./build/gpt --bench`) in the same invocation, and writes both sides and the ratios to
-results/<gpu>/day50_gpt-torch_peer.json. PyTorch uses its standard fast paths: scaled_dot_product_attention
-(flash / memory-efficient kernels), fused AdamW, and in fp32 no TF32 (PyTorch's default for matmuls).
+The peer is a plain nanoGPT-style nn.Module (torch_gpt.NanoGPT: nn.Embedding, nn.LayerNorm, nn.Linear,
+scaled_dot_product_attention(is_causal=True), tied head), initialised and optimised as ./build/gpt is
+(GPT-2 init; AdamW lr 1e-3, betas 0.9/0.95, eps 1e-8, decay 0.1 on matrices and embeddings; clipping
+at 1.0), trained in bf16 autocast with fused AdamW. What it removes from the old peer: the token stream
+lives on the GPU and batches are sliced there (no host copy, no .item(), no sync in a timed step).
 
-    cd day50_gpt && make && python3 torch_peer.py
+Training variants (--train-variants): eager; torch.compile default, "reduce-overhead" (CUDA graphs),
+"max-autotune"; the whole step compiled (forward, backward through compiled autograd, clipping and the
+optimizer). Each is compiled once up front; then for each of --rounds rounds every variant runs
+--warmup steps and --steps timed steps between two CUDA events (ms/step = elapsed / steps), and then
+./build/gpt --bench --bench-part train-bf16,generate runs once: the two sides interleaved, medians and
+min..max over rounds. The peer is the variant with the lowest median. Device memory is measured as
+./build/gpt measures its own: mem_get_info from before the model exists to after --steps steps.
+
+Generation (gpt-fast style): a static KV cache (torch_gpt.KVDecoder), batch 1, the one-token decode
+step plus top-k sampling compiled with mode="reduce-overhead" (fullgraph), the prompt fed before the
+clock starts, the same number of new bytes as ./build/gpt (200); eager beside it (bf16 weights on request:
+./build/gpt generates in fp32, so the ratio is taken against the best fp32 variant).
+
+Checks: every loss finite; every variant's loss after the same steps on the same batches within 5% of
+eager's; the KV-cache decoder's logits equal a full forward's; ./build/gpt's own checks passed.
+Writes results/<gpu>/day50_gpt-torch_peer.json. Without torch or a GPU: one SKIP line, exit 77.
+
+    cd day50_gpt && make && python3 torch_peer.py            # minutes: max-autotune compiles longest
+    python3 torch_peer.py --quick --json /tmp/peer.json      # fewer steps, a smoke run
+    python3 torch_peer.py --self-test                         # the host-only parts, no torch needed
 """
 import argparse
+import contextlib
+import copy
 import gc
 import json
+import math
 import os
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
-import numpy as np
-import torch
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROG = "torch_peer"
+PROMPT = b"The GPU "  # ./build/gpt --bench's generation prompt (run/bench.cuh)
+TEMPERATURE, TOP_K = 0.8, 40  # ... and its sampling
+HYPER = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, clip=1.0)  # options.h / train_ref.h
+# Loss agreement after the same steps on the same batches: two correct bf16 runs part slowly (other
+# rounding, other kernel orders, other dropout draws); a step that does not train stays near ln 256.
+LOSS_RTOL, LOSS_TAIL = 0.05, 20
+# (key: display name, torch.compile kwargs or None for eager, whole step compiled)
+TRAIN_VARIANTS = {
+    "eager": ("eager", None, False),
+    "default": ("compile", {}, False),
+    "reduce-overhead": ("compile reduce-overhead", {"mode": "reduce-overhead"}, False),
+    "max-autotune": ("compile max-autotune", {"mode": "max-autotune"}, False),
+    "whole-step": ("compile whole step", {}, True),
+    "whole-step-max-autotune": ("compile whole step max-autotune", {"mode": "max-autotune"}, True),
+}
+GEN_VARIANTS = {  # (display name, torch.compile kwargs or None, weight dtype)
+    "eager": ("eager fp32", None, "fp32"),
+    "reduce-overhead": ("compile reduce-overhead fp32", {"mode": "reduce-overhead", "fullgraph": True}, "fp32"),
+    "reduce-overhead-bf16": ("compile reduce-overhead bf16", {"mode": "reduce-overhead", "fullgraph": True}, "bf16"),
+}
+OURS_TRAIN, OURS_GEN = "train step bf16", "generate, batch 1, KV cache"
+NOTES = ("PyTorch ms/step: the elapsed time of --steps steps between two CUDA events / steps; ./build/gpt's: the median "
+         "of its own per-step events (its bench row). PyTorch's learning rate is constant (no schedule). device_mib of "
+         "a CUDA-graph variant after the first one may be low: CUDA graph trees share one memory pool per device.")
 
-import torch_gpt as tg
+
+# ---- Host-only helpers (tested by --self-test without torch) ----------------------------------------
+def usage_error(msg):
+    print(f"{PROG}: {msg}", file=sys.stderr)
+    sys.exit(2)
 
 
-def train_step_times(cfg, train, mode, steps, warmup):
-    # GPU memory is measured the way ./build/gpt measures its own: device memory taken (cudaMemGetInfo)
-    # from before the model exists to after the timed steps (PyTorch's caching allocator keeps what it
-    # took at the peak), so workspaces and the allocator's pool count on both sides.
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit 2, like every program of the repository
+        usage_error(message)
+
+
+def slug(name):
+    """common/results.h slug(): lower-case ASCII letters and digits, any other run of characters one '-'."""
+    low = "".join(c.lower() if "A" <= c <= "Z" else c for c in name)
+    return re.sub("[^a-z0-9]+", "-", low).strip("-") or "unknown-gpu"
+
+
+def summarize(values):
+    """median/min/max of per-round values; None where a value is missing or not finite."""
+    if not values or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+        return dict(median=None, min=None, max=None, rounds=list(values))
+    return dict(median=statistics.median(values), min=min(values), max=max(values), rounds=list(values))
+
+
+def measured(key, values):
+    """A results row's measurement: key = the median over rounds, min, max and the rounds themselves."""
+    m = summarize(values)
+    return {key: m["median"], "min": m["min"], "max": m["max"], "rounds": m["rounds"]}
+
+
+def per_round_ratio(num, den):
+    return [a / b if (a is not None and b) else None for a, b in zip(num, den)]
+
+
+def repo_commit(root=os.path.dirname(HERE)):
+    """(commit, dirty) as common/env.cuh reads them: git where the root has .git (dirty: tracked files
+    other than results/ and *.md differ from HEAD), else the line "<hash> <0|1>" of .repo-commit."""
+    if os.path.exists(os.path.join(root, ".git")):
+        try:
+            head = subprocess.run(["git", "-C", root, "rev-parse", "--verify", "-q", "HEAD"], capture_output=True,
+                                  text=True).stdout.strip()
+            if head:
+                rc = subprocess.run(["git", "-C", root, "diff", "--quiet", "HEAD", "--", ".", ":(exclude)results",
+                                     ":(exclude,glob)**/*.md"], capture_output=True).returncode
+                return head, {0: False, 1: True}.get(rc, "unknown")
+        except OSError:  # no git on PATH: fall through to .repo-commit
+            pass
+    try:
+        with open(os.path.join(root, ".repo-commit")) as f:
+            words = f.readline().split()
+        if len(words) >= 2 and len(words[0]) >= 40 and all(c in "0123456789abcdef" for c in words[0]) \
+                and words[1] in ("0", "1"):
+            return words[0], words[1] == "1"
+    except OSError:
+        pass
+    return "unknown", "unknown"
+
+
+# common/clocks.h: the bits of nvmlDeviceGetCurrentClocksEventReasons and their names.
+REASONS = [(0x1, "GPU idle"), (0x2, "applications clocks setting"), (0x4, "SW power cap"), (0x8, "HW slowdown"),
+           (0x10, "sync boost"), (0x20, "SW thermal slowdown"), (0x40, "HW thermal slowdown"),
+           (0x80, "HW power brake"), (0x100, "display clock setting")]
+SMI_REASONS = {"Idle": 0x1, "Applications Clocks Setting": 0x2, "SW Power Cap": 0x4, "HW Slowdown": 0x8,
+               "Sync Boost": 0x10, "SW Thermal Slowdown": 0x20, "HW Thermal Slowdown": 0x40,
+               "HW Power Brake Slowdown": 0x80, "Display Clock Setting": 0x100}
+
+
+def unreliable(bits):
+    """clocks::unreliable: the brake and HW thermal cut the clocks 2x or more; SW power cap is normal."""
+    why = "HW power brake" if bits & 0x80 else ""
+    if bits & 0x40:
+        why += (" and " if why else "") + "HW thermal slowdown"
+    if not why and bits & 0x8:
+        why = "HW slowdown"
+    return why + " active" if why else ""
+
+
+def clock_json(sm_mhz=None, mem_mhz=None, power_w=None, bits=None):
+    """clocks::to_json: only what is known is written."""
+    v = {k: x for k, x in (("sm_mhz", sm_mhz), ("mem_mhz", mem_mhz), ("power_w", power_w)) if x is not None}
+    if bits is None:
+        return v
+    names = [n for b, n in REASONS if bits & b] + [f"unknown reason {hex(1 << i)}" for i in range(64)
+                                                   if bits & (1 << i) and not any(b == 1 << i for b, _ in REASONS)]
+    v.update(reasons=names, reasons_bits=bits, hw_slowdown=bool(bits & 0x8), hw_power_brake=bool(bits & 0x80),
+             thermal=bool(bits & 0x60), sw_power_cap=bool(bits & 0x4), unreliable=unreliable(bits))
+    return v
+
+
+def parse_smi(text):
+    """`nvidia-smi -q -d PERFORMANCE,CLOCK,POWER` for one GPU -> clock_json."""
+    section, bits, known, sm, mem, power = None, 0, False, None, None, None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        key, _, val = (s.strip() for s in line.strip().partition(":"))
+        if indent <= 4 and not val:
+            section = key
+        elif section in ("Clocks Event Reasons", "Clocks Throttle Reasons") and val in ("Active", "Not Active"):
+            known = True
+            bits |= SMI_REASONS.get(key, 0) if val == "Active" else 0
+        elif section == "Clocks" and key in ("SM", "Memory") and val[:1].isdigit():
+            sm, mem = (int(val.split()[0]), mem) if key == "SM" else (sm, int(val.split()[0]))
+        elif "Power" in (section or "") and key in ("Power Draw", "Average Power Draw", "Instantaneous Power Draw"):
+            try:
+                power = power if power is not None else float(val.split()[0])
+            except (ValueError, IndexError):  # "N/A"
+                pass
+    return clock_json(sm, mem, power, bits if known else None)
+
+
+def read_clocks(uuid, index):
+    """One reading of the GPU's clocks, power and throttle reasons: NVML (nvidia-ml-py), else nvidia-smi."""
+    try:
+        import pynvml as N
+
+        N.nvmlInit()
+        try:
+            h = None
+            if uuid:
+                with contextlib.suppress(Exception):
+                    h = N.nvmlDeviceGetHandleByUUID(uuid)
+            h = h or N.nvmlDeviceGetHandleByIndex(index)
+            get_bits = getattr(N, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                N.nvmlDeviceGetCurrentClocksThrottleReasons
+            clk = [N.nvmlDeviceGetClockInfo(h, c) for c in (N.NVML_CLOCK_SM, N.NVML_CLOCK_MEM)]
+            return clock_json(clk[0], clk[1], N.nvmlDeviceGetPowerUsage(h) / 1000.0, int(get_bits(h)))
+        finally:
+            N.nvmlShutdown()
+    except Exception:  # no pynvml, or NVML refused: ask nvidia-smi
+        pass
+    try:
+        r = subprocess.run(["nvidia-smi", "-q", "-d", "PERFORMANCE,CLOCK,POWER", "-i", uuid or str(index)],
+                           capture_output=True, text=True, timeout=30)
+        return parse_smi(r.stdout) if r.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+
+
+def throttle_summary(samples, ours_runs):
+    """The top-level `throttled`: "" when every reading was fine, "unknown" when none could say."""
+    whys = [s["unreliable"] for s in samples if s.get("unreliable")]
+    whys += [f"./build/gpt: {o['throttled']}" for o in ours_runs if o.get("throttled")]
+    known = any("unreliable" in s for s in samples) or any(o.get("throttled") is not None for o in ours_runs)
+    return "; ".join(dict.fromkeys(whys)) if known else "unknown"
+
+
+def ours_from_results(data):
+    """The two rows torch_peer needs from ./build/gpt's results file, and its own verdict."""
+    rows = {b.get("name"): b for b in data.get("bench", [])}
+    tr, gen = rows.get(OURS_TRAIN), rows.get(OURS_GEN)
+    if tr is None or gen is None:
+        raise ValueError(f"./build/gpt's results lack '{OURS_TRAIN}' or '{OURS_GEN}' (rows: {sorted(rows)})")
+    return dict(ms=tr["ms"], device_mib=tr.get("extra", {}).get("peak_gpu_mib"), gen_tokens_per_s=gen["tokens_per_s"],
+                gen_tokens=gen.get("reps"), passed=bool(data.get("passed")), throttled=data.get("throttled"),
+                commit=data.get("env", {}).get("commit"),
+                failed=[c.get("name") for c in data.get("checks", []) if not c.get("passed")])
+
+
+def add_check(checks, name, passed, **numbers):
+    checks.append(dict(name=name, passed=bool(passed), **numbers))
+    detail = "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in numbers.items())
+    print(f"  {'PASS' if passed else 'FAIL'}  {name}  {detail}")
+
+
+def best_of(rows, key, lower_is_better):
+    """The variant with the best median of rows[v][key] among those that ran, or None."""
+    ok = [(r[key], name) for name, r in rows.items() if "error" not in r and r.get(key) is not None]
+    if not ok:
+        return None
+    return (min(ok) if lower_is_better else max(ok))[1]
+
+
+def ratios(torch_rows, gen_rows, ours):
+    """Each ratio per round (the two sides of a round ran back to back), then median/min/max.
+    speed: best-torch time / ours (> 1: ours faster); memory: best-torch MiB / ours."""
+    out, best = {}, best_of(torch_rows, "ms", True)
+    if best and ours:
+        ms = torch_rows[best]["rounds"]
+        out["bf16_vs_best_torch"] = summarize(per_round_ratio(ms, [o["ms"] for o in ours]))
+        mib = torch_rows[best]["device_mib"]
+        out["memory_bf16_vs_best_torch"] = summarize(per_round_ratio([mib] * len(ours),
+                                                                     [o["device_mib"] for o in ours]))
+    fp32 = {k: v for k, v in gen_rows.items() if v.get("dtype") == "fp32"}
+    bf16 = {k: v for k, v in gen_rows.items() if v.get("dtype") == "bf16"}
+    best_gen = best_of(fp32, "tokens_per_s", False)
+    for key, name in (("generation_vs_best_torch", best_gen), ("generation_vs_best_torch_bf16",
+                                                              best_of(bf16, "tokens_per_s", False))):
+        if name and ours:
+            out[key] = summarize(per_round_ratio([o["gen_tokens_per_s"] for o in ours],
+                                                 gen_rows[name]["rounds"]))
+    return out, best, best_gen
+
+
+def finite_json(x):
+    """NaN and infinities are not JSON: None in their place."""
+    if isinstance(x, dict):
+        return {k: finite_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite_json(v) for v in x]
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+# ---- Arguments: judged before any GPU work ----------------------------------------------------------
+def parse_args(argv):
+    ap = Parser(prog="torch_peer.py", description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default=os.path.join(HERE, "build", "gpt"), help="./build/gpt")
+    ap.add_argument("--data", default=os.path.join(HERE, "data", "shakespeare.txt"), help="the text (bytes)")
+    ap.add_argument("--json", default=None, help="results file ({gpu}: the GPU's slug); default "
+                    "../results/{gpu}/day50_gpt-torch_peer.json in a full run, none with --quick")
+    for name, default in (("layers", 6), ("heads", 6), ("width", 384), ("context", 256), ("batch", 64),
+                          ("vocab", 256)):
+        ap.add_argument(f"--{name}", type=int, default=default)
+    ap.add_argument("--dropout", type=float, default=0.0, help="at the embedding and sublayer outputs, as ./build/gpt")
+    ap.add_argument("--attn-dropout", type=float, default=0.0, help="on attention probabilities (nanoGPT's; "
+                    "./build/gpt has no such site)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed steps before each timed block (30)")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps per block (100)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (PyTorch, ours) per measurement")
+    ap.add_argument("--quick", action="store_true", help="10 warm-up and 30 timed steps: a smoke run")
+    ap.add_argument("--train-variants", default="eager,default,reduce-overhead,max-autotune,whole-step",
+                    help="comma-separated among " + ", ".join(TRAIN_VARIANTS))
+    ap.add_argument("--gen-variants", default="eager,reduce-overhead", help="among " + ", ".join(GEN_VARIANTS))
+    ap.add_argument("--gen-tokens", type=int, default=200, help="new bytes per generation (./build/gpt: 200)")
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--skip-ours", action="store_true", help="time PyTorch only (no ratios, no default results file)")
+    ap.add_argument("--self-test", action="store_true", help="test the host-only parts and exit")
+    a = ap.parse_args(argv)
+    a.warmup = a.warmup if a.warmup is not None else (10 if a.quick else 30)
+    a.steps = a.steps if a.steps is not None else (30 if a.quick else 100)
+    judge_args(a)
+    return a
+
+
+def judge_args(a):
+    if a.self_test:
+        return
+    for name, lo, hi in (("layers", 1, 96), ("heads", 1, 128), ("width", 8, 8192), ("context", 2, 8192),
+                         ("batch", 1, 4096), ("vocab", 256, 65536), ("warmup", 1, 100000), ("steps", 1, 100000),
+                         ("rounds", 1, 100)):
+        if not lo <= getattr(a, name) <= hi:
+            usage_error(f"--{name} {getattr(a, name)} is outside [{lo}, {hi}]")
+    if a.width % a.heads:
+        usage_error(f"--heads {a.heads} must divide --width {a.width}")
+    for name in ("dropout", "attn_dropout"):
+        if not 0.0 <= getattr(a, name) < 1.0:
+            usage_error(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(a, name)}")
+    room = a.context - len(PROMPT)
+    if not 1 <= a.gen_tokens <= room:
+        usage_error(f"--gen-tokens must be in [1, {room}] (context {a.context} less the prompt's {len(PROMPT)} bytes)")
+    a.train_list = [v for v in a.train_variants.split(",") if v]
+    a.gen_list = [v for v in a.gen_variants.split(",") if v]
+    for given, known, flag in ((a.train_list, TRAIN_VARIANTS, "--train-variants"),
+                               (a.gen_list, GEN_VARIANTS, "--gen-variants")):
+        bad = [v for v in given if v not in known]
+        if bad or len(set(given)) != len(given):
+            usage_error(f"{flag}: '{','.join(bad) or 'a repeated name'}' is not one of {', '.join(known)}")
+    if "eager" not in a.train_list:
+        usage_error("--train-variants must include eager: the other variants' losses are checked against it")
+    if not os.path.isfile(a.data) or not os.access(a.data, os.R_OK):
+        usage_error(f"--data {a.data}: not a readable file")
+    size = os.path.getsize(a.data)
+    if size - int(size * 0.1) < a.context + 2:  # train::split_bytes keeps the first 90% for training
+        usage_error(f"--data {a.data}: {size} bytes is too short for --context {a.context}")
+    if not a.skip_ours:
+        if a.vocab != 256:
+            usage_error("--vocab must be 256 to compare with ./build/gpt (bytes); use --skip-ours for other sizes")
+        if not (os.path.isfile(a.bin) and os.access(a.bin, os.X_OK)):
+            usage_error(f"--bin {a.bin}: not an executable file (run make first)")
+    full = a.warmup >= 30 and a.steps >= 100 and a.rounds >= 3 and not a.skip_ours
+    a.mode = "bench" if full else "quick"
+    if a.json is None and full:
+        a.json = os.path.join(HERE, "..", "results", "{gpu}", "day50_gpt-torch_peer.json")
+    if a.json is not None:
+        judge_output(a.json)
+
+
+def judge_output(path):
+    """results::require_writable_file: a file we may create or overwrite; folders may be created."""
+    if not path:
+        usage_error("--json needs a path")
+    if "{gpu}" not in path and os.path.exists(path) and not (os.path.isfile(path) and os.access(path, os.W_OK)):
+        usage_error(f"--json {path}: not a writable regular file")
+    d = os.path.abspath(path.split("{gpu}")[0] if "{gpu}" in path else (os.path.dirname(path) or "."))
+    while not os.path.exists(d):
+        d = os.path.dirname(d)
+    if not os.path.isdir(d) or not os.access(d, os.W_OK | os.X_OK):
+        usage_error(f"--json {path}: {d} is not a writable folder")
+
+
+# ---- PyTorch: loaded only after the arguments are judged -------------------------------------------
+torch = tg = None
+
+
+def load_torch():
+    """Imports torch and torch_gpt, or says SKIP and exits 77 (no torch, no GPU)."""
+    global torch, tg
+    try:
+        import torch
+    except ImportError:
+        print(f"SKIP: {PROG}: PyTorch is not installed (pip install torch)")
+        sys.exit(77)
+    if not torch.cuda.is_available():
+        print(f"SKIP: {PROG}: no CUDA GPU visible to PyTorch")
+        sys.exit(77)
+    import torch._dynamo.config  # noqa: F401  (torch._dynamo and torch._inductor load lazily)
+    import torch._inductor.config  # noqa: F401
+    import torch_gpt as tg
+    # Several compiled variants of one model class live side by side: room for all their guards.
+    for knob in ("cache_size_limit", "recompile_limit"):
+        if hasattr(torch._dynamo.config, knob):
+            setattr(torch._dynamo.config, knob, max(64, getattr(torch._dynamo.config, knob)))
+
+
+def error_text(e):  # the first line of the message, and the end of the traceback
+    return dict(error=f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:400]}",
+                error_detail=traceback.format_exc()[-3000:])
+
+
+def model_cfg(a):
+    return {k: getattr(a, k) for k in ("vocab", "context", "layers", "heads", "width", "dropout", "attn_dropout")}
+
+
+def setup_train(key, a, batches, total_steps):
+    """Builds and compiles one variant, then measures its device memory: mem_get_info from before the
+    model exists to after a.steps steps (the cached blocks of compilation and autotuning are released
+    first, so what remains is what training holds)."""
+    name = TRAIN_VARIANTS[key][0]
     gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.synchronize()
     free0 = torch.cuda.mem_get_info()[0]
-    torch.manual_seed(0)
-    model = tg.GPT(cfg, tg.init_like_gpt2(cfg))
-    decay = [model.P(n) for n in model.names if tg.decays(n)]
-    no_decay = [model.P(n) for n in model.names if not tg.decays(n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}], lr=1e-3,
-                            betas=(0.9, 0.95), eps=1e-8, fused=True)
-    autocast = mode != "fp32 eager"
-    fwd = torch.compile(model) if mode == "bf16 compile" else model
-    B, T = cfg["batch"], cfg["context"]
-    pos = 0
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    times, losses = [], []
-    for i in range(warmup + steps):
-        tok, tgt, pos = tg.batch(train, pos, B, T)
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-            loss = fwd(tok, tgt, attention="sdpa")
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        b.record()
-        if i >= warmup:
-            times.append((a, b))
-        losses.append(loss.detach())
-    torch.cuda.synchronize()
-    device_mib = (free0 - torch.cuda.mem_get_info()[0]) / 2**20
-    ms = sorted(x.elapsed_time(y) for x, y in times)
-    out = dict(ms=float(np.median(ms)), min_ms=ms[0], max_ms=ms[-1], reps=len(ms), tokens_per_s=B * T / (np.median(ms) * 1e-3),
-               device_mib=device_mib, peak_allocated_mib=torch.cuda.max_memory_allocated() / 2**20,
-               peak_reserved_mib=torch.cuda.max_memory_reserved() / 2**20, last_loss=float(losses[-1]))
-    del model, opt, fwd, losses, times
-    return out
+    t0 = time.time()
+    try:
+        _, kw, whole = TRAIN_VARIANTS[key]
+        v = tg.TrainStep(model_cfg(a), batches, total_steps, HYPER, kw, whole, a.seed)
+        v.run(1)  # compiles
+        torch.cuda.synchronize()
+        compile_s = time.time() - t0
+        v.run(a.warmup)
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        v.run(a.steps)
+        torch.cuda.synchronize()
+    except Exception as e:  # a variant this PyTorch cannot compile or run: recorded, the others go on
+        row = error_text(e)
+        print(f"  {name}: FAILED after {time.time() - t0:.0f} s: {row['error']}", flush=True)
+        gc.collect()
+        torch.cuda.empty_cache()
+        return None, row
+    mib = (free0 - torch.cuda.mem_get_info()[0]) / 2**20
+    print(f"  {name}: ready in {time.time() - t0:.0f} s (first step {compile_s:.0f} s), device memory {mib:.0f} MiB",
+          flush=True)
+    return v, dict(device_mib=mib, compile_s=compile_s)
 
 
-def generation_speed(cfg, n=200):
-    model = tg.GPT(cfg, tg.init_like_gpt2(cfg))
-    prompt = list(b"The GPU ")
-    tg.generate_kv(model, prompt, 20)  # warm-up
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    out = tg.generate_kv(model, prompt, n)
-    torch.cuda.synchronize()
-    s = time.perf_counter() - t0
-    return dict(tokens=len(out), seconds=s, tokens_per_s=len(out) / s, ms_per_token=1e3 * s / len(out))
+def setup_gen(key, a, base, prompt, ref_logits, checks):
+    """Compiles (coordinate-descent tuning, as gpt-fast does) and warms one generation variant up, then
+    checks its logits after the prompt against a full forward of the fp32 model (no cache)."""
+    name = GEN_VARIANTS[key][0]
+    t0 = time.time()
+    try:
+        _, kw, dtype = GEN_VARIANTS[key]
+        model = copy.deepcopy(base).to(torch.bfloat16 if dtype == "bf16" else torch.float32)
+        g = tg.Generator(model, kw, prompt, a.gen_tokens, TEMPERATURE, TOP_K)
+        knobs = torch._inductor.config.patch(coordinate_descent_tuning=True) if GEN_VARIANTS[key][1] is not None \
+            else contextlib.nullcontext()
+        with knobs:
+            for _ in range(2):  # the first run compiles and records the CUDA graph, the second replays it
+                g.generate()
+        logits = g.last_prompt_logits().double()
+    except Exception as e:
+        row = error_text(e)
+        print(f"  generation {name}: FAILED: {row['error']}", flush=True)
+        return None, row
+    err = (logits - ref_logits).abs()
+    # fp32: the same sums in another order (a few ulps of logits near 1); bf16 weights: 8-bit mantissas.
+    atol, rtol = (1e-4, 1e-3) if dtype == "fp32" else (5e-2, 5e-2)
+    bad = int((~(err <= atol + rtol * ref_logits.abs())).sum())
+    add_check(checks, f"generation {name}: logits after the prompt == a full forward's (KV cache, {dtype})",
+              bad == 0, max_abs_err=float(err.max()), out_of_tol=bad)
+    print(f"  generation {name}: ready in {time.time() - t0:.0f} s", flush=True)
+    return g, dict(dtype=dtype, compile_s=time.time() - t0, max_abs_logit_err=float(err.max()))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bin", default="./build/gpt")
-    ap.add_argument("--data", default="data/corpus.txt")
-    ap.add_argument("--steps", type=int, default=30, help="timed steps per PyTorch variant")
-    ap.add_argument("--json", default="../results/{gpu}/day50_gpt-torch_peer.json")
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("SKIP: torch_peer: no CUDA GPU visible to PyTorch")
-        return 77
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    cfg = dict(vocab=256, layers=6, heads=6, width=384, context=256, batch=64)
-    train, _ = tg.corpus(args.data)
-    torch_rows = {}
-    for mode, warm in (("fp32 eager", 5), ("bf16 eager", 5), ("bf16 compile", 10)):
-        t0 = time.time()
-        torch_rows[mode] = r = train_step_times(cfg, train, mode, args.steps, warm)
-        print(f"PyTorch {mode:13s}: {r['ms']:7.2f} ms/step = {r['tokens_per_s'] / 1e3:7.0f}k tok/s, peak allocated "
-              f"{r['peak_allocated_mib']:.0f} MiB, device memory taken {r['device_mib']:.0f} MiB [{time.time() - t0:.0f} s]", flush=True)
-    gen = generation_speed(cfg)
-    print(f"PyTorch generation (eager, KV cache, batch 1, fp32): {gen['tokens_per_s']:.0f} tok/s", flush=True)
+def run_ours(a, workdir, r):
+    """One ./build/gpt --bench run of the training step (bf16) and of generation, same data and model."""
+    path = os.path.join(workdir, f"ours_{r}.json")
+    cmd = [a.bin, "--bench", "--bench-part", "train-bf16,generate", "--data", a.data, "--layers", str(a.layers),
+           "--heads", str(a.heads), "--width", str(a.width), "--context", str(a.context), "--batch", str(a.batch),
+           "--dropout", repr(a.dropout), "--json", path]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if out.returncode not in (0, 1) or not os.path.exists(path):
+        raise RuntimeError(f"{' '.join(cmd)} exited {out.returncode}:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    with open(path) as f:
+        return ours_from_results(json.load(f))
 
-    # This program, in the same invocation and on the same GPU.
+
+# ---- The run: set up every variant, then the interleaved rounds ----------------------------------------
+def measure_rounds(a, train, gens, clocks, clock_id):
+    """Per round: every PyTorch training variant, every generation variant, then ./build/gpt."""
+    t_ms, g_tps, ours, ours_error = {n: [] for n in train}, {n: [] for n in gens}, [], None
     with tempfile.TemporaryDirectory() as wd:
-        path = os.path.join(wd, "ours.json")
-        r = subprocess.run([args.bin, "--bench", "--bench-steps", "200", "--data", args.data, "--json", path], capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"torch_peer: ./build/gpt --bench failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}")
-        ours = json.load(open(path))
-    rows = {b["name"]: b for b in ours["bench"]}
-    o32, o16, og = rows["train step fp32"], rows["train step bf16"], rows["generate, batch 1, KV cache"]
-    ratios = dict(
-        bf16_vs_torch_compile=o16["tokens_per_s"] / torch_rows["bf16 compile"]["tokens_per_s"],
-        bf16_vs_torch_bf16_eager=o16["tokens_per_s"] / torch_rows["bf16 eager"]["tokens_per_s"],
-        fp32_vs_torch_fp32_eager=o32["tokens_per_s"] / torch_rows["fp32 eager"]["tokens_per_s"],
-        generation_vs_torch_eager=og["tokens_per_s"] / gen["tokens_per_s"],
-        memory_bf16_ours_over_torch_eager=o16["extra"]["peak_gpu_mib"] / torch_rows["bf16 eager"]["device_mib"],
-        memory_fp32_ours_over_torch_eager=o32["extra"]["peak_gpu_mib"] / torch_rows["fp32 eager"]["device_mib"],
-    )
-    goals = [
-        ("bf16 training >= 1.0x PyTorch bf16 torch.compile", ratios["bf16_vs_torch_compile"] >= 1.0, ratios["bf16_vs_torch_compile"]),
-        ("fp32 training >= 1.2x PyTorch fp32 eager", ratios["fp32_vs_torch_fp32_eager"] >= 1.2, ratios["fp32_vs_torch_fp32_eager"]),
-        ("generation (batch 1, KV cache) >= 3x PyTorch eager", ratios["generation_vs_torch_eager"] >= 3.0, ratios["generation_vs_torch_eager"]),
-        ("GPU memory (bf16) <= PyTorch bf16 eager's (device memory taken; ratio)", ratios["memory_bf16_ours_over_torch_eager"] <= 1.0,
-         ratios["memory_bf16_ours_over_torch_eager"]),
-        ("GPU memory (fp32) <= PyTorch fp32 eager's (device memory taken; ratio)", ratios["memory_fp32_ours_over_torch_eager"] <= 1.0,
-         ratios["memory_fp32_ours_over_torch_eager"]),
-    ]
-    print(f"\nours: fp32 {o32['tokens_per_s'] / 1e3:.0f}k tok/s, bf16 {o16['tokens_per_s'] / 1e3:.0f}k tok/s, generation {og['tokens_per_s']:.0f} tok/s; "
-          f"memory fp32 {o32['extra']['peak_gpu_mib']:.0f} MiB, bf16 {o16['extra']['peak_gpu_mib']:.0f} MiB")
-    for name, met, x in goals:
-        print(f"  {'met   ' if met else 'MISSED'}  {name}: {x:.2f}")
+        for r in range(a.rounds):
+            t0 = time.time()
+            for name, v in train.items():
+                t_ms[name].append(v.timed(a.warmup, a.steps))
+            for name, g in gens.items():
+                g_tps[name].append(g.generate())
+            if not a.skip_ours and ours_error is None:
+                try:
+                    ours.append(run_ours(a, wd, r))
+                except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
+                    ours_error = str(e)
+                    print(f"  ./build/gpt FAILED: {ours_error}", flush=True)
+            clocks.append(read_clocks(*clock_id))
+            line = ", ".join(f"{n} {t_ms[n][-1]:.2f}" for n in train)
+            mine = f"; ./build/gpt {ours[-1]['ms']:.2f}" if len(ours) == r + 1 else ""
+            print(f"  round {r + 1}: ms/step {line}{mine}  [{time.time() - t0:.0f} s]", flush=True)
+    return t_ms, g_tps, ours, ours_error
+
+
+def loss_checks(a, train, rows, checks):
+    """Every loss finite; every variant trains, and ends within LOSS_RTOL of eager on the same batches."""
+    losses = {n: v.losses.double().cpu() for n, v in train.items()}
+    ref = losses["eager"][-LOSS_TAIL:].mean().item()
+    for name, L in losses.items():
+        tail = L[-LOSS_TAIL:].mean().item()
+        rows[name].update(last_loss=L[-1].item(), loss_tail_mean=tail, first_loss=L[0].item())
+        add_check(checks, f"{name}: all {len(L)} training losses finite", bool(torch.isfinite(L).all()))
+        add_check(checks, f"{name}: trains (mean of the last {LOSS_TAIL} losses below the first)",
+                  tail < L[0].item(), first=L[0].item(), tail=tail)
+        if name != "eager":
+            rel = abs(tail - ref) / abs(ref)
+            add_check(checks, f"{name}: loss after {len(L)} steps within {LOSS_RTOL:.0%} of eager's (same batches)",
+                      rel <= LOSS_RTOL, eager=ref, this=tail, rel_diff=rel)
+
+
+def run(a):
+    load_torch()
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 generation is fp32, as ./build/gpt's
+    torch.backends.cudnn.allow_tf32 = False
+    props = torch.cuda.get_device_properties(0)
+    uuid = str(getattr(props, "uuid", "") or "")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+    clock_id = (uuid if not uuid or uuid.startswith("GPU-") else "GPU-" + uuid,
+                int(visible) if visible.isdigit() else 0)
+    clocks = [read_clocks(*clock_id)]
     env = tg.environment()
-    out = dict(lesson="day50_gpt", program="torch_peer.py", mode="bench", env=env, config=cfg, torch=torch_rows, torch_generation=gen,
-               ours=dict(train_fp32=o32, train_bf16=o16, generate=og, env=ours["env"]), ratios=ratios,
-               goals=[dict(goal=n, met=bool(m), value=x) for n, m, x in goals], checks=[], bench=[])
-    path = args.json.replace("{gpu}", tg.gpu_slug())
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"wrote {path}")
-    return 0
+    env.update(cuda=torch.version.cuda, cudnn=str(torch.backends.cudnn.version()), clocks_begin=clocks[0])
+    print(f"{PROG}: {env['gpu']}, PyTorch {env['torch']} (CUDA {env['cuda']}), code {env['commit'][:12]}"
+          f"{' (dirty)' if env['dirty'] is True else ''}; {a.rounds} rounds of {a.warmup} + {a.steps} steps")
+    checks, t_start = [], time.time()
+    total = 1 + (a.warmup + a.steps) * (a.rounds + 1)
+    batches = tg.GpuBatches(a.data, a.batch, a.context, total, a.seed)
+    print("training variants (each compiled once, then warmed up):", flush=True)
+    train, rows = {}, {}
+    for key in a.train_list:
+        v, rows[TRAIN_VARIANTS[key][0]] = setup_train(key, a, batches, total)
+        if v is not None:
+            train[TRAIN_VARIANTS[key][0]] = v
+    if "eager" not in train:
+        sys.exit(f"{PROG}: eager PyTorch training failed: {rows['eager']['error']}")
+    torch.manual_seed(a.seed)
+    base = tg.NanoGPT(a.vocab, a.context, a.layers, a.heads, a.width).cuda().eval()
+    prompt = torch.tensor(list(PROMPT), dtype=torch.long, device="cuda")
+    with torch.no_grad():
+        ref_logits = base.logits(prompt.view(1, -1))[0, -1].double()
+    print("generation variants:", flush=True)
+    gens, grows = {}, {}
+    for key in a.gen_list:
+        g, grows[GEN_VARIANTS[key][0]] = setup_gen(key, a, base, prompt, ref_logits, checks)
+        if g is not None:
+            gens[GEN_VARIANTS[key][0]] = g
+    print(f"set up in {time.time() - t_start:.0f} s; rounds:", flush=True)
+    t_ms, g_tps, ours, ours_error = measure_rounds(a, train, gens, clocks, clock_id)
+    env["clocks_end"] = clocks[-1]
+    for name in train:
+        rows[name].update(measured("ms", t_ms[name]))
+        rows[name]["tokens_per_s"] = tokens_per_s(a, rows[name]["ms"])
+    for name in gens:
+        grows[name].update(measured("tokens_per_s", g_tps[name]))
+    loss_checks(a, train, rows, checks)
+    return report(a, env, clocks, checks, rows, grows, ours, ours_error, time.time() - t_start)
+
+
+def tokens_per_s(a, ms):
+    return a.batch * a.context / (ms * 1e-3) if ms else None
+
+
+def span(r, key="median", f=".2f"):
+    """'median (min-max)' of a measured() or summarize() dict; '-' where unknown."""
+    if r.get(key) is None:
+        return "-"
+    return f"{r[key]:{f}}" + (f" ({r['min']:{f}}-{r['max']:{f}})" if r.get("min") is not None else "")
+
+
+def report(a, env, clocks, checks, rows, grows, ours, ours_error, seconds):
+    """Checks on ./build/gpt's side, the ratios, the results file and the closing table."""
+    ours_row = None
+    if not a.skip_ours:
+        add_check(checks, "./build/gpt ran every round", ours_error is None and len(ours) == a.rounds,
+                  error=ours_error or "")
+        if ours:
+            add_check(checks, "./build/gpt's own checks passed in every round", all(o["passed"] for o in ours),
+                      failed="; ".join(sorted({f for o in ours for f in o["failed"]})))
+            add_check(checks, "generation: as many new bytes as ./build/gpt",
+                      all(o["gen_tokens"] == a.gen_tokens for o in ours), ours=ours[0]["gen_tokens"], torch=a.gen_tokens)
+            ours_row = measured("ms", [o["ms"] for o in ours])
+            ours_row.update(tokens_per_s=tokens_per_s(a, ours_row["ms"]), last_loss=None,
+                            device_mib=summarize([o["device_mib"] for o in ours])["median"],
+                            device_mib_rounds=[o["device_mib"] for o in ours],
+                            commit=ours[0]["commit"], row=OURS_TRAIN)
+    rat, best, best_gen = ratios(rows, grows, ours)
+    passed = bool(checks) and all(c["passed"] for c in checks)
+    out = dict(lesson="day50_gpt", program="torch_peer.py", mode=a.mode, env=env, throttled=throttle_summary(clocks, ours),
+               config=dict(layers=a.layers, heads=a.heads, width=a.width, context=a.context, batch=a.batch, vocab=a.vocab,
+                           dropout=a.dropout, attn_dropout=a.attn_dropout, warmup=a.warmup, steps=a.steps,
+                           data=os.path.basename(a.data), seed=a.seed, seconds=seconds, **HYPER, notes=NOTES),
+               repeats=a.rounds, torch=rows, ours=ours_row,
+               generation=dict(torch=grows, ours=measured("tokens_per_s", [o["gen_tokens_per_s"] for o in ours]) if ours else None,
+                               tokens=a.gen_tokens, prompt=PROMPT.decode(), best_torch=best_gen),
+               ratios=rat, best_torch=best, checks=checks, bench=[], passed=passed)
+    print(f"\n{'training step':34s} {'ms/step median (min-max)':>26s} {'device MiB':>11s}")
+    for name, r in list(rows.items()) + ([("./build/gpt bf16", ours_row)] if ours_row else []):
+        print(f"{name:34s} " + (f"not run: {r['error'][:80]}" if "error" in r else
+                                f"{span(r, 'ms'):>26s} {span(dict(m=r.get('device_mib')), 'm', '.0f'):>11s}"))
+    for name, r in list(grows.items()) + ([("./build/gpt fp32", out["generation"]["ours"])] if ours else []):
+        print(f"generation {name:29s} " + (f"not run: {r['error'][:80]}" if "error" in r else
+                                           f"{span(r, 'tokens_per_s', '.0f')} tokens/s"))
+    for key, r in rat.items():
+        print(f"{key}: {span(r)}")
+    if out["throttled"]:
+        print(f"timings unreliable: {out['throttled']}")
+    if a.json:
+        path = a.json.replace("{gpu}", env["gpu_slug"])
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(finite_json(out), f, indent=1, allow_nan=False)
+        print(f"wrote {path}")
+    failed = sum(not c["passed"] for c in checks)
+    print(f"RESULT: {'PASS' if passed else 'FAIL'} ({len(checks)} checks, {failed} failed)")
+    return 0 if passed else 1
+
+
+# ---- --self-test: the host-only parts, no torch, no GPU -------------------------------------------------
+SMI_SAMPLE = """GPU 00000000:19:00.0
+    Clocks Event Reasons
+        Idle                              : Not Active
+        SW Power Cap                      : Active
+        HW Slowdown                       : Active
+            HW Thermal Slowdown           : Not Active
+            HW Power Brake Slowdown       : Active
+    Clocks Event Reasons Counters
+        SW Power Capping                  : 0 us
+    Clocks
+        SM                                : 1980 MHz
+        Memory                            : 3201 MHz
+    GPU Power Readings
+        Average Power Draw                : N/A
+        Instantaneous Power Draw          : 123.45 W
+"""
+
+
+def self_test():
+    fails = []
+
+    def expect(name, got, want):
+        fails.extend([f"{name}: got {got!r}, want {want!r}"] if got != want else [])
+
+    expect("slug", slug("NVIDIA H100 80GB HBM3"), "nvidia-h100-80gb-hbm3")
+    expect("slug of nothing", slug(" ?"), "unknown-gpu")
+    expect("summarize NaN", summarize([1.0, float("nan")])["median"], None)
+    expect("unreliable both", unreliable(0x8 | 0x40 | 0x80), "HW power brake and HW thermal slowdown active")
+    c = parse_smi(SMI_SAMPLE)
+    expect("smi bits", c.get("reasons_bits"), 0x4 | 0x8 | 0x80)
+    expect("smi clocks", (c.get("sm_mhz"), c.get("mem_mhz"), c.get("power_w")), (1980, 3201, 123.45))
+    expect("smi verdict", c.get("unreliable"), "HW power brake active")
+    expect("smi without reasons", "unreliable" in parse_smi("    Clocks\n        SM : 1 MHz\n"), False)
+    expect("throttle fine", throttle_summary([clock_json(1, 1, 1.0, 0x4)], [dict(throttled="")]), "")
+    expect("throttle ours", throttle_summary([{}], [dict(throttled="HW slowdown active")]),
+           "./build/gpt: HW slowdown active")
+    expect("throttle unknown", throttle_summary([{}], []), "unknown")
+    rows = {"eager": dict(measured("ms", [9.0, 9.0, 9.0]), device_mib=900.0), "compile": dict(error="x"),
+            "compile max-autotune": dict(measured("ms", [6.0, 5.0, 7.0]), device_mib=600.0)}
+    gens = {"eager fp32": dict(measured("tokens_per_s", [100.0] * 3), dtype="fp32"),
+            "compile reduce-overhead fp32": dict(measured("tokens_per_s", [400.0, 500.0, 450.0]), dtype="fp32"),
+            "compile reduce-overhead bf16": dict(measured("tokens_per_s", [900.0] * 3), dtype="bf16")}
+    ours = [dict(ms=3.0, device_mib=300.0, gen_tokens_per_s=1000.0)] * 3
+    rat, best, best_gen = ratios(rows, gens, ours)
+    expect("best torch", (best, best_gen), ("compile max-autotune", "compile reduce-overhead fp32"))
+    expect("speed ratio", (rat["bf16_vs_best_torch"]["median"], rat["bf16_vs_best_torch"]["min"]), (2.0, 5.0 / 3))
+    expect("memory ratio", rat["memory_bf16_vs_best_torch"]["median"], 2.0)
+    expect("generation ratio", rat["generation_vs_best_torch"]["max"], 2.5)
+    expect("generation bf16 ratio", round(rat["generation_vs_best_torch_bf16"]["median"], 6), round(1000 / 900, 6))
+    expect("finite json", finite_json({"a": [1.0, float("inf")]}), {"a": [1.0, None]})
+    ours_json = dict(passed=True, bench=[dict(name=OURS_TRAIN, ms=4.0, extra=dict(peak_gpu_mib=512.0)),
+                                         dict(name=OURS_GEN, tokens_per_s=2000.0, reps=200)], checks=[])
+    o = ours_from_results(ours_json)
+    expect("ours row", (o["ms"], o["device_mib"], o["gen_tokens"], o["passed"]), (4.0, 512.0, 200, True))
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, ".repo-commit"), "w") as f:
+            f.write("a" * 40 + " 1\n")
+        expect("commit from .repo-commit", repo_commit(d), ("a" * 40, True))
+        with open(os.path.join(d, ".repo-commit"), "w") as f:
+            f.write("not-a-hash 0\n")
+        expect("bad or no .repo-commit", repo_commit(d), ("unknown", "unknown"))
+    for argv in (["--heads", "5"], ["--dropout", "1"], ["--gen-tokens", "300"], ["--train-variants", "default"],
+                 ["--train-variants", "eager,nope"], ["--data", "/nonexistent"], ["--skip-ours", "--json", ""],
+                 ["--skip-ours", "--json", "/dev/full"], ["--skip-ours", "--json", HERE], ["--steps", "x"], ["--bin", "/nonexistent"]):
+        r = subprocess.run([sys.executable, os.path.abspath(__file__)] + argv, capture_output=True, text=True)
+        expect(f"refuses {' '.join(argv)}", (r.returncode, len(r.stderr.strip().splitlines())), (2, 1))
+    for f in fails:
+        print(f"FAIL  {f}")
+    print(f"{PROG} self-test: {'PASS' if not fails else 'FAIL'} ({len(fails)} failed)")
+    return 1 if fails else 0
+
+
+def main(argv):
+    a = parse_args(argv)
+    return self_test() if a.self_test else run(a)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
