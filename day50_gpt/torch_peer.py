@@ -511,9 +511,7 @@ def loss_checks(a, train, rows, checks):
 
 
 def run(a):
-    load_torch()
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 generation is fp32, as ./build/gpt's
-    torch.backends.cudnn.allow_tf32 = False
+    load_torch()  # fp32 matmuls stay IEEE fp32 (PyTorch's default, no TF32), as ./build/gpt's fp32 generation
     props = torch.cuda.get_device_properties(0)
     uuid = str(getattr(props, "uuid", "") or "")
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
