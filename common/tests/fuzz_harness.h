@@ -72,15 +72,21 @@ struct Rng {
 };
 
 // A scratch folder for one run's files (/tmp/<prefix><pid>), removed with its contents at the end.
+// The run works inside it: a fuzzed relative path ("--json 5", "--dump ,") that a parser creates
+// as a folder lands here, not in the folder the test was started from (it once left ~100 empty
+// folders named "-1e-320", "5", "," in the repository).
 struct Scratch {
-  std::string path;
+  std::string path, home;
   bool ok;
   explicit Scratch(const std::string& prefix) : path("/tmp/" + prefix + std::to_string(getpid())) {
-    ok = mkdir(path.c_str(), 0700) == 0;
-    if (!ok) std::printf("FAIL: cannot create %s\n", path.c_str());
+    std::error_code ec;
+    home = std::filesystem::current_path(ec).string();
+    ok = mkdir(path.c_str(), 0700) == 0 && chdir(path.c_str()) == 0;
+    if (!ok) std::printf("FAIL: cannot create or enter %s\n", path.c_str());
   }
   ~Scratch() {
     std::error_code ec;
+    if (!home.empty() && chdir(home.c_str()) != 0) {}
     std::filesystem::remove_all(path, ec);
   }
 };
