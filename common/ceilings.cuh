@@ -265,15 +265,11 @@ struct All {
   }
   std::vector<verify::Check> checks() const {
     std::vector<verify::Check> v;
-    auto one = [&](const std::string& name, bool ok) {
-      verify::Check c;
-      c.name = name;
-      c.passed = ok, c.n = 1, c.n_bad = ok ? 0 : 1;
-      v.push_back(c);
-    };
-    one("ceiling: copy reproduced its source exactly", copy.exact);
-    one("ceiling: FP32 FMA chains match the CPU bit for bit", fma.exact);
-    for (const auto& [k, g] : gemm) one("ceiling: " + g.what + " exact on small integers", g.exact);
+    v.push_back(verify::fact("ceiling: copy reproduced its source exactly", copy.exact));
+    v.push_back(verify::fact("ceiling: FP32 FMA chains match the CPU bit for bit", fma.exact, "exact",
+                             std::to_string(fma.checked) + " threads compared"));
+    for (const auto& [k, g] : gemm)
+      v.push_back(verify::fact("ceiling: " + g.what + " exact on small integers", g.exact, "exact", "32 entries"));
     return v;
   }
   json::Value to_json() const {
