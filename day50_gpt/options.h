@@ -28,6 +28,11 @@ struct TrainOptions {
   double lr = 1e-3, lr_min_frac = 0.1, clip = 1.0, weight_decay = 0.1;
   bool fusion = true;                      // cuBLASLt epilogues
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
+  size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
+  bool bucket_forward = false;             // data parallel: buckets in parameter order (the overlap lost)
+  bool allreduce_bf16 = false;             // data parallel: the gradient's collectives in bf16
+  int zero = 0;                            // data parallel: 1 = ZeRO-1 (optimizer state sharded)
+  int nccl_channels = 0;                   // data parallel: NCCL channels at most (0: NCCL's choice)
 };
 
 // The files of a training run (empty: not used).
@@ -57,6 +62,7 @@ struct Options {
   long long gpus_req = 0;  // --gpus N (0: 'all')
   int world = 1, rank = 0, device = -1;
   std::string id_file, verify_only = "all";
+  std::string allreduce = "fp32", bucket_order = "backward";
   int bench_steps = 1000;
   std::set<std::string> bench_parts;
   bool check_args = false;
@@ -80,6 +86,22 @@ inline std::string default_data_path() {
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec || exe.empty()) return "data/shakespeare.txt";
   return (exe.parent_path().parent_path() / "data" / "shakespeare.txt").string();
+}
+
+// The data-parallel flags beyond --gpus / --world (run/data_parallel.cuh).
+inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
+  o.allreduce = args.str("allreduce", "fp32", "data parallel: fp32 | bf16, the type the gradient is summed in");
+  o.train.zero = int(args.integer("zero", 0, 0, 1,
+                                  "data parallel: 1 = ZeRO-1 (each GPU keeps AdamW's state for its shard of the "
+                                  "parameters; reduce-scatter, sharded AdamW, all-gather)"));
+  o.train.nccl_channels = int(args.integer("nccl-channels", 0, 0, 64,
+                                           "data parallel: at most this many NCCL channels (SMs) (0: NCCL's choice)"));
+  first_mb =
+      args.real("first-bucket-mb", 0, 0, 1 << 20,
+                "data parallel: the first bucket closes at this many MiB (one block if smaller; 0: --bucket-mb)");
+  o.bucket_order = args.str("bucket-order", "backward",
+                            "data parallel: backward | forward (forward: parameter order, each bucket waits for the "
+                            "whole backward; for measuring)");
 }
 
 inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& bucket_mb, std::string& parts) {
@@ -136,6 +158,24 @@ inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& 
                    "with --bench: which parts, comma-separated: train-fp32, train-bf16, quality (all: these three), "
                    "generate (generation alone, on fresh weights)");
   o.check_args = args.flag("check-args", "parse and judge the arguments (and the files they name), then exit 0");
+}
+
+// The data-parallel values and the flags they go with.
+inline void check_dp(int argc, char** argv, Options& o, double first_mb) {
+  if (o.allreduce != "fp32" && o.allreduce != "bf16")
+    cli::usage_error(kProg, "--allreduce must be fp32 or bf16, got '" + o.allreduce + "'");
+  if (o.bucket_order != "backward" && o.bucket_order != "forward")
+    cli::usage_error(kProg, "--bucket-order must be backward or forward, got '" + o.bucket_order + "'");
+  o.train.allreduce_bf16 = o.allreduce == "bf16";
+  o.train.bucket_forward = o.bucket_order == "forward";
+  o.train.first_bucket_bytes = size_t(first_mb * (1 << 20));
+  for (const char* f : {"allreduce", "zero", "nccl-channels", "first-bucket-mb", "bucket-order"})
+    if (given(argc, argv, f) && !o.multi())
+      cli::usage_error(kProg, std::string("--") + f + " goes with --gpus N or --world N (data parallel)");
+  // A checkpoint under ZeRO-1 gathers m and v from every rank (a collective), and the training loop
+  // asks rank 0 alone for the checkpoint.
+  if (o.train.zero && !o.files.save.empty())
+    cli::usage_error(kProg, "--save with --zero 1 is not supported yet (the checkpoint is gathered by rank 0 alone)");
 }
 
 // The rules between flags that say "X goes only with Y" or "X and Y exclude each other".
@@ -261,12 +301,14 @@ inline Options parse_options(int argc, char** argv) {
       "a small GPT trained on any text, then sampled (fp32 or bf16; cuBLAS, cuDNN and hand-written kernels)");
   Options o;
   std::string fusion_s, parts;
-  double bucket_mb = 0;
+  double bucket_mb = 0, first_mb = 0;
   declare(args, o, fusion_s, bucket_mb, parts);
+  declare_dp(args, o, first_mb);
   args.finish();
   o.st.validate(kProg);
   check_values(o, fusion_s, bucket_mb, parts);
   check_combinations(argc, argv, o);
+  check_dp(argc, argv, o, first_mb);
   check_files(o);
   return o;
 }

@@ -32,9 +32,10 @@ static int event_index(const gpt::Config& c, int after_block) {
   return after_block < 0 ? c.layers : c.layers - 1 - after_block;
 }
 
-static void check_plan(const gpt::Config& c, size_t bucket_bytes) {
+static void check_plan(const gpt::Config& c, size_t bucket_bytes, size_t first_bytes = 0,
+                       dp::Order order = dp::Order::kBackward) {
   const gpt::Layout lay(c);
-  const auto plan = dp::plan_buckets(c, bucket_bytes);
+  const auto plan = dp::plan_buckets(c, bucket_bytes, first_bytes, order);
   std::vector<int> covered(lay.total, 0);
   int last_event = -1;
   for (const auto& b : plan) {
@@ -56,8 +57,11 @@ static void check_plan(const gpt::Config& c, size_t bucket_bytes) {
       EXPECT(k == 1);
       return;
     }
-  // every bucket but the two that close the backward (block 0's, the embeddings') reaches the size
-  for (size_t i = 0; i + 2 < plan.size(); ++i) EXPECT((plan[i].end - plan[i].begin) * sizeof(float) >= bucket_bytes);
+  // every bucket but the first (with first_bytes) and the two that close the backward (block 0's, the
+  // embeddings') reaches the size
+  if (order == dp::Order::kBackward)
+    for (size_t i = first_bytes ? 1 : 0; i + 2 < plan.size(); ++i)
+      EXPECT((plan[i].end - plan[i].begin) * sizeof(float) >= bucket_bytes);
 }
 
 TEST(buckets_cover_every_gradient_once_and_start_when_ready) {
@@ -65,6 +69,141 @@ TEST(buckets_cover_every_gradient_once_and_start_when_ready) {
     for (size_t mb : {size_t(1) << 10, size_t(1) << 20, size_t(25) << 20, size_t(1) << 40})
       check_plan(config(layers, 64), mb);
   check_plan(config(6, 384), size_t(25) << 20);
+}
+
+TEST(bucket_variants_cover_every_gradient_once_and_start_when_ready) {
+  for (int layers : {1, 2, 6, 12})
+    for (size_t mb : {size_t(1) << 20, size_t(25) << 20}) {
+      check_plan(config(layers, 64), mb, 1);  // the first bucket: one block
+      check_plan(config(layers, 64), mb, 0, dp::Order::kForward);
+      check_plan(config(layers, 384), mb, size_t(1) << 20, dp::Order::kBackward);
+    }
+}
+
+TEST(first_bucket_early_is_one_block_then_full_size) {
+  // 6 x 384 (7.1 MB a block) with 25 MiB buckets: block 5 alone, then blocks 4..1 (4 blocks), then
+  // block 0, then the embeddings. Without first_bytes the first bucket waits for 4 blocks.
+  gpt::Config c;
+  c.vocab = 256, c.context = 256, c.layers = 6, c.heads = 6, c.width = 384;
+  const auto plan = dp::plan_buckets(c, size_t(25) << 20, 1);
+  EXPECT(plan.size() == 4);
+  EXPECT(plan[0].after_block == 5 && plan[1].after_block == 1 && plan[2].after_block == 0);
+  EXPECT(plan[3].after_block == -1);
+}
+
+TEST(forward_order_waits_for_the_whole_backward) {
+  const auto c = config(6, 64);
+  const auto back = dp::plan_buckets(c, 1), fwd = dp::plan_buckets(c, 1, 0, dp::Order::kForward);
+  EXPECT(back.size() == fwd.size());
+  for (size_t i = 0; i < fwd.size(); ++i) {
+    EXPECT(fwd[i].after_block == -1);
+    EXPECT(fwd[i].begin == back[back.size() - 1 - i].begin && fwd[i].end == back[back.size() - 1 - i].end);
+  }
+  EXPECT(fwd[0].begin == 0);  // the embeddings first
+}
+
+// ZeRO-1's shards: every parameter in exactly one shard, the shards equal-sized (the padded array is
+// n shards), each starting 16-byte aligned in fp32 and in bf16, and the padding below 8 elements a rank.
+static void check_shards(size_t total, int n) {
+  const dp::ShardPlan s = dp::plan_shards(total, n);
+  EXPECT(s.padded == s.shard * size_t(n) && s.padded >= total);
+  EXPECT(s.shard % dp::kShardAlign == 0);
+  EXPECT((s.shard * sizeof(float)) % 16 == 0 && (s.shard * 2) % 16 == 0);
+  const size_t per = (total + size_t(n) - 1) / size_t(n);
+  EXPECT(s.shard >= per && s.shard < std::max(per, dp::kShardAlign) + dp::kShardAlign);
+  std::vector<int> owned(total, 0);
+  for (int r = 0; r < n; ++r) {
+    EXPECT(s.begin(r) <= s.end(r) && s.end(r) <= total);
+    EXPECT(s.end(r) - s.begin(r) <= s.shard);
+    for (size_t i = s.begin(r); i < s.end(r); ++i) {
+      ++owned[i];
+      if (s.owner(i) != r) {
+        EXPECT(s.owner(i) == r);
+        return;
+      }
+    }
+  }
+  for (int k : owned)
+    if (k != 1) {
+      EXPECT(k == 1);
+      return;
+    }
+}
+
+TEST(shards_partition_the_parameters_for_1_2_3_4_8_ranks) {
+  for (int n : {1, 2, 3, 4, 8}) {
+    for (size_t total : {size_t(1), size_t(7), size_t(8), size_t(63), size_t(64), size_t(1000), size_t(4097)})
+      check_shards(total, n);
+    check_shards(gpt::Layout(config(6, 64)).total, n);
+    check_shards(gpt::Layout(config(2, 384)).total, n);
+  }
+}
+
+// Which buckets feed which shard: the pieces of every bucket cover it exactly, each lies inside its
+// root's shard, and together they feed every rank exactly its own shard, for 1 to 8 ranks.
+static void check_pieces(const gpt::Config& c, size_t bucket_bytes, int n) {
+  const gpt::Layout lay(c);
+  const dp::ShardPlan s = dp::plan_shards(lay.total, n);
+  std::vector<int> fed(lay.total, 0);
+  for (const auto& b : dp::plan_buckets(c, bucket_bytes)) {
+    size_t at = b.begin;
+    for (const auto& p : dp::bucket_pieces(b, s)) {
+      EXPECT(p.begin == at && p.begin < p.end);
+      EXPECT(p.root >= 0 && p.root < n);
+      EXPECT(p.begin >= s.begin(p.root) && p.end <= s.end(p.root));
+      for (size_t i = p.begin; i < p.end; ++i) ++fed[i];
+      at = p.end;
+    }
+    EXPECT(at == b.end);
+  }
+  for (int k : fed)
+    if (k != 1) {
+      EXPECT(k == 1);
+      return;
+    }
+}
+
+TEST(bucket_pieces_feed_each_shard_once_for_1_to_8_ranks) {
+  for (int n : {1, 2, 3, 4, 8})
+    for (size_t mb : {size_t(0), size_t(1), size_t(1) << 20, size_t(25) << 20}) {
+      check_pieces(config(6, 64), mb, n);
+      check_pieces(config(3, 128), mb, n);
+    }
+}
+
+TEST(a_bucket_inside_one_shard_is_one_reduce) {
+  const dp::ShardPlan s = dp::plan_shards(1000, 4);  // shards of 256
+  EXPECT(s.shard == 256 && s.padded == 1024);
+  const auto one = dp::bucket_pieces(dp::Bucket{300, 500, 0}, s);
+  EXPECT(one.size() == 1 && one[0].root == 1);
+  const auto four = dp::bucket_pieces(dp::Bucket{200, 800, 0}, s);  // straddles three boundaries
+  EXPECT(four.size() == 4 && four[0].root == 0 && four[1].root == 1 && four[2].root == 2 && four[3].root == 3);
+  EXPECT(four[0].end == 256 && four[1].end == 512 && four[2].end == 768 && four[3].end == 800);
+  const auto last = dp::bucket_pieces(dp::Bucket{900, 1000, -1}, s);  // the last shard, short of padding
+  EXPECT(last.size() == 1 && last[0].root == 3 && s.end(3) == 1000);
+}
+
+TEST(zero1_memory_per_gpu) {
+  const size_t total = 85'000'000;
+  for (int n : {2, 4, 8}) {
+    const dp::StateBytes plain = dp::state_bytes(total, n, false, true, false),
+                         zero = dp::state_bytes(total, n, true, true, false);
+    EXPECT(plain.adam == 8.0 * double(total));
+    EXPECT(std::fabs(zero.adam - plain.adam / n) <= 8.0 * double(dp::kShardAlign));  // only the shard's m and v
+    EXPECT(zero.params - plain.params < 4.0 * dp::kShardAlign * n);                  // plus the padding
+    EXPECT(zero.total() < plain.total());
+  }
+  EXPECT(dp::state_bytes(total, 2, false, false, true).staging == 2.0 * double(total));
+}
+
+TEST(timeline_overlap_arithmetic) {
+  // compute: busy 0-4, waiting 4-6, busy 6-7; comm: 3-5 and 5.5-6.5
+  const std::vector<dp::Interval> compute = {{"bwd", 0, 4, true}, {"wait", 4, 6, false}, {"opt", 6, 7, true}};
+  const std::vector<dp::Interval> comm = {{"b0", 3, 5, true}, {"b1", 5.5, 6.5, true}};
+  EXPECT(std::fabs(dp::span_ms(comm) - 3.0) < 1e-12);
+  EXPECT(std::fabs(dp::overlapped_ms(comm, compute) - 1.5) < 1e-12);  // 3-4 and 6-6.5
+  EXPECT(std::fabs(dp::hidden_fraction(comm, compute) - 0.5) < 1e-12);
+  EXPECT(dp::hidden_fraction({}, compute) == 1.0);
 }
 
 TEST(one_bucket_when_overlap_is_off) {

@@ -1,7 +1,10 @@
 // day50_gpt/nn/optimizer.cuh: the optimizer step on the GPU (the global gradient norm in two
-// atomics-free stages, then AdamW with clipping, nn/kernels/adamw.cuh), and the bf16 weight copy.
+// atomics-free stages, then AdamW with clipping, nn/kernels/adamw.cuh), its ZeRO-1 form over one shard,
+// and the bf16 weight copy.
 #pragma once
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "model.cuh"
 
@@ -21,6 +24,32 @@ void Model<T>::optimizer_step(const train::AdamW& opt, double lr, int64_t t, dou
       float(clip), norm_out);
   LAUNCH_CHECK();
   mark(kOptimizer);
+}
+
+// ZeRO-1 (data parallelism with the optimizer state sharded): the step of this rank's shard, parameters
+// [begin, end) of the flat array; md.m and md.v hold the shard only (their element 0 is parameter
+// `begin`). Clipping needs the norm of the whole gradient: this rank's sum of squares over its shard
+// (whose gradient is already the global mean), summed over the ranks by `sum_over_ranks` (an
+// all-reduce) before AdamW reads it. The bf16 copy is refreshed after the all-gather, for all
+// parameters at once (sync_weights), so AdamW leaves it alone here.
+template <class T>
+void optimizer_step_shard(Model<T>& md, const train::AdamW& opt, double lr, int64_t t, double clip, float* norm_out,
+                          size_t begin, size_t end, const std::function<void(float*)>& sum_over_ranks) {
+  const size_t n = end - begin;  // 0 only on a rank whose shard is all padding (a tiny model on many GPUs)
+  float* g = md.grads.template as<float>() + begin;
+  k::sum_squares_partial<<<k::kNormBlocks, 256>>>(g, n, md.norm_partial.template as<float>());
+  LAUNCH_CHECK();
+  k::block_sum<<<1, 256>>>(md.norm_partial.template as<float>(), k::kNormBlocks, md.sumsq.template as<float>(), false);
+  LAUNCH_CHECK();
+  sum_over_ranks(md.sumsq.template as<float>());
+  // At least one block: block 0 writes the norm even where the shard is empty.
+  k::adamw_clipped<T><<<std::max(1, grid_for(n)), 256>>>(
+      md.params.template as<float>() + begin, static_cast<T*>(nullptr), g, md.m.template as<float>(),
+      md.v.template as<float>(), md.decay.template as<unsigned char>() + begin, n, float(lr), float(opt.beta1),
+      float(opt.beta2), float(opt.eps), float(opt.weight_decay), float(1 - std::pow(opt.beta1, double(t))),
+      float(1 - std::pow(opt.beta2, double(t))), md.sumsq.template as<float>(), float(clip), norm_out);
+  LAUNCH_CHECK();
+  md.mark(kOptimizer);
 }
 
 // After the master weights change outside AdamW (initialization, a checkpoint): refresh the bf16 copy.

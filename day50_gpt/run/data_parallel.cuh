@@ -16,15 +16,19 @@
 
 #include <nccl.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "check.cuh"
 #include "../dp_plan.h"
+#include "../nn/kernels/adamw.cuh"
+#include "../nn/types.cuh"
+#include "check.cuh"
+#include "dp_timeline.cuh"
 
 #define NCCL_CHECK(call)                                                                                        \
   do {                                                                                                          \
@@ -47,9 +51,17 @@ inline std::string nccl_version() {
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
 
-// One replica's link to the others: its communicator, the side stream the all-reduces run on, and
+// What a replica does with the gradient, beyond its buckets' size (from TrainOptions).
+struct Settings {
+  size_t bucket_bytes = size_t(25) << 20, first_bytes = 0;
+  Order order = Order::kBackward;
+  bool bf16 = false;  // the collectives carry bf16 (cast from the fp32 gradient, widened back after)
+  int zero = 0;       // 1: ZeRO-1 (gradient reduced to its shard's owner, AdamW per shard, all-gather)
+};
+
+// One replica's link to the others: its communicator, the side stream the collectives run on, and
 // the bucket plan of the gradient. All calls are collective: every replica makes them in the same
-// order (NCCL matches the n-th all-reduce of one rank with the n-th of the others).
+// order (NCCL matches the n-th collective of one rank with the n-th of the others).
 class Replica {
  public:
   const int rank, world;
@@ -67,8 +79,6 @@ class Replica {
     CUDA_CHECK(cudaMalloc(&scalars_, 4 * sizeof(float)));
   }
   ~Replica() {
-    for (auto e : t0_) cudaEventDestroy(e);
-    for (auto e : t1_) cudaEventDestroy(e);
     cudaFree(scalars_);
     cudaEventDestroy(done_), cudaEventDestroy(ready_), cudaStreamDestroy(side_);
     ncclCommDestroy(comm_);
@@ -76,26 +86,47 @@ class Replica {
   Replica(const Replica&) = delete;
   Replica& operator=(const Replica&) = delete;
 
-  // The gradient array the buckets index, and the bucket size (0: one all-reduce after the backward).
-  void plan(const gpt::Config& c, size_t bucket_bytes, float* grads) {
-    buckets_ = plan_buckets(c, bucket_bytes), grads_ = grads, next_ = 0;
-  }
-  const std::vector<Bucket>& buckets() const { return buckets_; }
-
-  // Bench: events around every bucket's all-reduce, read by last_comm_ms().
-  void time_buckets(bool on) {
-    timed_ = on;
-    while (on && t0_.size() < buckets_.size()) {
-      t0_.emplace_back(), t1_.emplace_back();
-      CUDA_CHECK(cudaEventCreate(&t0_.back()));
-      CUDA_CHECK(cudaEventCreate(&t1_.back()));
+  // The plan over `total` parameters. With ZeRO-1 the caller (dp::attach) pads the gradient and
+  // parameter arrays to shards().padded elements before handing the gradient over with set_grads().
+  void plan(const gpt::Config& c, const Settings& s) {
+    set_ = s;
+    buckets_ = plan_buckets(c, s.bucket_bytes, s.first_bytes, s.order), next_ = 0, layers_ = c.layers;
+    shards_ = plan_shards(gpt::Layout(c).total, world);
+    total_ = shards_.total;
+    const size_t elems = s.zero ? shards_.padded : total_;
+    if (s.bf16) {
+      stage_.alloc(elems * sizeof(bf16));
+      CUDA_CHECK(cudaMemset(stage_.as(), 0, stage_.bytes()));  // the padding stays zero
     }
   }
+  void set_grads(float* grads) { grads_ = grads; }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  const ShardPlan& shards() const { return shards_; }
+  const Settings& settings() const { return set_; }
+  bool zero() const { return set_.zero > 0; }
+  size_t staging_bytes() const { return stage_.bytes(); }
+
+  // The timeline: the next step is logged (run/dp_timeline.cuh), read after it by log().
+  void trace_next_step() { trace_next_ = true; }
+  const EventLog& log() const { return log_; }
+  void step_begin() {
+    log_.begin_step(trace_next_ || timed_);
+    trace_next_ = false;
+  }
+  void mark(const std::string& label, bool busy = true) { log_.point(label, busy); }
+
+  // Bench: log every step while on, for last_comm_ms() (the collectives' own times).
+  void time_buckets(bool on) { timed_ = on; }
+  bool timing_buckets() const { return timed_; }
 
   // The backward calls this when block l's gradients are enqueued (l = -1: the end of the backward).
   // Every bucket that was waiting for block l starts on the side stream, after what the compute
   // stream has enqueued so far.
   void block_done(int l) {
+    if (log_.on())  // the last block's interval also holds the output head's and the final LayerNorm's backward
+      log_.point(l < 0              ? "embeddings backward"
+                 : l == layers_ - 1 ? "output head + block " + std::to_string(l) + " backward"
+                                    : "block " + std::to_string(l) + " backward");
     while (next_ < buckets_.size() && buckets_[next_].after_block == l) launch(next_++);
   }
 
@@ -104,23 +135,49 @@ class Replica {
   // before the optimizer reads the gradient.
   void finish(float* loss) {
     while (next_ < buckets_.size()) launch(next_++);
+    log_.open(side_, "loss all-reduce");
     NCCL_CHECK(ncclAllReduce(loss, loss, 1, ncclFloat, ncclAvg, comm_, side_));
-    CUDA_CHECK(cudaEventRecord(done_, side_));
-    CUDA_CHECK(cudaStreamWaitEvent(0, done_, 0));
+    log_.close(side_);
+    join_side();
+    log_.point("waiting for the gradient", false);
     next_ = 0;
   }
 
-  // The milliseconds each bucket's all-reduce took in the last step (bench; synchronizes). A bucket's
-  // time runs from when both the gradient and the side stream were ready, so it includes waiting for
-  // the slower replica and sharing the GPU with the backward.
+  // ZeRO-1, inside the optimizer step: the global squared gradient norm from each rank's sum over its
+  // shard (an all-reduce of one float; every rank gets the same bits, so all clip alike).
+  void sum_over_ranks(float* x) {
+    log_.point("sum of squares over the shard");
+    fork_side();
+    log_.open(side_, "norm all-reduce");
+    NCCL_CHECK(ncclAllReduce(x, x, 1, ncclFloat, ncclSum, comm_, side_));
+    log_.close(side_);
+    join_side();
+    log_.point("waiting for the norm", false);
+  }
+  // ZeRO-1, after AdamW: every rank's updated shard to every rank (in place: this rank's shard is
+  // already where the gathered array puts it).
+  void gather_params(float* params) {
+    fork_side();
+    log_.open(side_, "all-gather parameters");
+    NCCL_CHECK(ncclAllGather(params + size_t(rank) * shards_.shard, params, shards_.shard, ncclFloat, comm_, side_));
+    log_.close(side_);
+    join_side();
+    log_.point("waiting for the parameters", false);
+  }
+  // ZeRO-1, for a checkpoint: the whole of a sharded array (m or v, `shard` elements here) on every
+  // rank, `total` elements. Collective: every rank calls it, so every rank can write the file.
+  std::vector<float> gather_shards(const float* shard) {
+    DeviceBuffer all(shards_.padded * sizeof(float));
+    fork_side();
+    NCCL_CHECK(ncclAllGather(shard, all.as<float>(), shards_.shard, ncclFloat, comm_, side_));
+    CUDA_CHECK(cudaStreamSynchronize(side_));
+    return to_host(all.as<float>(), total_);
+  }
+
+  // The collectives' milliseconds in the last step (bench; synchronizes): the log's NCCL intervals.
   std::vector<double> last_comm_ms() const {
     std::vector<double> ms;
-    for (size_t i = 0; timed_ && i < buckets_.size(); ++i) {
-      float x = 0;
-      CUDA_CHECK(cudaEventSynchronize(t1_[i]));
-      CUDA_CHECK(cudaEventElapsedTime(&x, t0_[i], t1_[i]));
-      ms.push_back(x);
-    }
+    for (const Interval& i : log_.comm()) ms.push_back(i.end - i.start);
     return ms;
   }
 
@@ -138,8 +195,7 @@ class Replica {
   // Whether a value computed on the GPU (on the compute stream) is the same on every replica: its
   // max and its min over the replicas must be equal. Returns {equal, the value here}.
   std::pair<bool, float> same_everywhere(const float* value) {
-    CUDA_CHECK(cudaEventRecord(ready_, 0));
-    CUDA_CHECK(cudaStreamWaitEvent(side_, ready_, 0));
+    fork_side();
     NCCL_CHECK(ncclGroupStart());
     NCCL_CHECK(ncclAllReduce(value, scalars_, 1, ncclFloat, ncclMax, comm_, side_));
     NCCL_CHECK(ncclAllReduce(value, scalars_ + 1, 1, ncclFloat, ncclMin, comm_, side_));
@@ -172,34 +228,127 @@ class Replica {
   }
 
  private:
+  // The side stream waits for what the compute stream has enqueued so far; and back.
+  void fork_side() {
+    CUDA_CHECK(cudaEventRecord(ready_, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(side_, ready_, 0));
+  }
+  void join_side() {
+    CUDA_CHECK(cudaEventRecord(done_, side_));
+    CUDA_CHECK(cudaStreamWaitEvent(0, done_, 0));
+  }
+  std::string bucket_label(size_t i) const {
+    const Bucket& b = buckets_[i];
+    char s[96];
+    std::snprintf(s, sizeof s, "bucket %zu (%.1f MB%s)", i, double(b.end - b.begin) * 4e-6,
+                  zero() ? ", to its shards' owners" : "");
+    return s;
+  }
+  // Bucket i's collective: an all-reduce (plain data parallelism), or with ZeRO-1 a reduce of each of
+  // its pieces to the rank that owns it (one reduce-scatter when one bucket holds everything); in bf16
+  // the bucket is cast to the staging buffer first and the result widened back into the gradient.
   void launch(size_t i) {
     const Bucket& b = buckets_[i];
-    CUDA_CHECK(cudaEventRecord(ready_, 0));  // the compute stream's work so far: this bucket's gradients
-    CUDA_CHECK(cudaStreamWaitEvent(side_, ready_, 0));
-    if (timed_) CUDA_CHECK(cudaEventRecord(t0_[i], side_));
-    NCCL_CHECK(ncclAllReduce(grads_ + b.begin, grads_ + b.begin, b.end - b.begin, ncclFloat, ncclAvg, comm_, side_));
-    if (timed_) CUDA_CHECK(cudaEventRecord(t1_[i], side_));
+    fork_side();  // the compute stream's work so far: this bucket's gradients
+    log_.open(side_, bucket_label(i));
+    const bool whole = zero() && b.begin == 0 && b.end == total_;
+    const size_t lo = b.begin, hi = whole ? shards_.padded : b.end, n = hi - lo;
+    void* buf = grads_ + lo;
+    const ncclDataType_t type = set_.bf16 ? ncclBfloat16 : ncclFloat;
+    if (set_.bf16) {
+      k::convert<bf16><<<grid_for(n), 256, 0, side_>>>(grads_ + lo, stage_.as<bf16>() + lo, n);
+      LAUNCH_CHECK();
+      buf = stage_.as<bf16>() + lo;
+    }
+    const size_t esz = set_.bf16 ? sizeof(bf16) : sizeof(float);
+    char* base = static_cast<char*>(buf) - lo * esz;  // element 0 of the array `buf` points into
+    const size_t S = shards_.shard, mine = size_t(rank) * S;
+    if (!zero()) {
+      NCCL_CHECK(ncclAllReduce(buf, buf, n, type, ncclAvg, comm_, side_));
+      widen(lo, n);
+    } else if (whole) {
+      NCCL_CHECK(ncclReduceScatter(base, base + mine * esz, S, type, ncclAvg, comm_, side_));
+      widen(mine, S);
+    } else {
+      NCCL_CHECK(ncclGroupStart());
+      for (const Piece& p : bucket_pieces(b, shards_)) {
+        void* at = base + p.begin * esz;
+        NCCL_CHECK(ncclReduce(at, at, p.end - p.begin, type, ncclAvg, p.root, comm_, side_));
+      }
+      NCCL_CHECK(ncclGroupEnd());
+      for (const Piece& p : bucket_pieces(b, shards_))
+        if (p.root == rank) widen(p.begin, p.end - p.begin);
+    }
+    log_.close(side_);
+  }
+  // bf16 collectives: the reduced elements [at, at + n) back into the fp32 gradient.
+  void widen(size_t at, size_t n) {
+    if (!set_.bf16 || !n) return;
+    k::widen<<<grid_for(n), 256, 0, side_>>>(stage_.as<bf16>() + at, grads_ + at, n);
+    LAUNCH_CHECK();
   }
 
   ncclComm_t comm_;
   cudaStream_t side_ = nullptr;
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   float* scalars_ = nullptr;
+  Settings set_;
   std::vector<Bucket> buckets_;
-  size_t next_ = 0;
+  ShardPlan shards_;
+  size_t next_ = 0, total_ = 0;
+  int layers_ = 0;
   float* grads_ = nullptr;
-  bool timed_ = false;
-  std::vector<cudaEvent_t> t0_, t1_;
+  DeviceBuffer stage_;  // bf16 collectives: the gradient in bf16
+  EventLog log_;
+  bool timed_ = false, trace_next_ = false;
 };
 
+// NCCL's channels. A collective is split over channels, each one CTA (a thread block on one SM) that
+// moves its slice through its own buffers and links. More channels: more bandwidth, until the links
+// are full; but every channel's SM is taken from the backward's GEMMs for as long as the collective
+// runs (a 132-SM H100/H200 gives up 1/132 of its compute per channel). Fewer channels leave the GEMMs
+// more SMs and make each all-reduce slower: with the all-reduces hidden behind the backward, that can
+// be the better trade. The environment variables that set it (recorded in the results when set):
+inline const std::vector<const char*>& nccl_settings() {
+  static const std::vector<const char*> v = {
+      "NCCL_NVLS_ENABLE", "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS", "NCCL_NCHANNELS_PER_NET_PEER",
+      "NCCL_MAX_CTAS",    "NCCL_MIN_CTAS",      "NCCL_ALGO",          "NCCL_PROTO"};
+  return v;
+}
+// --nccl-channels N: NCCL_MAX_NCHANNELS=N in the environment, set before the first communicator is
+// made (NCCL reads it when a communicator is created; a user's own value is replaced).
+inline void set_channels_env(int channels) {
+  if (channels > 0) setenv("NCCL_MAX_NCHANNELS", std::to_string(channels).c_str(), 1);
+}
+// The same limit per communicator (ncclConfig_t::maxCTAs, NCCL 2.17+): the benchmark's channel rows
+// make one communicator each with their own limit, in one process. The environment may be read once
+// per process and cached by NCCL, so changing it between rows would not be a measurement.
+inline ncclConfig_t comm_config(int channels) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 17, 0)
+  if (channels > 0) cfg.maxCTAs = channels;
+#else
+  (void)channels;
+#endif
+  return cfg;
+}
+
 // --gpus N: one process, one thread per GPU (GPUs 0..n-1). `body(replica)` runs on each thread with
-// its device set; it returns when all have returned.
-inline void run_threads(int n, const std::function<void(Replica&)>& body) {
+// its device set; it returns when all have returned. channels > 0: at most that many NCCL channels.
+// Each GPU is one rank: NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU detected",
+// ncclInvalidUsage, checked in its init against the ranks' PCI bus ids), so N ranks need N GPUs.
+inline void run_threads(int n, const std::function<void(Replica&)>& body, int channels = 0) {
   nvls_off();
   std::vector<ncclComm_t> comms(static_cast<size_t>(n));
-  std::vector<int> devs(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) devs[size_t(i)] = i;
-  NCCL_CHECK(ncclCommInitAll(comms.data(), n, devs.data()));
+  ncclUniqueId id;
+  NCCL_CHECK(ncclGetUniqueId(&id));
+  NCCL_CHECK(ncclGroupStart());  // one thread makes all N communicators: grouped, or the first init waits forever
+  for (int i = 0; i < n; ++i) {
+    CUDA_CHECK(cudaSetDevice(i));
+    ncclConfig_t cfg = comm_config(channels);
+    NCCL_CHECK(ncclCommInitRankConfig(&comms[size_t(i)], n, id, i, &cfg));
+  }
+  NCCL_CHECK(ncclGroupEnd());
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
@@ -213,7 +362,7 @@ inline void run_threads(int n, const std::function<void(Replica&)>& body) {
 // --world N --rank R --id-file PATH: this process's communicator. Returns "" or what went wrong (the
 // caller reports it as a usage error: the id file is the user's input).
 inline std::string join_by_file(int world, int rank, int device, const std::string& id_file, double timeout_s,
-                                ncclComm_t& comm) {
+                                ncclComm_t& comm, int channels = 0) {
   nvls_off();
   ncclUniqueId id;
   if (rank == 0) {
@@ -225,8 +374,9 @@ inline std::string join_by_file(int world, int rank, int device, const std::stri
     if (!err.empty()) return "rank " + std::to_string(rank) + ": " + err;
   }
   CUDA_CHECK(cudaSetDevice(device));
-  NCCL_CHECK(ncclCommInitRank(&comm, world, id, rank));  // returns once all `world` ranks have joined
-  if (rank == 0) std::remove(id_file.c_str());           // everyone has it: a stale file would mislead the next run
+  ncclConfig_t cfg = comm_config(channels);
+  NCCL_CHECK(ncclCommInitRankConfig(&comm, world, id, rank, &cfg));  // returns once all `world` ranks have joined
+  if (rank == 0) std::remove(id_file.c_str());  // everyone has it: a stale file would mislead the next run
   return "";
 }
 

@@ -57,7 +57,7 @@ struct Trainer {
               gpt::init_params(cfg, rng));  // the same seed on every replica: the same weights
     rng_state = rng.next();
     m.sync_weights();
-    dp::attach(dp, cfg, o.bucket_bytes, m);
+    dp::attach(dp, cfg, o, m);
   }
   // Whether every replica holds the same weights, bit for bit: a checksum (the sum of squares, reduced
   // in a fixed order) compared across the replicas. Collective: every replica calls it at the same step.
@@ -71,6 +71,8 @@ struct Trainer {
     return dp::same_everywhere(dp, checksum.as<float>());
   }
   void step_once() {
+    // Data parallel: the step's first event on the timeline (run/dp_timeline.cuh).
+    dp::step_begin(dp);
     const int B = m.B, Tq = cfg.context;  // this replica's share of the global batch: sequences rank*B ... rank*B + B-1
     k::gather_batch<<<grid_for(size_t(B) * Tq), 256>>>(corpus.as<int>(), data.train.size(),
                                                        pos + uint64_t(rank) * B * Tq, B, Tq, m.tok.template as<int>(),
@@ -80,6 +82,7 @@ struct Trainer {
     m.forward();
     k::block_sum<<<1, 256>>>(m.loss.template as<float>(), m.N, step_loss.as<float>() + pending, true);
     LAUNCH_CHECK();
+    dp::mark(dp, "forward + loss");
     m.backward();  // with dp, the buckets' all-reduces start from inside it
     dp::finish_step(dp, step_loss.as<float>() + pending);
     if (capture) {
@@ -93,7 +96,7 @@ struct Trainer {
       cap_loss /= double(l.size());
     }
     const double lr = train::lr_at(step, o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
-    m.optimizer_step(opt, lr, step + 1, o.clip, step_norm.as<float>() + pending);
+    dp::optimizer_step(dp, m, opt, lr, step + 1, o.clip, step_norm.as<float>() + pending);  // ZeRO-1: a shard
     ++step, ++pending;
     if (pending == o.log_every) read_back();
   }
@@ -131,13 +134,13 @@ struct Trainer {
     read_back();
     ckpt::Checkpoint k;
     k.config = cfg, k.step = step, k.data_pos = pos, k.rng_state = rng_state;
-    k.params = to_host(m.params.template as<float>(), m.lay.total),
-    k.m = to_host(m.m.template as<float>(), m.lay.total), k.v = to_host(m.v.template as<float>(), m.lay.total);
+    k.params = to_host(m.params.template as<float>(), m.lay.total);
+    dp::optimizer_state(dp, m, k.m, k.v);  // ZeRO-1: gathered from every rank (collective)
     return k;
   }
   void restore(const ckpt::Checkpoint& k) {
-    to_device(m.params.template as<float>(), k.params), to_device(m.m.template as<float>(), k.m),
-        to_device(m.v.template as<float>(), k.v);
+    to_device(m.params.template as<float>(), k.params);
+    dp::restore_optimizer_state(dp, m, k.m, k.v);  // ZeRO-1: this rank's shard
     step = k.step, pos = k.data_pos % data.train.size(), rng_state = k.rng_state;
     m.sync_weights();
   }

@@ -1,5 +1,5 @@
 // day50_gpt/nn/kernels/adamw.cuh: the gradient norm (two-stage, no atomics), AdamW with clipping, and the fp32 -> T
-// weight copy.
+// weight copy (and bf16 -> fp32 for the bf16 gradient collectives).
 #pragma once
 #include "common.cuh"
 
@@ -57,5 +57,7 @@ template <class T>
 __global__ void convert(const float* x, T* y, size_t n) {
   GRID_STRIDE(i, n) y[i] = st<T>(x[i]);
 }
+// bf16 -> fp32 (data parallelism's bf16 collectives: the reduced gradient back to fp32 for AdamW).
+__global__ void widen(const __nv_bfloat16* x, float* y, size_t n) { GRID_STRIDE(i, n) y[i] = __bfloat162float(x[i]); }
 
 }  // namespace k

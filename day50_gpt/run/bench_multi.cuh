@@ -1,0 +1,386 @@
+// day50_gpt/run/bench_multi.cuh: the multi-GPU benchmark (--bench --gpus N, make bench-multi): tokens/s
+// on 1 and N GPUs and the scaling efficiency, for each way of running the step (bucket sizes, the first
+// bucket early, the forward order, bf16 collectives, ZeRO-1, NCCL's channel count); the exposed
+// communication, one step's timeline and the memory per GPU for each; NCCL's all-reduce alone over a
+// range of sizes; the loss curves of N GPUs against one. Part of run/multi_gpu.cuh (NCCL builds only).
+#pragma once
+#ifdef GPT_HAVE_NCCL
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench.cuh"
+#include "dp_timeline.cuh"
+#include "multi_gpu.cuh"
+
+// ---- Benchmark ------------------------------------------------------------------------------------
+// A training-step row of the data-parallel benchmark, from its step times.
+inline results::Bench step_row(const std::string& name, const char* dtype, const gpt::Config& c, int batch,
+                               const std::vector<double>& ms) {
+  results::Bench b;
+  b.name = name, b.dtype = dtype;
+  b.shape = {c.layers, c.heads, c.width, c.context, batch};
+  const timing::Stats s = timing::summarize(ms);
+  b.ms = s.median_ms, b.min_ms = s.min_ms, b.max_ms = s.max_ms, b.reps = s.reps;
+  b.tokens_per_s = double(batch) * c.context / (b.ms * 1e-3);
+  b.extra = json::Value::object();
+  return b;
+}
+
+// One GPU training `batch` sequences a step: its step times after a warm-up.
+template <class T>
+std::vector<double> one_gpu_step_times(const gpt::Config& c, TrainOptions o, int batch, const train::Corpus& data,
+                                       Attn attn, uint64_t seed, int warm, int reps) {
+  o.batch = batch;
+  Trainer<T> tr(c, o, data, attn, seed);
+  for (int i = 0; i < warm; ++i) tr.step_once();
+  return step_times(tr, reps);
+}
+
+struct MultiConfig {
+  std::string name;
+  gpt::Config cfg;
+  int batch;
+};
+
+// What one model configuration's 1-GPU runs measured, for its N-GPU rows.
+struct MultiTimes {
+  double one_ms, share_ms, grad_bytes;
+  int warm, reps;
+};
+
+// One way of running the N-GPU step: the bucket plan, the collectives' type, ZeRO-1, NCCL's channels.
+struct Variant {
+  std::string mode;  // the row's name after the configuration and the GPU count
+  TrainOptions o;
+  int channels = 0;       // NCCL channels at most (0: NCCL's choice)
+  bool headline = false;  // the row with the command line's settings: the goals read it
+};
+
+// What rank 0 of a variant's run measured.
+struct VariantRun {
+  std::vector<double> ms, comm;
+  std::vector<dp::Interval> compute_tl, comm_tl;
+  size_t buckets = 0, biggest = 0, staging = 0;
+  double alone_all = NAN, alone_bucket = NAN, used_bytes = NAN;
+  bool finite = true, same = true;
+};
+
+template <class T>
+VariantRun run_variant(const MultiConfig& mc, const Variant& v, const train::Corpus& data, Attn attn, uint64_t seed,
+                       int n, const MultiTimes& mt) {
+  VariantRun out;
+  dp::run_threads(
+      n,
+      [&](dp::Replica& r) {
+        Trainer<T> tr(mc.cfg, v.o, data, attn, seed, &r);
+        for (int i = 0; i < mt.warm; ++i) tr.step_once();
+        const std::vector<double> t = step_times(tr, mt.reps);
+        // The collectives' own times inside training: a few more steps, each logged (events on both
+        // streams); the last one's log is the timeline.
+        r.time_buckets(true);
+        std::vector<double> c;
+        for (int i = 0; i < 5; ++i) {
+          tr.step_once();
+          double sum = 0;
+          for (double x : r.last_comm_ms()) sum += x;
+          c.push_back(sum);
+        }
+        const std::vector<dp::Interval> ctl = r.log().compute(), ntl = r.log().comm();
+        r.time_buckets(false);
+        size_t free_b = 0, total_b = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        tr.read_back();
+        bool ok = true;
+        for (float l : tr.losses) ok = ok && std::isfinite(l);
+        const bool s = tr.replicas_identical();
+        // NCCL alone, with the GPUs otherwise idle (fp32 all-reduces: the rows that use them).
+        size_t big_b = 0;
+        for (const auto& bk : r.buckets()) big_b = std::max(big_b, (bk.end - bk.begin) * sizeof(float));
+        double all_ms = NAN, bucket_ms = NAN;
+        if (!v.o.zero && !v.o.allreduce_bf16) {
+          float* g = tr.m.grads.template as<float>();
+          all_ms = r.time_allreduce_ms(g, tr.m.lay.total * sizeof(float), 20);
+          bucket_ms = v.o.bucket_bytes ? r.time_allreduce_ms(g, big_b, 20) : all_ms;
+        }
+        std::sort(c.begin(), c.end());
+        if (r.rank == 0)
+          out.ms = t, out.comm = c, out.compute_tl = ctl, out.comm_tl = ntl, out.buckets = r.buckets().size(),
+          out.biggest = big_b, out.staging = r.staging_bytes(), out.alone_all = all_ms, out.alone_bucket = bucket_ms,
+          out.used_bytes = double(total_b - free_b), out.finite = ok, out.same = s;
+      },
+      v.channels);
+  CUDA_CHECK(cudaSetDevice(0));
+  return out;
+}
+
+// N GPUs training one configuration one way: the step's time and scaling, the collectives' time inside
+// training and NCCL's alone, the exposed communication, one step's timeline, the memory per GPU.
+// Returns the row (also added to `res`).
+template <class T>
+json::Value bench_multi_variant(results::Results& res, const MultiConfig& mc, const Variant& v,
+                                const train::Corpus& data, Attn attn, uint64_t seed, int n, const MultiTimes& mt) {
+  const VariantRun run = run_variant<T>(mc, v, data, attn, seed, n, mt);
+  const double med = timing::summarize(run.ms).median_ms;
+  const double scaling = 100.0 * mt.one_ms / (n * med);  // tokens/s on N GPUs / (N x tokens/s on one)
+  const double comm_ms = run.comm[run.comm.size() / 2];
+  results::Bench b = step_row("train step " + mc.name + " " + std::to_string(n) + " GPUs " + v.mode, Types<T>::name(),
+                              mc.cfg, mc.batch, run.ms);
+  json::Value ex = json::Value::object();
+  ex["gpus"] = n, ex["config"] = mc.name, ex["mode"] = v.mode;
+  ex["scaling_efficiency_pct"] = scaling;
+  ex["bucket_bytes"] = double(v.o.bucket_bytes), ex["default_bucket"] = v.headline, ex["headline"] = v.headline;
+  ex["first_bucket_bytes"] = double(v.o.first_bucket_bytes);
+  ex["bucket_order"] = v.o.bucket_forward ? "forward" : "backward";
+  ex["allreduce"] = v.o.allreduce_bf16 ? "bf16" : "fp32", ex["zero"] = v.o.zero, ex["nccl_channels"] = v.channels;
+  // Exposed communication: the step beyond one replica's compute alone (the 1-GPU run of one replica's
+  // share of the batch); hidden fraction: the share of the collectives' time that the timeline shows
+  // beside computation, and the same judged from the exposed time.
+  const double exposed = med - mt.share_ms;
+  ex["exposed_ms"] = exposed;
+  ex["hidden_fraction"] = dp::hidden_fraction(run.comm_tl, run.compute_tl);
+  ex["hidden_fraction_vs_compute_only"] = comm_ms > 0 ? std::clamp(1.0 - exposed / comm_ms, 0.0, 1.0) : 1.0;
+  // Weak scaling: N GPUs against N times one GPU running one replica's batch.
+  ex["weak_scaling_pct"] = 100.0 * mt.share_ms / med;
+  ex["buckets"] = double(run.buckets), ex["largest_bucket_bytes"] = double(run.biggest);
+  ex["comm_ms_in_training"] = comm_ms;  // the collectives' time inside a step (side-stream events; includes waiting)
+  // bf16 collectives move half the bytes; ZeRO-1's reduce-scatter + all-gather move an all-reduce's.
+  const double moved = v.o.allreduce_bf16 ? mt.grad_bytes / 2 : mt.grad_bytes;
+  ex["bus_gbps_in_training"] = dp::bus_gbps(moved, comm_ms, n);
+  ex["allreduce_alone_ms"] = run.alone_all;  // fp32 rows only (NaN: not measured)
+  ex["bus_gbps_alone"] = dp::bus_gbps(mt.grad_bytes, run.alone_all, n);
+  ex["bucket_allreduce_alone_ms"] = run.alone_bucket;
+  ex["bucket_bus_gbps_alone"] = dp::bus_gbps(double(run.biggest), run.alone_bucket, n);
+  // Memory per GPU: the model's state by arithmetic (dp_plan.h), against plain data parallelism, and
+  // what the device had in use (everything: activations, NCCL's buffers, the libraries' workspaces).
+  const size_t P = gpt::Layout(mc.cfg).total;
+  const bool bfw = std::is_same<T, bf16>::value;
+  const double state = dp::state_bytes(P, n, v.o.zero, bfw, v.o.allreduce_bf16).total(),
+               plain = dp::state_bytes(P, n, false, bfw, false).total();
+  ex["state_bytes_per_gpu"] = state, ex["state_bytes_per_gpu_plain_dp"] = plain;
+  ex["device_bytes_in_use"] = run.used_bytes;
+  ex["timeline"] = dp::timeline_json(run.compute_tl, run.comm_tl);
+  b.extra = ex;
+  res.add(b);
+  std::printf(
+      "  %d GPUs, %-44s %8.2f ms/step  %10.0f tokens/s  scaling %.1f%%  weak %.1f%%  (collectives %.2f ms, "
+      "exposed %.2f ms, hidden %.0f%%)\n",
+      n, v.mode.c_str(), med, b.tokens_per_s, scaling, 100.0 * mt.share_ms / med, comm_ms, exposed,
+      100.0 * dp::hidden_fraction(run.comm_tl, run.compute_tl));
+  if (v.o.zero || v.o.allreduce_bf16)
+    std::printf("      memory per GPU: model state %.2f GB (plain data parallel %.2f GB); device in use %.2f GB\n",
+                state / 1e9, plain / 1e9, run.used_bytes / 1e9);
+  if (std::isfinite(run.alone_all))
+    std::printf("      NCCL alone: the whole gradient %.2f ms (%.0f GB/s bus), the largest bucket %.2f ms\n",
+                run.alone_all, dp::bus_gbps(mt.grad_bytes, run.alone_all, n), run.alone_bucket);
+  res.add(verify::fact(mc.name + " model, " + std::to_string(n) + " GPUs, " + v.mode +
+                           ": losses finite and replicas identical while timing",
+                       run.finite && run.same));
+  return ex;
+}
+
+// The ways to run one configuration: the gradient in one all-reduce after the backward, then in
+// buckets of several sizes during it; with `more`, the variants that aim at less exposed communication
+// (the first bucket early, bf16, fewer NCCL channels), ZeRO-1, and the forward bucket order (the
+// overlap lost: what the backward order is worth).
+inline std::vector<Variant> variants(const TrainOptions& to, bool more) {
+  std::vector<Variant> v;
+  const auto mib = [](size_t b) { return std::to_string(b >> 20) + " MiB"; };
+  std::vector<size_t> sizes = {0, size_t(8) << 20, size_t(25) << 20, size_t(100) << 20};
+  if (std::find(sizes.begin(), sizes.end(), to.bucket_bytes) == sizes.end())
+    sizes.push_back(to.bucket_bytes);  // --bucket-mb's own
+  const bool plain = !to.zero && !to.allreduce_bf16 && !to.first_bucket_bytes && !to.bucket_forward;
+  for (size_t bucket : sizes) {
+    TrainOptions o = to;
+    o.bucket_bytes = bucket, o.zero = 0, o.allreduce_bf16 = false, o.first_bucket_bytes = 0, o.bucket_forward = false;
+    v.push_back({bucket ? "buckets of " + mib(bucket) : "one all-reduce", o, 0,
+                 plain && bucket == to.bucket_bytes && !to.nccl_channels});
+  }
+  const std::string b = "buckets of " + mib(to.bucket_bytes);
+  // The command line's own combination, where it is none of the above: the headline row.
+  if (!plain || to.nccl_channels) {
+    const std::string m = b + " (command line: " + (to.allreduce_bf16 ? "bf16" : "fp32") + (to.zero ? ", ZeRO-1" : "") +
+                          (to.first_bucket_bytes ? ", first bucket early" : "") +
+                          (to.bucket_forward ? ", forward order" : "") +
+                          (to.nccl_channels ? ", channels " + std::to_string(to.nccl_channels) : "") + ")";
+    v.push_back({m, to, to.nccl_channels, true});
+  }
+  if (!more) return v;
+  TrainOptions o = v.front().o;  // plain: fp32, no ZeRO, backward order
+  o.bucket_bytes = to.bucket_bytes;
+  TrainOptions first = o, fwd = o, half = o, z = o, zh = o, zone = o;
+  first.first_bucket_bytes = 1, fwd.bucket_forward = true, half.allreduce_bf16 = true;
+  z.zero = 1, zh.zero = 1, zh.allreduce_bf16 = true, zone.zero = 1, zone.bucket_bytes = 0;
+  v.push_back({b + ", first bucket one block", first, 0, false});
+  v.push_back({b + " in forward order", fwd, 0, false});
+  v.push_back({b + ", bf16 all-reduce", half, 0, false});
+  v.push_back({"ZeRO-1, one reduce-scatter", zone, 0, false});
+  v.push_back({"ZeRO-1, " + b, z, 0, false});
+  v.push_back({"ZeRO-1, " + b + ", bf16", zh, 0, false});
+  for (int ch : {2, 4, 8, 16}) v.push_back({b + ", NCCL channels " + std::to_string(ch), o, ch, false});
+  return v;
+}
+
+// One model configuration: 1 GPU with the whole batch, 1 GPU with one replica's share, then N GPUs
+// each way (variants(); with `more`, the variants beyond the bucket sizes). Returns the headline row
+// (the command line's settings): its scaling and weak scaling.
+template <class T>
+json::Value bench_multi_config(results::Results& res, const MultiConfig& mc, const TrainOptions& o,
+                               const train::Corpus& data, Attn attn, uint64_t seed, int n, bool more) {
+  const int warm = 5, reps = 30;
+  TrainOptions to = o;
+  to.batch = mc.batch, to.steps = 100000,
+  to.log_every = 50;  // a long schedule: the timed steps sit at the warm-up's learning rates
+  const gpt::Layout lay(mc.cfg);
+  const double grad_bytes = double(lay.total) * sizeof(float);
+  std::printf(
+      "\n%s model: %d layers, width %d, context %d, global batch %d: %zu parameters (%.1f MB of fp32 gradient)\n",
+      mc.name.c_str(), mc.cfg.layers, mc.cfg.width, mc.cfg.context, mc.batch, lay.total, grad_bytes / 1e6);
+  // One GPU, the whole batch.
+  const std::vector<double> one = one_gpu_step_times<T>(mc.cfg, to, mc.batch, data, attn, seed, warm, reps);
+  const double one_ms = timing::summarize(one).median_ms;
+  {
+    results::Bench b = step_row("train step " + mc.name + " 1 GPU", Types<T>::name(), mc.cfg, mc.batch, one);
+    b.extra["gpus"] = 1, b.extra["config"] = mc.name;
+    res.add(b);
+    std::printf("  1 GPU                      %8.2f ms/step  %10.0f tokens/s\n", one_ms, b.tokens_per_s);
+  }
+  // One GPU with one replica's share of the batch: what an N-GPU step would take if communication
+  // were free (the compute-only step). The gap from one_ms / N is the smaller per-GPU batch (less work
+  // per kernel, the same optimizer step over every parameter); the rest of the N-GPU step's time is
+  // communication.
+  const std::vector<double> share = one_gpu_step_times<T>(mc.cfg, to, mc.batch / n, data, attn, seed, warm, reps);
+  const double share_ms = timing::summarize(share).median_ms;
+  {
+    results::Bench b = step_row("train step " + mc.name + " 1 GPU, one replica's share of the batch", Types<T>::name(),
+                                mc.cfg, mc.batch / n, share);
+    b.extra["gpus"] = 1, b.extra["config"] = mc.name, b.extra["batch"] = mc.batch / n;
+    b.extra["ideal_scaling_pct"] = 100.0 * one_ms / (n * share_ms);  // the best N GPUs could do with free communication
+    b.extra["share_tokens_per_s"] = b.tokens_per_s;
+    res.add(b);
+    std::printf(
+        "  1 GPU, batch %-4d           %8.2f ms/step  (an N-GPU step with free communication: at most %.1f%% "
+        "scaling)\n",
+        mc.batch / n, share_ms, 100.0 * one_ms / (n * share_ms));
+  }
+  json::Value headline;
+  for (const Variant& v : variants(to, more)) {
+    json::Value row =
+        bench_multi_variant<T>(res, mc, v, data, attn, seed, n, MultiTimes{one_ms, share_ms, grad_bytes, warm, reps});
+    if (v.headline) headline = row;
+  }
+  return headline;
+}
+
+// NCCL alone over a range of sizes: the bus bandwidth curve that the gradient's sizes sit on.
+inline void bench_nccl_curve(results::Results& res, int n) {
+  std::vector<std::pair<double, double>> curve;  // bytes, ms
+  dp::run_threads(n, [&](dp::Replica& r) {
+    DeviceBuffer buf(size_t(1) << 30);
+    CUDA_CHECK(cudaMemset(buf.as(), 0, buf.bytes()));
+    std::vector<std::pair<double, double>> c;
+    for (size_t bytes = size_t(1) << 20; bytes <= buf.bytes(); bytes <<= 1)
+      c.push_back({double(bytes), r.time_allreduce_ms(buf.as<float>(), bytes, 20)});
+    if (r.rank == 0) curve = c;
+  });
+  CUDA_CHECK(cudaSetDevice(0));
+  std::printf("\nNCCL all-reduce alone (fp32, ncclAvg), %d GPUs:\n", n);
+  for (const auto& [bytes, ms] : curve) {
+    results::Bench b;
+    b.name = "nccl all-reduce alone";
+    b.dtype = "fp32";
+    b.shape = {(long long)bytes};
+    b.ms = ms, b.min_ms = b.max_ms = ms, b.reps = 20;
+    b.gbps = dp::bus_gbps(bytes, ms, n);
+    json::Value ex = json::Value::object();
+    ex["gpus"] = n, ex["note"] = "gbps is the bus bandwidth: 2(N-1)/N x bytes / time, as nccl-tests reports it";
+    b.extra = ex;
+    res.add(b);
+    std::printf("  %10.0f bytes  %8.3f ms  %6.1f GB/s bus\n", bytes, ms, b.gbps);
+  }
+}
+
+// The same training on 1 and N GPUs: the loss curves must agree (same global batch, same data).
+template <class T>
+void bench_loss_curves(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, const train::Corpus& data,
+                       Attn attn, uint64_t seed, int n, int quality_steps) {
+  TrainOptions q = o;
+  q.steps = quality_steps, q.log_every = 10;
+  std::printf("\nloss curves, %s, %d steps: 1 GPU against %d GPUs\n", Types<T>::name(), q.steps, n);
+  const DpRun one = dp_train<T>(cfg, q, data, attn, seed, 1), many = dp_train<T>(cfg, q, data, attn, seed, n);
+  // Means over windows of 25 steps: single steps are noisy, and two runs that differ in rounding
+  // take different (equally good) paths.
+  const size_t w = 25;
+  json::Value st = json::Value::array(), l1 = json::Value::array(), ln = json::Value::array();
+  std::vector<double> a, r;
+  for (size_t i = 0; i + w <= std::min(one.losses.size(), many.losses.size()); i += w) {
+    double s1 = 0, sn = 0;
+    for (size_t j = i; j < i + w; ++j) s1 += one.losses[j], sn += many.losses[j];
+    r.push_back(s1 / w), a.push_back(sn / w);
+    st.push((long long)(i + w)), l1.push(s1 / w), ln.push(sn / w);
+    std::printf("  steps %4zu-%-4zu  1 GPU %.4f  %d GPUs %.4f\n", i + 1, i + w, s1 / w, n, sn / w);
+  }
+  std::printf("  validation loss: 1 GPU %.4f, %d GPUs %.4f\n", one.val, n, many.val);
+  json::Value lc = json::Value::object();
+  lc["window"] = (long long)w, lc["step"] = st, lc["loss_1gpu"] = l1, lc["loss_ngpu"] = ln, lc["val_1gpu"] = one.val,
+  lc["val_ngpu"] = many.val;
+  res.config["loss_curves"] = lc;
+  const verify::Tol t{0, 0.03, "bf16 run-to-run"};
+  res.add(verify::compare(std::to_string(n) + " GPUs' loss curve follows 1 GPU's (means of 25 steps)", a.data(),
+                          r.data(), a.size(), t));
+  res.add(verify::compare(std::to_string(n) + " GPUs' validation loss == 1 GPU's", &many.val, &one.val, 1, t));
+}
+
+// --bench --gpus N: tokens/s on 1 and N GPUs for the given model and a larger one, with and without
+// overlapping the all-reduce with the backward; NCCL's all-reduce alone at the same message sizes;
+// and the loss curve of N GPUs against one GPU's.
+template <class T>
+void bench_multi(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, const train::Corpus& data,
+                 Attn attn, uint64_t seed, int n, int quality_steps) {
+  gpt::Config big = cfg;
+  big.layers = 12, big.heads = 12, big.width = 768, big.context = 1024;
+  // The large model at two global batches: 16 (8 sequences per GPU on 2 GPUs) and 2 x 16 (each GPU
+  // keeps the one-GPU batch of 16). The first asks N GPUs to finish the same step faster (strong
+  // scaling); the second gives each GPU as much work as one GPU had (weak scaling), which is how data
+  // parallelism is used when the global batch can grow.
+  const std::vector<MultiConfig> configs = {
+      {"default", cfg, o.batch}, {"large", big, 16}, {"large-b" + std::to_string(16 * n), big, 16 * n}};
+  res.config["gpus"] = n;
+  res.config["nccl"] = dp::nccl_version();
+  for (const char* v : dp::nccl_settings())  // the NCCL settings this run had
+    if (std::getenv(v)) res.config[v] = std::getenv(v);
+  res.config["bucket_mib"] = double(o.bucket_bytes) / (1 << 20);
+  res.config["allreduce"] = o.allreduce_bf16 ? "bf16" : "fp32", res.config["zero"] = o.zero;
+  if (o.nccl_channels) res.config["nccl_channels"] = o.nccl_channels;
+  // The variants beyond the bucket sizes run on the default model and on the large one at the larger
+  // batch (the goals' configurations); the large model at batch 16 keeps the bucket sizes only.
+  std::vector<json::Value> head;
+  for (const auto& mc : configs)
+    head.push_back(bench_multi_config<T>(res, mc, o, data, attn, seed, n, mc.name != "large"));
+  const auto num = [](const json::Value& row, const char* key) {
+    const json::Value* x = row.find(key);
+    return x ? x->number() : NAN;
+  };
+  // One step's timeline of the goal configuration, at the command line's settings, for the plot.
+  if (const json::Value* tl = head[2].find("timeline")) {
+    json::Value t = *tl;
+    t["config"] = configs[2].name, t["mode"] = head[2].find("mode") ? *head[2].find("mode") : json::Value("");
+    res.config["timeline"] = t;
+  }
+  bench_nccl_curve(res, n);
+  bench_loss_curves<T>(res, cfg, o, data, attn, seed, n, quality_steps);
+  std::printf("\n");
+  const double def = num(head[0], "scaling_efficiency_pct"), strong = num(head[2], "scaling_efficiency_pct"),
+               weak = num(head[2], "weak_scaling_pct");
+  const std::string on = " on " + std::to_string(n) + " GPUs";
+  res.add_goal(
+      "scaling efficiency" + on + ", default model, global batch " + std::to_string(o.batch) + " (%; goal >= 80)", def,
+      def >= 80);
+  res.add_goal("scaling efficiency" + on + ", large model, global batch " + std::to_string(16 * n) + " (%; goal >= 92)",
+               strong, strong >= 92);
+  res.add_goal("weak scaling" + on + ", large model, 16 sequences per GPU (%; goal >= 97)", weak, weak >= 97);
+}
+#endif  // GPT_HAVE_NCCL
