@@ -304,4 +304,21 @@ inline All measure_all() {
   return a;
 }
 
+// The ceilings a lesson divides by, measured in its own run and recorded (checks, config, a line)
+// in one call: day30 and day40 both start their timed runs with it.
+struct Peaks {
+  double copy_gbps = NAN, fp32_tflops = NAN;
+  std::map<std::string, double> tensor_tflops;  // "fp16", "bf16", "tf32": cuBLAS GEMM
+};
+template <class Results>
+inline Peaks measure_and_record(Results& res) {
+  const All a = measure_all();
+  a.record(res);
+  Peaks p;
+  p.copy_gbps = a.copy.best();
+  p.fp32_tflops = a.fma.tflops;
+  for (const auto& [k, g] : a.gemm) p.tensor_tflops[k] = g.tflops;
+  return p;
+}
+
 }  // namespace ceilings

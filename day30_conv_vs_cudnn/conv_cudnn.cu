@@ -176,11 +176,8 @@ int main(int argc, char** argv) {
   cx.topt = timing::flushed(50, 400);                             // inputs come from device memory every repeat
   std::printf("workspace offered to cuDNN: up to %.0f MiB\n", cx.ws_limit / 1048576.0);
   if (cx.timed) {
-    const ceilings::All ce = ceilings::measure_all();
-    ce.record(res);
-    cx.copy_peak = ce.copy.best();
-    cx.fp32_peak = ce.fma.tflops;
-    for (const auto& [k, g] : ce.gemm) cx.tensor_peak[k] = g.tflops;
+    const ceilings::Peaks p = ceilings::measure_and_record(res);
+    cx.copy_peak = p.copy_gbps, cx.fp32_peak = p.fp32_tflops, cx.tensor_peak = p.tensor_tflops;
   }
   run_survey(cx, o);
   if (!o.no_contest) run_contest(cx, o);

@@ -14,7 +14,7 @@ struct ConvKit {
   bool nhwc, tf32;
   std::string layout, key, tag;
   ht::Dims xd, wd, yd;
-  dnn::ConvDesc& cd;  // dnn::run takes it non-const
+  dnn::ConvDesc& cd;   // dnn::run takes it non-const
   dnn::AlgoPerf algo;  // the legacy convolution's algorithm: cuDNN's fastest, re-timed
   cudnnActivationDescriptor_t relu;
   DeviceBuffer &x, &w, &y, &xr;
@@ -134,10 +134,9 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
     return nhwc ? cg::nhwc_strides(d.n, d.c, d.h, d.w) : cg::packed_strides({d.n, d.c, d.h, d.w});
   };
   auto dims = [](ht::Dims d) { return std::vector<int64_t>{d.n, d.c, d.h, d.w}; };
-  // An fp32 lesson wants fp32 arithmetic: refuse engines that round inputs to TF32, and say so if
-  // that leaves none (then accept them, and run the unfused path in TF32 too, so both do the same math).
+  // fp32 data runs on true-fp32 engines where one is offered (plan_fused); the ReLU-then-conv graph too.
   bool tf32 = false;
-  auto fp32_only = [dt](const cg::Engine& e) { return dt != CUDNN_DATA_FLOAT || !(e.tensor_core || e.down_convert); };
+  auto fp32_only = [dt](const cg::Engine& e) { return true_fp32(dt, e); };
   auto make_cbr = [&](const std::string& suffix) {
     auto g = std::make_unique<cg::Graph>(
         cx.dnn, "conv+bias+relu " + std::string(dt_name(dt)) + " " + layout + " " + shape + suffix);
@@ -150,19 +149,8 @@ static void conv_patterns(Ctx& cx, const ConvShape& s, cudnnDataType_t dt, bool 
     return g;
   };
   const std::string key = "cbr " + std::string(dt_name(dt)) + " " + layout + " " + shape;
-  std::string why;
-  cg::Graph* fused = plan(
-      cx, key, [&] { return make_cbr(""); }, &why, fp32_only);
-  if (!fused && dt == CUDNN_DATA_FLOAT) {
-    std::printf("  no true-fp32 engine for the fused graph (%s); trying TF32 engines\n", why.c_str());
-    fused = plan(
-        cx, key + " tf32", [&] { return make_cbr(" (TF32 engines allowed)"); }, &why);
-    tf32 = fused != nullptr;
-  }
-  if (!fused) {
-    std::printf("  fused conv + bias + ReLU not supported here: %s (skipped)\n", why.c_str());
-    return;
-  }
+  cg::Graph* fused = plan_fused(cx, key, dt, "conv + bias + ReLU", make_cbr, &tf32);
+  if (!fused) return;
   // The unfused path: the legacy API's three calls. Its convolution is cuDNN's fastest algorithm
   // (Find, then every algorithm re-timed), in the same math as the fused engine.
   dnn::ConvDesc cd(s, dt, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,

@@ -154,11 +154,8 @@ int main(int argc, char** argv) {
   CUBLAS_CHECK(cublasLtCreate(&cx.lt));
   cx.topt = timing::flushed(50, 400, 3);
   if (cx.timed) {
-    const ceilings::All ce = ceilings::measure_all();
-    ce.record(res);
-    cx.copy_peak = ce.copy.best();
-    cx.fp32_peak = ce.fma.tflops;
-    for (const auto& [k, g] : ce.gemm) cx.tensor_peak[k] = g.tflops;
+    const ceilings::Peaks p = ceilings::measure_and_record(res);
+    cx.copy_peak = p.copy_gbps, cx.fp32_peak = p.fp32_tflops, cx.tensor_peak = p.tensor_tflops;
   }
   run_parts(cx, o);
   if (cx.timed && cx.patterns.size()) print_table(cx);

@@ -123,6 +123,28 @@ static cg::Graph* plan(Ctx& cx, const std::string& key, const std::function<std:
   return why->empty() ? &g : nullptr;
 }
 
+// A fused graph on true-fp32 engines where the data is fp32: an fp32 lesson wants fp32 arithmetic, so
+// engines that round inputs to TF32 (tensor-core or down-converting) are refused first; if that leaves
+// none, they are accepted and *tf32 says so (the caller then runs the unfused path in TF32 too).
+static bool true_fp32(cudnnDataType_t dt, const cg::Engine& e) {
+  return dt != CUDNN_DATA_FLOAT || !(e.tensor_core || e.down_convert);
+}
+static cg::Graph* plan_fused(Ctx& cx, const std::string& key, cudnnDataType_t dt, const char* what,
+                             const std::function<std::unique_ptr<cg::Graph>(const std::string&)>& make, bool* tf32) {
+  std::string why;
+  *tf32 = false;
+  cg::Graph* g = plan(
+      cx, key, [&] { return make(""); }, &why, [dt](const cg::Engine& e) { return true_fp32(dt, e); });
+  if (!g && dt == CUDNN_DATA_FLOAT) {
+    std::printf("  no true-fp32 engine for the fused graph (%s); trying TF32 engines\n", why.c_str());
+    g = plan(
+        cx, key + " tf32", [&] { return make(" (TF32 engines allowed)"); }, &why);
+    *tf32 = g != nullptr;
+  }
+  if (!g) std::printf("  fused %s not supported here: %s (skipped)\n", what, why.c_str());
+  return g;
+}
+
 static void* workspace(Ctx& cx, const cg::Graph& g) {
   return g.workspace() ? cx.ws.get(size_t(g.workspace())) : nullptr;
 }

@@ -193,7 +193,6 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt) {
       std::to_string(M) + "x" + std::to_string(K) + " . " + std::to_string(K) + "x" + std::to_string(N);
   std::printf("\n== 3. matmul + bias + GELU (tanh), %s, %s\n", dt_name(dt), shape.c_str());
   bool tf32 = false;
-  auto fp32_only = [dt](const cg::Engine& e) { return dt != CUDNN_DATA_FLOAT || !(e.tensor_core || e.down_convert); };
   auto make = [&](const std::string& suffix) {
     auto g = std::make_unique<cg::Graph>(cx.dnn, "matmul+bias+gelu " + std::string(dt_name(dt)) + " " + shape + suffix);
     g->tensor("A", {1, M, K}, {int64_t(M) * K, K, 1}, dt), g->tensor("B", {1, K, N}, {int64_t(K) * N, N, 1}, dt);
@@ -205,19 +204,8 @@ static void matmul_bias_gelu(Ctx& cx, int M, int N, int K, cudnnDataType_t dt) {
     return g;
   };
   const std::string key = "mbg " + std::string(dt_name(dt)) + " " + shape;
-  std::string why;
-  cg::Graph* fused = plan(
-      cx, key, [&] { return make(""); }, &why, fp32_only);
-  if (!fused && dt == CUDNN_DATA_FLOAT) {
-    std::printf("  no true-fp32 engine for the fused graph (%s); trying TF32 engines\n", why.c_str());
-    fused = plan(
-        cx, key + " tf32", [&] { return make(" (TF32 engines allowed)"); }, &why);
-    tf32 = fused != nullptr;
-  }
-  if (!fused) {
-    std::printf("  fused matmul + bias + GELU not supported here: %s (skipped)\n", why.c_str());
-    return;
-  }
+  cg::Graph* fused = plan_fused(cx, key, dt, "matmul + bias + GELU", make, &tf32);
+  if (!fused) return;
   const size_t mn = size_t(M) * N;
   std::vector<float> hA = random_vec(cx, size_t(M) * K, dt), hB = random_vec(cx, size_t(K) * N, dt),
                      hb = random_vec(cx, N, dt);
