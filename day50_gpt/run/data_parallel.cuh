@@ -342,11 +342,12 @@ inline void run_threads(int n, const std::function<void(Replica&)>& body, int ch
   std::vector<ncclComm_t> comms(static_cast<size_t>(n));
   ncclUniqueId id;
   NCCL_CHECK(ncclGetUniqueId(&id));
+  // The configs outlive the group: inside it NCCL may finish the inits only at ncclGroupEnd.
+  std::vector<ncclConfig_t> cfgs(static_cast<size_t>(n), comm_config(channels));
   NCCL_CHECK(ncclGroupStart());  // one thread makes all N communicators: grouped, or the first init waits forever
   for (int i = 0; i < n; ++i) {
     CUDA_CHECK(cudaSetDevice(i));
-    ncclConfig_t cfg = comm_config(channels);
-    NCCL_CHECK(ncclCommInitRankConfig(&comms[size_t(i)], n, id, i, &cfg));
+    NCCL_CHECK(ncclCommInitRankConfig(&comms[size_t(i)], n, id, i, &cfgs[size_t(i)]));
   }
   NCCL_CHECK(ncclGroupEnd());
   std::vector<std::thread> threads;
