@@ -1,6 +1,8 @@
 // day50_gpt/dp_plan.h: the host-side arithmetic of data parallelism, with no GPU and no NCCL in it
 // (test_dp_plan.cpp tests it on any machine):
 //   - which gradient ranges are all-reduced together (buckets), and when each may start;
+//   - ZeRO-1's shards, which bucket pieces feed which shard, and the memory each GPU holds;
+//   - one step's timeline as intervals: how much communication ran beside computation;
 //   - the ring all-reduce's traffic (what NCCL's "bus bandwidth" counts);
 //   - how the ranks of a multi-process run meet: rank 0 publishes NCCL's unique id in a file.
 //
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "gpt_ref.h"
+#include "json.h"
 
 namespace dp {
 
@@ -167,6 +170,30 @@ inline double hidden_fraction(const std::vector<Interval>& comm, const std::vect
 inline double ring_bytes_per_gpu(double bytes, int n) { return n > 1 ? 2.0 * (n - 1) / n * bytes : 0.0; }
 inline double bus_gbps(double bytes, double ms, int n) {
   return ms > 0 ? ring_bytes_per_gpu(bytes, n) / (ms * 1e-3) / 1e9 : 0.0;
+}
+
+// The results file's `timeline` object: per stream, labelled intervals in ms from the step's start;
+// `comm_ms` the collectives' time, `overlapped_ms` the part of it that ran beside computation and
+// `hidden_fraction` their ratio.
+inline json::Value timeline_json(const std::vector<Interval>& compute, const std::vector<Interval>& comm) {
+  const auto list = [](const std::vector<Interval>& v) {
+    json::Value a = json::Value::array();
+    for (const Interval& i : v) {
+      json::Value x = json::Value::object();
+      x["label"] = i.label, x["start_ms"] = i.start, x["end_ms"] = i.end;
+      if (!i.busy) x["waiting"] = true;
+      a.push(x);
+    }
+    return a;
+  };
+  json::Value t = json::Value::object(), streams = json::Value::object();
+  streams["compute"] = list(compute), streams["nccl"] = list(comm);
+  t["streams"] = streams;
+  t["step_ms"] = compute.empty() ? 0.0 : compute.back().end;
+  t["comm_ms"] = span_ms(comm);
+  t["overlapped_ms"] = overlapped_ms(comm, compute);
+  t["hidden_fraction"] = hidden_fraction(comm, compute);
+  return t;
 }
 
 // ---- Meeting point of a multi-process run --------------------------------------------------------

@@ -2,12 +2,14 @@
 // gradient exactly once, each starts only after the backward has finished every gradient in it, the
 // ring arithmetic, and the rank meeting point's good and bad cases.
 #include <cmath>
+#include <set>
 #include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "dp_plan.h"
+#include "dp_variants.h"
 #include "minitest.h"
 
 static gpt::Config config(int layers, int width) {
@@ -204,6 +206,65 @@ TEST(timeline_overlap_arithmetic) {
   EXPECT(std::fabs(dp::overlapped_ms(comm, compute) - 1.5) < 1e-12);  // 3-4 and 6-6.5
   EXPECT(std::fabs(dp::hidden_fraction(comm, compute) - 0.5) < 1e-12);
   EXPECT(dp::hidden_fraction({}, compute) == 1.0);
+}
+
+TEST(timeline_json_carries_both_streams_and_the_hidden_share) {
+  const std::vector<dp::Interval> compute = {{"forward", 0, 2, true},
+                                             {"block 0 backward", 2, 4, true},
+                                             {"waiting for the gradient", 4, 5, false},
+                                             {"optimizer", 5, 6, true}};
+  const std::vector<dp::Interval> comm = {{"bucket 0", 3, 5, true}};
+  const json::Value t = dp::timeline_json(compute, comm);
+  EXPECT(t.find("step_ms") && t.find("step_ms")->number() == 6.0);
+  EXPECT(t.find("comm_ms")->number() == 2.0 && t.find("overlapped_ms")->number() == 1.0);
+  EXPECT(t.find("hidden_fraction")->number() == 0.5);
+  const json::Value* streams = t.find("streams");
+  EXPECT(streams && streams->find("compute") && streams->find("nccl"));
+  const std::string text = t.dump();
+  EXPECT(text.find("\"waiting\"") != std::string::npos && text.find("bucket 0") != std::string::npos);
+}
+
+// The benchmark's ways of running a configuration: exactly one headline row, and it runs what the
+// command line asked for; the extra variants only where asked; every row's name different.
+static void check_variants(const TrainOptions& to, bool more) {
+  const auto v = dp::variants(to, more);
+  int heads = 0;
+  std::set<std::string> names;
+  for (const auto& x : v) {
+    names.insert(x.mode);
+    if (!x.headline) continue;
+    ++heads;
+    EXPECT(x.o.bucket_bytes == to.bucket_bytes && x.o.zero == to.zero && x.o.allreduce_bf16 == to.allreduce_bf16);
+    EXPECT(x.o.first_bucket_bytes == to.first_bucket_bytes && x.o.bucket_forward == to.bucket_forward);
+    EXPECT(x.channels == to.nccl_channels);
+  }
+  EXPECT(heads == 1);
+  EXPECT(names.size() == v.size());
+  size_t zero = 0, ch = 0;
+  for (const auto& x : v) zero += x.o.zero > 0 && !x.headline, ch += x.channels > 0 && !x.headline;
+  EXPECT(more ? zero == 3 && ch == 4 : zero == 0 && ch == 0);
+}
+
+TEST(bench_variants_have_one_headline_that_runs_the_command_line) {
+  for (bool more : {false, true}) {
+    TrainOptions t;
+    check_variants(t, more);
+    t.bucket_bytes = 0;
+    check_variants(t, more);
+    t.bucket_bytes = size_t(10) << 20;
+    check_variants(t, more);
+    TrainOptions z;
+    z.zero = 1;
+    check_variants(z, more);
+    z.allreduce_bf16 = true, z.nccl_channels = 4;
+    check_variants(z, more);
+    TrainOptions f;
+    f.first_bucket_bytes = 1, f.bucket_forward = true;
+    check_variants(f, more);
+    TrainOptions c;
+    c.nccl_channels = 8;
+    check_variants(c, more);
+  }
 }
 
 TEST(one_bucket_when_overlap_is_off) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench.cuh"
+#include "../dp_variants.h"
 #include "dp_timeline.cuh"
 #include "multi_gpu.cuh"
 
@@ -52,14 +53,6 @@ struct MultiTimes {
   int warm, reps;
 };
 
-// One way of running the N-GPU step: the bucket plan, the collectives' type, ZeRO-1, NCCL's channels.
-struct Variant {
-  std::string mode;  // the row's name after the configuration and the GPU count
-  TrainOptions o;
-  int channels = 0;       // NCCL channels at most (0: NCCL's choice)
-  bool headline = false;  // the row with the command line's settings: the goals read it
-};
-
 // What rank 0 of a variant's run measured.
 struct VariantRun {
   std::vector<double> ms, comm;
@@ -70,7 +63,7 @@ struct VariantRun {
 };
 
 template <class T>
-VariantRun run_variant(const MultiConfig& mc, const Variant& v, const train::Corpus& data, Attn attn, uint64_t seed,
+VariantRun run_variant(const MultiConfig& mc, const dp::Variant& v, const train::Corpus& data, Attn attn, uint64_t seed,
                        int n, const MultiTimes& mt) {
   VariantRun out;
   dp::run_threads(
@@ -121,7 +114,7 @@ VariantRun run_variant(const MultiConfig& mc, const Variant& v, const train::Cor
 // training and NCCL's alone, the exposed communication, one step's timeline, the memory per GPU.
 // Returns the row (also added to `res`).
 template <class T>
-json::Value bench_multi_variant(results::Results& res, const MultiConfig& mc, const Variant& v,
+json::Value bench_multi_variant(results::Results& res, const MultiConfig& mc, const dp::Variant& v,
                                 const train::Corpus& data, Attn attn, uint64_t seed, int n, const MultiTimes& mt) {
   const VariantRun run = run_variant<T>(mc, v, data, attn, seed, n, mt);
   const double med = timing::summarize(run.ms).median_ms;
@@ -182,48 +175,6 @@ json::Value bench_multi_variant(results::Results& res, const MultiConfig& mc, co
   return ex;
 }
 
-// The ways to run one configuration: the gradient in one all-reduce after the backward, then in
-// buckets of several sizes during it; with `more`, the variants that aim at less exposed communication
-// (the first bucket early, bf16, fewer NCCL channels), ZeRO-1, and the forward bucket order (the
-// overlap lost: what the backward order is worth).
-inline std::vector<Variant> variants(const TrainOptions& to, bool more) {
-  std::vector<Variant> v;
-  const auto mib = [](size_t b) { return std::to_string(b >> 20) + " MiB"; };
-  std::vector<size_t> sizes = {0, size_t(8) << 20, size_t(25) << 20, size_t(100) << 20};
-  if (std::find(sizes.begin(), sizes.end(), to.bucket_bytes) == sizes.end())
-    sizes.push_back(to.bucket_bytes);  // --bucket-mb's own
-  const bool plain = !to.zero && !to.allreduce_bf16 && !to.first_bucket_bytes && !to.bucket_forward;
-  for (size_t bucket : sizes) {
-    TrainOptions o = to;
-    o.bucket_bytes = bucket, o.zero = 0, o.allreduce_bf16 = false, o.first_bucket_bytes = 0, o.bucket_forward = false;
-    v.push_back({bucket ? "buckets of " + mib(bucket) : "one all-reduce", o, 0,
-                 plain && bucket == to.bucket_bytes && !to.nccl_channels});
-  }
-  const std::string b = "buckets of " + mib(to.bucket_bytes);
-  // The command line's own combination, where it is none of the above: the headline row.
-  if (!plain || to.nccl_channels) {
-    const std::string m = b + " (command line: " + (to.allreduce_bf16 ? "bf16" : "fp32") + (to.zero ? ", ZeRO-1" : "") +
-                          (to.first_bucket_bytes ? ", first bucket early" : "") +
-                          (to.bucket_forward ? ", forward order" : "") +
-                          (to.nccl_channels ? ", channels " + std::to_string(to.nccl_channels) : "") + ")";
-    v.push_back({m, to, to.nccl_channels, true});
-  }
-  if (!more) return v;
-  TrainOptions o = v.front().o;  // plain: fp32, no ZeRO, backward order
-  o.bucket_bytes = to.bucket_bytes;
-  TrainOptions first = o, fwd = o, half = o, z = o, zh = o, zone = o;
-  first.first_bucket_bytes = 1, fwd.bucket_forward = true, half.allreduce_bf16 = true;
-  z.zero = 1, zh.zero = 1, zh.allreduce_bf16 = true, zone.zero = 1, zone.bucket_bytes = 0;
-  v.push_back({b + ", first bucket one block", first, 0, false});
-  v.push_back({b + " in forward order", fwd, 0, false});
-  v.push_back({b + ", bf16 all-reduce", half, 0, false});
-  v.push_back({"ZeRO-1, one reduce-scatter", zone, 0, false});
-  v.push_back({"ZeRO-1, " + b, z, 0, false});
-  v.push_back({"ZeRO-1, " + b + ", bf16", zh, 0, false});
-  for (int ch : {2, 4, 8, 16}) v.push_back({b + ", NCCL channels " + std::to_string(ch), o, ch, false});
-  return v;
-}
-
 // One model configuration: 1 GPU with the whole batch, 1 GPU with one replica's share, then N GPUs
 // each way (variants(); with `more`, the variants beyond the bucket sizes). Returns the headline row
 // (the command line's settings): its scaling and weak scaling.
@@ -267,7 +218,7 @@ json::Value bench_multi_config(results::Results& res, const MultiConfig& mc, con
         mc.batch / n, share_ms, 100.0 * one_ms / (n * share_ms));
   }
   json::Value headline;
-  for (const Variant& v : variants(to, more)) {
+  for (const dp::Variant& v : dp::variants(to, more)) {
     json::Value row =
         bench_multi_variant<T>(res, mc, v, data, attn, seed, n, MultiTimes{one_ms, share_ms, grad_bytes, warm, reps});
     if (v.headline) headline = row;

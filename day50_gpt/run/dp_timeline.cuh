@@ -1,8 +1,9 @@
 // day50_gpt/run/dp_timeline.cuh: one data-parallel training step seen from both of its streams, from
 // CUDA events: on the compute stream a point where each phase ends (the forward, each block's
 // backward, the wait for the gradient, the optimizer), on the NCCL stream an interval around each
-// collective. The benchmark writes it into the results file as `timeline` (ms from the step's start),
-// so a plot can show which all-reduces ran beside the backward and which the step waited for.
+// collective. The benchmark writes it into the results file as `timeline` (ms from the step's start;
+// dp::timeline_json in dp_plan.h), so a plot can show which all-reduces ran beside the backward and
+// which the step waited for.
 //
 // Events on two streams of one device share one clock, so their elapsed times from the step's first
 // event place both streams on one axis. Recording an event costs a few microseconds of launch
@@ -15,7 +16,6 @@
 
 #include "../dp_plan.h"
 #include "check.cuh"
-#include "json.h"
 
 namespace dp {
 
@@ -91,29 +91,5 @@ class EventLog {
   size_t used_ = 0;
   std::vector<Span> points_, spans_;
 };
-
-// The results file's `timeline` object: per stream, labelled intervals in ms from the step's start;
-// `comm_ms` the collectives' time, `overlapped_ms` the part of it that ran beside computation and
-// `hidden_fraction` their ratio.
-inline json::Value timeline_json(const std::vector<Interval>& compute, const std::vector<Interval>& comm) {
-  const auto list = [](const std::vector<Interval>& v) {
-    json::Value a = json::Value::array();
-    for (const Interval& i : v) {
-      json::Value x = json::Value::object();
-      x["label"] = i.label, x["start_ms"] = i.start, x["end_ms"] = i.end;
-      if (!i.busy) x["waiting"] = true;
-      a.push(x);
-    }
-    return a;
-  };
-  json::Value t = json::Value::object(), streams = json::Value::object();
-  streams["compute"] = list(compute), streams["nccl"] = list(comm);
-  t["streams"] = streams;
-  t["step_ms"] = compute.empty() ? 0.0 : compute.back().end;
-  t["comm_ms"] = span_ms(comm);
-  t["overlapped_ms"] = overlapped_ms(comm, compute);
-  t["hidden_fraction"] = hidden_fraction(comm, compute);
-  return t;
-}
 
 }  // namespace dp
