@@ -102,22 +102,15 @@ class Replica {
   void set_grads(float* grads) { grads_ = grads; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const ShardPlan& shards() const { return shards_; }
-  const Settings& settings() const { return set_; }
   bool zero() const { return set_.zero > 0; }
   size_t staging_bytes() const { return stage_.bytes(); }
 
-  // The timeline: the next step is logged (run/dp_timeline.cuh), read after it by log().
-  void trace_next_step() { trace_next_ = true; }
-  const EventLog& log() const { return log_; }
-  void step_begin() {
-    log_.begin_step(trace_next_ || timed_);
-    trace_next_ = false;
-  }
-  void mark(const std::string& label, bool busy = true) { log_.point(label, busy); }
-
-  // Bench: log every step while on, for last_comm_ms() (the collectives' own times).
+  // Bench: log every step while on (run/dp_timeline.cuh): the last step's timeline is log(), its
+  // collectives' own times last_comm_ms(). Off, a step records no events.
   void time_buckets(bool on) { timed_ = on; }
-  bool timing_buckets() const { return timed_; }
+  const EventLog& log() const { return log_; }
+  void step_begin() { log_.begin_step(timed_); }
+  void mark(const std::string& label, bool busy = true) { log_.point(label, busy); }
 
   // The backward calls this when block l's gradients are enqueued (l = -1: the end of the backward).
   // Every bucket that was waiting for block l starts on the side stream, after what the compute
@@ -300,7 +293,7 @@ class Replica {
   float* grads_ = nullptr;
   DeviceBuffer stage_;  // bf16 collectives: the gradient in bf16
   EventLog log_;
-  bool timed_ = false, trace_next_ = false;
+  bool timed_ = false;
 };
 
 // NCCL's channels. A collective is split over channels, each one CTA (a thread block on one SM) that

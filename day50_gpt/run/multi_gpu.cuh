@@ -17,7 +17,8 @@
 
 // ---- Training ------------------------------------------------------------------------------------------
 // The data-parallel settings beyond the buckets, and the memory each GPU holds for the model's state.
-inline void print_dp_settings(const TrainOptions& o, int n) {
+template <class T>
+void print_dp_settings(const gpt::Config& cfg, const TrainOptions& o, int n) {
   std::printf("  gradient collectives in %s%s%s%s", o.allreduce_bf16 ? "bf16" : "fp32",
               o.zero ? "; ZeRO-1 (optimizer state sharded)" : "", o.bucket_forward ? "; buckets in forward order" : "",
               o.first_bucket_bytes ? "; first bucket early" : "");
@@ -25,6 +26,12 @@ inline void print_dp_settings(const TrainOptions& o, int n) {
   for (const char* v : dp::nccl_settings())
     if (std::getenv(v) && std::string(v) != "NCCL_NVLS_ENABLE") std::printf("; %s=%s", v, std::getenv(v));
   std::printf(" (%d GPUs)\n", n);
+  const size_t P = gpt::Layout(cfg).total;
+  const bool bfw = std::is_same<T, bf16>::value;
+  std::printf(
+      "  model state per GPU: %.3f GB (parameters, gradient, AdamW's m and v%s); plain data parallel: %.3f GB\n",
+      dp::state_bytes(P, n, o.zero, bfw, o.allreduce_bf16).total() / 1e9, o.allreduce_bf16 ? ", bf16 staging" : "",
+      dp::state_bytes(P, n, false, bfw, false).total() / 1e9);
 }
 
 // --gpus N: one process, one thread and one replica per GPU; rank 0 reports.
@@ -37,7 +44,7 @@ int train_threads(results::Results& res, const gpt::Config& cfg, const TrainOpti
       o.bucket_bytes ? std::to_string(o.bucket_bytes >> 20) + " MiB" : "the whole gradient (no overlap)";
   std::printf("data parallel: %d GPUs, one thread each; NCCL %s, NCCL_NVLS_ENABLE=%s; all-reduce buckets of %s\n", n,
               dp::nccl_version().c_str(), std::getenv("NCCL_NVLS_ENABLE"), buckets.c_str());
-  print_dp_settings(o, n);
+  print_dp_settings<T>(cfg, o, n);
   std::vector<int> rc(static_cast<size_t>(n), 0);
   dp::run_threads(
       n,
@@ -60,7 +67,7 @@ int train_process(results::Results& res, const gpt::Config& cfg, const TrainOpti
   if (!err.empty()) cli::usage_error(kProg, err);
   std::printf("data parallel: rank %d of %d on GPU %d; NCCL %s, NCCL_NVLS_ENABLE=%s\n", rank, world, device,
               dp::nccl_version().c_str(), std::getenv("NCCL_NVLS_ENABLE"));
-  if (rank == 0) print_dp_settings(o, world);
+  if (rank == 0) print_dp_settings<T>(cfg, o, world);
   dp::Replica r(comm, rank, world);
   return train_run<T>(&res, cfg, o, data, f, attn, seed, &r);
 }
