@@ -34,6 +34,8 @@
 #include "run/multi_gpu.cuh"
 #include "run/train.cuh"
 #include "run/verify.cuh"
+#include "run/verify_dropout.cuh"
+#include "run/verify_window.cuh"
 
 // The one place the precision picks the template: f<float> for fp32, f<bf16> for bf16.
 template <class F>
@@ -53,8 +55,11 @@ static int run_sample(const gpt::Options& o) {
   env::begin(res, o.st);
   const ckpt::Checkpoint& k = o.sample_ckpt;
   const Sampled s = generate(k.config, k.params, o.prompt, o.ntok, o.temperature, o.top_k, uint64_t(o.st.seed));
-  std::printf("%s\n\n(%d tokens in %.3f s: %.0f tokens/s%s)\n", s.text.c_str(), s.made, s.seconds, s.made / s.seconds,
-              s.made < o.ntok ? "; stopped at the context length" : "");
+  std::printf("%s\n\n(%d tokens in %.3f s: %.0f tokens/s", s.text.c_str(), s.made, s.seconds, s.made / s.seconds);
+  if (s.slid > 0)
+    std::printf("; %d of them past the context length, through the sliding window: %.3f ms each", s.slid,
+                1e3 * s.seconds_sliding / s.slid);
+  std::printf(")\n");
   return 0;
 }
 
@@ -69,7 +74,9 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
     verify_tiny<float>(res, seed, a);
     if (!small) verify_attention<float>(res, seed + 1, a);
   }
-  verify_tiny<float>(res, seed, f32, false);  // the unfused matmuls (no cuBLASLt epilogues) too
+  verify_tiny<float>(res, seed, f32, false);      // the unfused matmuls (no cuBLASLt epilogues) too
+  verify_tiny<float>(res, seed, f32, true, 0.2);  // dropout: the same masks as the CPU's
+  verify_dropout_mask(res, seed, 0.1);
   verify_training<float>(res, data, seed + 2, f32, small);
   if (o.verify_only != "fp32") {
     for (Attn a :
@@ -78,6 +85,7 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
       if (!small) verify_attention<bf16>(res, seed + 1, a);
     }
     verify_tiny<bf16>(res, seed, attn, false);
+    verify_tiny<bf16>(res, seed, attn, true, 0.2);
     verify_training<bf16>(res, data, seed + 2, attn, small);
   }
   gpt::Config g1 = tiny_config(), g2 = tiny_config();
@@ -85,6 +93,7 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
   g2.context = 20, g2.layers = 1, g2.heads = 1, g2.width = 256;  // head size 256: the wide path
   verify_generate(res, seed + 3, g1);
   verify_generate(res, seed + 4, g2);
+  verify_sliding_window(res, seed + 6, g1);
   // Data parallelism, where there are GPUs to spread over: all of them, or --gpus N of them.
 #ifdef GPT_HAVE_NCCL
   if (n >= 2 && o.verify_only == "all") {
@@ -165,13 +174,17 @@ int main(int argc, char** argv) {
   }
   train::Corpus data;
   try {
-    data = train::split_bytes(train::read_file(o.data_path), o.st.verify ? 64 : o.cfg.context);
+    std::string text = train::read_file(o.data_path);
+    if (o.data_limit > 0 && text.size() > size_t(o.data_limit)) text.resize(size_t(o.data_limit));
+    data = train::split_bytes(text, o.st.verify ? 64 : o.cfg.context);
   } catch (const std::exception& e) { cli::usage_error(kProg, e.what()); }
   results::Results res("day50_gpt", kProg);
   env::begin(res, o.st);
   res.config["precision"] = o.prec;
   res.config["attention"] = o.attn_s;
   res.config["data"] = o.files.data_name;
+  if (o.data_limit > 0) res.config["data_limit"] = o.data_limit;
+  res.config["dropout"] = o.train.dropout;
   res.config["gpus"] = o.world > 1 ? o.world : gpus;
   if (o.st.verify) {
     run_verify(res, o, data, gpus > 1 ? gpus : count);

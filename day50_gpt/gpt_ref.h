@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/dropout.h"
+
 namespace gpt {
 
 struct Config {
@@ -236,7 +238,8 @@ inline void attention_head_bwd(const double* qkv, const double* P, const double*
 
 // Everything the forward keeps for the backward, per layer.
 struct Activations {
-  std::vector<double> x0;  // embeddings, [B*T][C]
+  dropout::Params drop;    // the forward's dropout (the backward regenerates its masks from it)
+  std::vector<double> x0;  // embeddings after dropout, [B*T][C]
   struct Layer {
     std::vector<double> x_in, ln1, ln1_mean, ln1_rstd, qkv, att /* [B][H][T][T] probabilities */, att_out, x_mid, ln2,
         ln2_mean, ln2_rstd, fc, gelu;
@@ -245,10 +248,19 @@ struct Activations {
   std::vector<double> x_out, lnf, lnf_mean, lnf_rstd, logits, probs;
 };
 
+// x[i] *= 0 or 1/(1-p), element i of `site`'s mask (nothing when dropout is off).
+inline void apply_dropout(const dropout::Params& d, uint32_t site, double* x, size_t n) {
+  if (!d.on) return;
+  for (size_t i = 0; i < n; ++i) x[i] *= double(dropout::factor(d, site, i));
+}
+
 // Forward over tokens [B][T] (and targets [B][T], for the loss). Returns the mean cross-entropy;
-// `acts` keeps what the backward needs; logits are in acts.logits ([B*T][V]).
+// `acts` keeps what the backward needs; logits are in acts.logits ([B*T][V]). Dropout `drop` (off by
+// default) at nanoGPT's three sites: the embedding's output, and each sublayer's output before its
+// residual add; the element index is row * C + column (nn/dropout.h).
 inline double forward(const Config& c, const std::vector<float>& p, const std::vector<int>& tokens,
-                      const std::vector<int>& targets, int B, int T, Activations& a) {
+                      const std::vector<int>& targets, int B, int T, Activations& a,
+                      const dropout::Params& drop = dropout::Params()) {
   using namespace detail;
   if (T > c.context) throw std::invalid_argument("sequence longer than the context");
   const Layout lay(c);
@@ -262,6 +274,8 @@ inline double forward(const Config& c, const std::vector<float>& p, const std::v
         a.x0[(size_t(b) * T + t) * C + i] =
             double(p[lay.wte + size_t(tok) * C + i]) + double(p[lay.wpe + size_t(t) * C + i]);
     }
+  a.drop = drop;
+  apply_dropout(drop, dropout::site_embed(), a.x0.data(), N * C);
   std::vector<double> x = a.x0;
   a.layer.assign(size_t(c.layers), {});
   for (int l = 0; l < c.layers; ++l) {
@@ -279,6 +293,7 @@ inline double forward(const Config& c, const std::vector<float>& p, const std::v
         attention_head_fwd(A.qkv.data(), T, C, H, b, h, &A.att[(size_t(b) * H + h) * T * T], A.att_out.data());
     std::vector<double> y(N * C);
     linear(A.att_out.data(), &p[L.proj_w], &p[L.proj_b], y.data(), N, C, C);
+    apply_dropout(drop, dropout::site_attn(l), y.data(), N * C);
     for (size_t i = 0; i < N * C; ++i) x[i] += y[i];
     A.x_mid = x;
     A.ln2.assign(N * C, 0), A.ln2_mean.assign(N, 0), A.ln2_rstd.assign(N, 0);
@@ -288,6 +303,7 @@ inline double forward(const Config& c, const std::vector<float>& p, const std::v
     A.gelu.resize(N * 4 * C);
     for (size_t i = 0; i < N * 4 * C; ++i) A.gelu[i] = gelu(A.fc[i]);
     linear(A.gelu.data(), &p[L.fc2_w], &p[L.fc2_b], y.data(), N, 4 * C, C);
+    apply_dropout(drop, dropout::site_mlp(l), y.data(), N * C);
     for (size_t i = 0; i < N * C; ++i) x[i] += y[i];
   }
   a.x_out = x;
@@ -331,16 +347,19 @@ inline std::vector<double> backward(const Config& c, const std::vector<float>& p
   for (int l = c.layers - 1; l >= 0; --l) {
     const auto& L = lay.layer[size_t(l)];
     const auto& A = a.layer[size_t(l)];
-    // MLP: x_out = x_mid + fc2(gelu(fc(ln2(x_mid))))
-    std::vector<double> dgelu(N * 4 * C, 0.0), dln2(N * C, 0.0);
-    linear_back(A.gelu.data(), &p[L.fc2_w], dx.data(), dgelu.data(), &g[L.fc2_w], &g[L.fc2_b], N, 4 * C, C);
+    // MLP: x_out = x_mid + drop(fc2(gelu(fc(ln2(x_mid))))); dy = the mask times dx
+    std::vector<double> dgelu(N * 4 * C, 0.0), dln2(N * C, 0.0), dy = dx;
+    apply_dropout(a.drop, dropout::site_mlp(l), dy.data(), N * C);
+    linear_back(A.gelu.data(), &p[L.fc2_w], dy.data(), dgelu.data(), &g[L.fc2_w], &g[L.fc2_b], N, 4 * C, C);
     for (size_t i = 0; i < N * 4 * C; ++i) dgelu[i] *= gelu_grad(A.fc[i]);
     linear_back(A.ln2.data(), &p[L.fc_w], dgelu.data(), dln2.data(), &g[L.fc_w], &g[L.fc_b], N, C, 4 * C);
     layernorm_back(A.x_mid.data(), &p[L.ln2_w], A.ln2_mean.data(), A.ln2_rstd.data(), dln2.data(), dx.data(),
                    &g[L.ln2_w], &g[L.ln2_b], N, C);
-    // Attention: x_mid = x_in + proj(attention(qkv(ln1(x_in))))
+    // Attention: x_mid = x_in + drop(proj(attention(qkv(ln1(x_in)))))
     std::vector<double> datt_out(N * C, 0.0), dqkv(N * 3 * C, 0.0), dln1(N * C, 0.0);
-    linear_back(A.att_out.data(), &p[L.proj_w], dx.data(), datt_out.data(), &g[L.proj_w], &g[L.proj_b], N, C, C);
+    dy = dx;
+    apply_dropout(a.drop, dropout::site_attn(l), dy.data(), N * C);
+    linear_back(A.att_out.data(), &p[L.proj_w], dy.data(), datt_out.data(), &g[L.proj_w], &g[L.proj_b], N, C, C);
     for (int b = 0; b < B; ++b)
       for (size_t h = 0; h < H; ++h)
         attention_head_bwd(A.qkv.data(), &A.att[(size_t(b) * H + h) * T * T], datt_out.data(), T, C, H, b, h,
@@ -349,7 +368,8 @@ inline std::vector<double> backward(const Config& c, const std::vector<float>& p
     layernorm_back(A.x_in.data(), &p[L.ln1_w], A.ln1_mean.data(), A.ln1_rstd.data(), dln1.data(), dx.data(),
                    &g[L.ln1_w], &g[L.ln1_b], N, C);
   }
-  // Embeddings: the token embedding gets this too (tied with the head).
+  // Embeddings (through their dropout): the token embedding gets this too (tied with the head).
+  apply_dropout(a.drop, dropout::site_embed(), dx.data(), N * C);
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) {
       const int tok = tokens[size_t(b) * T + t];

@@ -23,9 +23,14 @@
 #include "nn/attn_kind.h"
 #include "results.h"
 
+// Dropout's default probability (--dropout): the one place to change it. Chosen from a sweep on the
+// default run (see the notes, "Dropout").
+constexpr double kDefaultDropout = 0.1;
+
 struct TrainOptions {
-  int batch = 64, steps = 400, until = 0, warmup = 100, val_every = 100, val_batches = 8, log_every = 50;
+  int batch = 64, steps = 5000, until = 0, warmup = 100, val_every = 100, val_batches = 8, log_every = 50;
   double lr = 1e-3, lr_min_frac = 0.1, clip = 1.0, weight_decay = 0.1;
+  double dropout = kDefaultDropout;        // at the embedding's and each sublayer's output (nn/dropout.h)
   bool fusion = true;                      // cuBLASLt epilogues
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
   size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
@@ -43,8 +48,8 @@ struct RunFiles {
 
 namespace gpt {
 
-// --bench's parts: `all` is the first three; `generate` times generation on fresh weights alone.
-inline const std::vector<std::string> kBenchParts = {"train-fp32", "train-bf16", "quality", "generate"};
+// --bench's parts: `all` is the first four; `generate` times generation on fresh weights alone.
+inline const std::vector<std::string> kBenchParts = {"train-fp32", "train-bf16", "quality", "quality-cut", "generate"};
 
 struct Options {
   cli::Standard st;
@@ -52,7 +57,8 @@ struct Options {
   TrainOptions train;
   std::string prec = "bf16", attn_s = "auto";
   Attn attn = Attn::kAuto;
-  std::string data_path;  // the file read (the default resolved next to the executable)
+  std::string data_path;     // the file read (the default resolved next to the executable)
+  long long data_limit = 0;  // --data-limit: read only the file's first bytes (0: all)
   RunFiles files;
   std::string sample, prompt;
   ckpt::Checkpoint sample_ckpt;  // --sample, loaded
@@ -63,7 +69,7 @@ struct Options {
   int world = 1, rank = 0, device = -1;
   std::string id_file, verify_only = "all";
   std::string allreduce = "fp32", bucket_order = "backward";
-  int bench_steps = 1000;
+  int bench_steps = 0;
   std::set<std::string> bench_parts;
   bool check_args = false;
   bool multi() const { return gpus_s != "1" || world > 1; }
@@ -113,11 +119,13 @@ inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& 
   cfg.context = int(args.integer("context", 256, 2, 8192, "context length T"));
   TrainOptions& t = o.train;
   t.batch = int(args.integer("batch", 64, 1, 4096, "sequences per step"));
-  t.steps = int(args.integer("steps", 400, 1, 100000000, "training steps (the schedule's length)"));
+  t.steps = int(args.integer("steps", t.steps, 1, 100000000, "training steps (the schedule's length)"));
   t.until = int(
       args.integer("until", 0, 0, 100000000, "stop after this step (0: at --steps); the schedule still spans --steps"));
   t.warmup = int(args.integer("warmup", 100, 1, 100000000, "warm-up steps"));
   t.lr = args.real("lr", 1e-3, 1e-7, 1.0, "peak learning rate");
+  t.dropout = args.real("dropout", kDefaultDropout, 0, 1,
+                        "dropout probability at the embedding's and each sublayer's output, in [0, 1)");
   t.val_every = int(args.integer("val-every", 100, 1, 100000000, "steps between validation losses"));
   t.log_every = int(args.integer("log-every", 50, 1, 100000, "steps between progress lines"));
   fusion_s =
@@ -129,6 +137,7 @@ inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& 
   o.files.data_name = args.str("data", "data/shakespeare.txt",
                                "the text to train on (any file up to 1 GiB: bytes are the vocabulary; the default is "
                                "found next to the executable)");
+  o.data_limit = args.integer("data-limit", 0, 0, 1LL << 30, "use only the first N bytes of --data (0: all of it)");
   o.files.save = args.str("save", "", "write a checkpoint here at the end");
   o.files.resume = args.str("resume", "", "continue from this checkpoint");
   o.files.log = args.str("log", "", "write the loss log here (lines: step loss / step val loss)");
@@ -153,10 +162,12 @@ inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& 
       "data parallel: all-reduce the gradient in buckets of this many MiB during the backward (0: all of it after)");
   o.verify_only = args.str("verify-only", "all",
                            "with --verify: all | fp32 (skip the bf16 checks; for racecheck, see the Makefile)");
-  o.bench_steps = int(args.integer("bench-steps", 1000, 10, 1000000, "with --bench: steps of the quality run"));
+  o.bench_steps =
+      int(args.integer("bench-steps", o.train.steps, 10, 1000000, "with --bench: steps of the quality runs"));
   parts = args.str("bench-part", "all",
-                   "with --bench: which parts, comma-separated: train-fp32, train-bf16, quality (all: these three), "
-                   "generate (generation alone, on fresh weights)");
+                   "with --bench: which parts, comma-separated: train-fp32, train-bf16, quality (the default run on "
+                   "the plays), quality-cut (its first 1,115,394 bytes), all (these four), generate (generation "
+                   "alone, on fresh weights)");
   o.check_args = args.flag("check-args", "parse and judge the arguments (and the files they name), then exit 0");
 }
 
@@ -182,7 +193,8 @@ inline void check_dp(int argc, char** argv, Options& o, double first_mb) {
 inline void check_combinations(int argc, char** argv, const Options& o) {
   const bool sampling = !o.sample.empty();
   if (sampling)
-    for (const char* f : {"verify", "bench", "resume", "save", "json", "dump", "log", "data", "gpus", "world"})
+    for (const char* f :
+         {"verify", "bench", "resume", "save", "json", "dump", "log", "data", "data-limit", "dropout", "gpus", "world"})
       if (given(argc, argv, f))
         cli::usage_error(
             kProg, std::string("--sample generates from a checkpoint on one GPU: --") + f + " does not go with it");
@@ -225,6 +237,7 @@ inline void check_values(Options& o, const std::string& fusion_s, double bucket_
   if (fusion_s != "on" && fusion_s != "off")
     cli::usage_error(kProg, "--fusion must be on or off, got '" + fusion_s + "'");
   o.train.fusion = fusion_s == "on";
+  if (!(o.train.dropout < 1)) cli::usage_error(kProg, "--dropout must be in [0, 1), got 1 (every element dropped)");
   if (o.prec != "fp32" && o.prec != "bf16")
     cli::usage_error(kProg, "--precision must be fp32 or bf16, got '" + o.prec + "'");
   if (o.attn_s == "cudnn")
@@ -249,7 +262,8 @@ inline void check_values(Options& o, const std::string& fusion_s, double bucket_
     else if (std::find(kBenchParts.begin(), kBenchParts.end(), p) != kBenchParts.end())
       o.bench_parts.insert(p);
     else
-      cli::usage_error(kProg, "--bench-part: '" + p + "' is not one of all, train-fp32, train-bf16, quality, generate");
+      cli::usage_error(
+          kProg, "--bench-part: '" + p + "' is not one of all, train-fp32, train-bf16, quality, quality-cut, generate");
     if (comma == std::string::npos) break;
     start = comma + 1;
   }

@@ -38,7 +38,9 @@ static std::vector<float> random_params(const gpt::Config& c, verify::Rng& rng) 
   return p;
 }
 
-TEST(backward_matches_finite_differences_for_every_parameter) {
+// The worst relative error of the backward against central differences of the loss, every parameter;
+// with dropout the mask is a fixed function of (seed, step), so the loss is still a smooth function.
+static double worst_fd_error(const dropout::Params& drop) {
   const gpt::Config c = tiny();
   verify::Rng rng(11);
   std::vector<float> p = random_params(c, rng);
@@ -47,7 +49,7 @@ TEST(backward_matches_finite_differences_for_every_parameter) {
   for (auto& t : tok) t = int(rng.next() % c.vocab);
   for (auto& t : tgt) t = int(rng.next() % c.vocab);
   gpt::Activations a;
-  gpt::forward(c, p, tok, tgt, B, T, a);
+  gpt::forward(c, p, tok, tgt, B, T, a, drop);
   const std::vector<double> g = gpt::backward(c, p, tok, tgt, B, T, a);
   double worst = 0, gmax = 0;
   for (double v : g) gmax = std::fmax(gmax, std::fabs(v));
@@ -56,16 +58,65 @@ TEST(backward_matches_finite_differences_for_every_parameter) {
     const float h = 1e-3f;  // the error falls as h^2 (measured: 5e-3 at 1e-2, 5e-5 at 1e-3): truncation, not a bug
     p[i] = keep + h;
     const double hp = double(p[i]) - keep;
-    const double lp = gpt::forward(c, p, tok, tgt, B, T, a);
+    const double lp = gpt::forward(c, p, tok, tgt, B, T, a, drop);
     p[i] = keep - h;
     const double hm = keep - double(p[i]);
-    const double lm = gpt::forward(c, p, tok, tgt, B, T, a);
+    const double lm = gpt::forward(c, p, tok, tgt, B, T, a, drop);
     p[i] = keep;
     const double fd = (lp - lm) / (hp + hm);
     worst = std::fmax(worst, std::fabs(fd - g[i]) / (1e-3 * gmax + std::fabs(g[i])));
   }
   std::printf("  %zu parameters, max |grad| %.3g, worst relative error %.2e\n", p.size(), gmax, worst);
-  EXPECT(worst < 1e-3);
+  return worst;
+}
+
+TEST(backward_matches_finite_differences_for_every_parameter) { EXPECT(worst_fd_error(dropout::Params()) < 1e-3); }
+
+TEST(dropout_backward_matches_finite_differences_for_every_parameter) {
+  EXPECT(worst_fd_error(dropout::make(0.3, 1234, 7)) < 1e-3);
+}
+
+// Random123's known-answer vectors for Philox4x32-10 (kat_vectors: counter[4], key[2] -> output[4]).
+TEST(dropout_philox_known_answers) {
+  const uint32_t kat[3][10] = {{0, 0, 0, 0, 0, 0, 0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u},
+                               {~0u, ~0u, ~0u, ~0u, ~0u, ~0u, 0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu},
+                               {0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u,
+                                0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}};
+  for (const auto& k : kat) {
+    const dropout::U4 r = dropout::philox4x32_10(k[0], k[1], k[2], k[3], k[4], k[5]);
+    for (int i = 0; i < 4; ++i) EXPECT(r.v[i] == k[6 + i]);
+  }
+}
+
+// The keep rate is 1 - p within sampling error (5 standard deviations), steps and sites draw different
+// masks (two independent masks differ in a fraction 2p(1-p) of the elements), and p = 0 keeps all.
+TEST(dropout_mask_keep_rate_and_independence) {
+  const size_t n = 1 << 20;
+  for (double p : {0.1, 0.2, 0.5}) {
+    const dropout::Params d = dropout::make(p, 99, 3), d2 = dropout::make(p, 99, 4);
+    size_t kept = 0, differ_step = 0, differ_site = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const bool k = dropout::keep(d, 1, i);
+      kept += k, differ_step += k != dropout::keep(d2, 1, i), differ_site += k != dropout::keep(d, 2, i);
+    }
+    const double sd = std::sqrt(p * (1 - p) / double(n)), q = 2 * p * (1 - p), sdq = std::sqrt(q * (1 - q) / double(n));
+    EXPECT(std::fabs(double(kept) / double(n) - (1 - p)) < 5 * sd);
+    EXPECT(std::fabs(double(differ_step) / double(n) - q) < 5 * sdq);
+    EXPECT(std::fabs(double(differ_site) / double(n) - q) < 5 * sdq);
+  }
+  const dropout::Params off = dropout::make(0.0, 99, 3);
+  EXPECT(!off.on && dropout::factor(off, 0, 12345) == 1.f);
+  EXPECT(dropout::factor(dropout::make(0.2, 99, 3), 0, 0) == 0.f ||
+         dropout::factor(dropout::make(0.2, 99, 3), 0, 0) == 1.25f);
+}
+
+// A data-parallel replica's slice (first = its first element) draws the same mask as the whole batch.
+TEST(dropout_mask_of_a_slice_is_the_whole_batch_mask) {
+  dropout::Params whole = dropout::make(0.25, 7, 11), half = whole;
+  half.first = 1000;
+  bool same = true;
+  for (uint64_t i = 0; i < 5000; ++i) same = same && dropout::keep(half, 3, i) == dropout::keep(whole, 3, 1000 + i);
+  EXPECT(same);
 }
 
 TEST(attention_is_causal) {

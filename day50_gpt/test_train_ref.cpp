@@ -48,13 +48,15 @@ TEST(data_split_and_batches) {
 }
 
 // A tiny model on a repetitive text: the CPU training loop must drive the loss down, and a run
-// resumed from a checkpoint must reproduce the uninterrupted run's losses exactly.
+// resumed from a checkpoint must reproduce the uninterrupted run's losses exactly, with dropout too:
+// its masks are a function of (key, step), and the checkpoint holds both (rng_state, step).
 struct Run {
   gpt::Config c;
   std::vector<float> p, m, v;
   std::vector<uint8_t> decay;
-  uint64_t pos = 0;
+  uint64_t pos = 0, key = 0;
   int64_t step = 0;
+  double dropout = 0;
 };
 
 static std::vector<double> train_steps(Run& r, const train::Corpus& data, int steps) {
@@ -64,7 +66,7 @@ static std::vector<double> train_steps(Run& r, const train::Corpus& data, int st
   for (int i = 0; i < steps; ++i, ++r.step) {
     r.pos = train::batch(data.train, r.pos, 4, 8, tok, tgt);
     gpt::Activations a;
-    losses.push_back(gpt::forward(r.c, r.p, tok, tgt, 4, 8, a));
+    losses.push_back(gpt::forward(r.c, r.p, tok, tgt, 4, 8, a, dropout::make(r.dropout, r.key, r.step)));
     const std::vector<double> gd = gpt::backward(r.c, r.p, tok, tgt, 4, 8, a);
     std::vector<float> g(gd.begin(), gd.end());
     train::clip_grad_norm(g, 1.0);
@@ -73,7 +75,7 @@ static std::vector<double> train_steps(Run& r, const train::Corpus& data, int st
   return losses;
 }
 
-TEST(cpu_training_loss_falls_and_resume_is_exact) {
+static void loss_falls_and_resume_is_exact(double dropout) {
   std::string text;
   while (text.size() < 4000) text += "the quick brown fox jumps over the lazy dog. ";
   const train::Corpus data = train::split_bytes(text, 8);
@@ -81,6 +83,7 @@ TEST(cpu_training_loss_falls_and_resume_is_exact) {
   r.c.vocab = 256, r.c.context = 8, r.c.layers = 1, r.c.heads = 2, r.c.width = 16;
   verify::Rng rng(5);
   r.p = gpt::init_params(r.c, rng);
+  r.key = rng.next(), r.dropout = dropout;
   r.m.assign(r.p.size(), 0.f), r.v.assign(r.p.size(), 0.f);
   r.decay = train::decay_mask(r.c);
   Run copy = r;
@@ -91,11 +94,12 @@ TEST(cpu_training_loss_falls_and_resume_is_exact) {
   ckpt::Checkpoint k;
   const std::vector<double> a = train_steps(copy, data, 20);
   k.config = copy.c, k.step = copy.step, k.data_pos = copy.pos, k.params = copy.p, k.m = copy.m, k.v = copy.v;
+  k.rng_state = copy.key;
   ckpt::save("/tmp/day50_resume.ckpt", k);
   const ckpt::Checkpoint l = ckpt::load("/tmp/day50_resume.ckpt", &copy.c);
   Run resumed;
   resumed.c = l.config, resumed.p = l.params, resumed.m = l.m, resumed.v = l.v, resumed.pos = l.data_pos,
-  resumed.step = l.step;
+  resumed.step = l.step, resumed.key = l.rng_state, resumed.dropout = dropout;
   resumed.decay = train::decay_mask(resumed.c);
   const std::vector<double> b = train_steps(resumed, data, 10);
   bool same = true;
@@ -103,5 +107,8 @@ TEST(cpu_training_loss_falls_and_resume_is_exact) {
   EXPECT(same);
   std::remove("/tmp/day50_resume.ckpt");
 }
+
+TEST(cpu_training_loss_falls_and_resume_is_exact) { loss_falls_and_resume_is_exact(0.0); }
+TEST(cpu_training_with_dropout_loss_falls_and_resume_is_exact) { loss_falls_and_resume_is_exact(0.1); }
 
 int main() { return minitest::run_all(); }

@@ -95,9 +95,18 @@ struct Model {
   // (attention backward) with dfc (MLP backward) and the embedding's partial sums (the very end).
   DeviceBuffer scratch_small, scratch_big;
   View tmp, dln, datt, dqkv, dfc, embed_partial;
+  // Dropout (nn/dropout.h): probability drop_p at the embedding's output and at each sublayer's output.
+  // The trainer sets the key (the run's seed), the step and, for a data-parallel replica, the index of
+  // its first element in the global batch before each forward; `drop` is what the last forward used,
+  // so the backward regenerates the same masks. ddrop: d(sublayer output) through the mask.
+  double drop_p = 0;
+  uint64_t drop_key = 0, drop_first = 0;
+  int64_t drop_step = 0;
+  dropout::Params drop;
+  DeviceBuffer ddrop;
 
-  Model(const gpt::Config& cfg, int b, Attn want, bool fusion = true)
-      : c(cfg), lay(cfg), B(b), T_(cfg.context), N(b * cfg.context), fuse(fusion) {
+  Model(const gpt::Config& cfg, int b, Attn want, bool fusion = true, double dropout_p = 0)
+      : c(cfg), lay(cfg), B(b), T_(cfg.context), N(b * cfg.context), fuse(fusion), drop_p(dropout_p) {
     CUBLAS_CHECK(cublasCreate(&blas));
     CUBLAS_CHECK(cublasLtCreate(&blas_lt));
     CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));  // fp32 stays fp32: no TF32
@@ -171,6 +180,7 @@ struct Model {
         {"column-sum partials", &partial, size_t(k::col_chunks(N)) * 4 * C * 4, true},  // widest: a bias of 4C
         {"norm partials", &norm_partial, size_t(k::kNormBlocks) * 4, true},
         {"sum of squares", &sumsq, 4, true},
+        {"dropout: d(sublayer out) through the mask", &ddrop, drop_p > 0 ? NN * C * E : 0, true},
     };
     for (auto& x : xs) t.push_back({"residual stream", &x, NN * C * 4, true});
     for (Layer& L : layer) {
@@ -243,11 +253,23 @@ struct Model {
     LAUNCH_CHECK();
     mark(kLayerNorm);
   }
+  // d(sublayer output) for the backward: dx through `site`'s mask (in ddrop), or dx itself without dropout.
+  const T* through_dropout(uint32_t site) {
+    if (!drop.on) return dxT();
+    const size_t NC = size_t(N) * c.width;
+    k::dropout_bwd<T><<<grid_for(NC), 256>>>(dx.as<float>(), ddrop.as<T>(), NC, drop, site);
+    LAUNCH_CHECK();
+    mark(kResidual);
+    return ddrop.as<T>();
+  }
   // Forward of the batch in tok/tgt: per-row losses in `loss`, dlogits (in T) ready for the backward.
-  void forward() {
+  // train: with dropout (if drop_p > 0); false for validation and generation.
+  void forward(bool train = true) {
     const int C = c.width;
     const size_t NC = size_t(N) * C;
-    k::embed_fwd<<<grid_for(NC), 256>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C);
+    drop = dropout::Params();
+    if (train && drop_p > 0) drop = dropout::make(drop_p, drop_key, drop_step), drop.first = drop_first;
+    k::embed_fwd<<<grid_for(NC), 256>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C, drop);
     LAUNCH_CHECK();
     mark(kEmbed);
     for (int l = 0; l < c.layers; ++l) {
@@ -258,13 +280,15 @@ struct Model {
       linear(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, L.qkv.as<T>(), C, 3 * C);
       attention_fwd(L);
       linear(L.att.as<T>(), Wl.proj_w, Wl.proj_b, tmp.as<T>(), C, C);
-      k::residual_add<T><<<grid_for(NC), 256>>>(L.x_mid.as<float>(), xs[size_t(l)].as<float>(), tmp.as<T>(), NC);
+      k::residual_add<T><<<grid_for(NC), 256>>>(L.x_mid.as<float>(), xs[size_t(l)].as<float>(), tmp.as<T>(), NC, drop,
+                                                dropout::site_attn(l));
       LAUNCH_CHECK();
       mark(kResidual);
       ln_fwd(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2.as<T>(), L.ln2_mean.as<float>(), L.ln2_rstd.as<float>());
       linear(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, L.fc.as<T>(), C, 4 * C, L.gl.as<T>());  // fc keeps the pre-activation
       linear(L.gl.as<T>(), Wl.fc2_w, Wl.fc2_b, tmp.as<T>(), 4 * C, C);
-      k::residual_add<T><<<grid_for(NC), 256>>>(xs[size_t(l) + 1].as<float>(), L.x_mid.as<float>(), tmp.as<T>(), NC);
+      k::residual_add<T><<<grid_for(NC), 256>>>(xs[size_t(l) + 1].as<float>(), L.x_mid.as<float>(), tmp.as<T>(), NC,
+                                                drop, dropout::site_mlp(l));
       LAUNCH_CHECK();
       mark(kResidual);
     }
@@ -290,19 +314,23 @@ struct Model {
     for (int l = c.layers - 1; l >= 0; --l) {
       auto& L = layer[size_t(l)];
       const auto& Wl = lay.layer[size_t(l)];
-      // MLP: xs[l+1] = x_mid + fc2(gelu(fc(ln2(x_mid)))); dx holds d/dxs[l+1]
-      linear_back(L.gl.as<T>(), Wl.fc2_w, Wl.fc2_b, dxT(), dfc.as<T>(), 4 * C, C,
+      // MLP: xs[l+1] = x_mid + drop(fc2(gelu(fc(ln2(x_mid))))); dx holds d/dxs[l+1]
+      linear_back(L.gl.as<T>(), Wl.fc2_w, Wl.fc2_b, through_dropout(dropout::site_mlp(l)), dfc.as<T>(), 4 * C, C,
                   L.fc.as<T>());  // dfc = d(gl) * gelu'(fc)
       linear_back(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, dfc.as<T>(), dln.as<T>(), C, 4 * C);
       ln_back(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2_mean.as<float>(), L.ln2_rstd.as<float>(), dln.as<T>(),
               true);
-      // Attention: x_mid = xs[l] + proj(attention(qkv(ln1(xs[l])))); dx now holds d/dx_mid
-      linear_back(L.att.as<T>(), Wl.proj_w, Wl.proj_b, dxT(), datt.as<T>(), C, C);
+      // Attention: x_mid = xs[l] + drop(proj(attention(qkv(ln1(xs[l]))))); dx now holds d/dx_mid
+      linear_back(L.att.as<T>(), Wl.proj_w, Wl.proj_b, through_dropout(dropout::site_attn(l)), datt.as<T>(), C, C);
       attention_bwd(L);
       linear_back(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, dqkv.as<T>(), dln.as<T>(), C, 3 * C);
       ln_back(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1_mean.as<float>(), L.ln1_rstd.as<float>(),
               dln.as<T>(), true);
       if (on_block_grads) on_block_grads(l);
+    }
+    if (drop.on) {  // the embedding's dropout: dx is read only by the two embedding gradients below
+      k::dropout_scale<<<grid_for(size_t(N) * C), 256>>>(dx.as<float>(), size_t(N) * C, drop, dropout::site_embed());
+      LAUNCH_CHECK();
     }
     k::embed_bwd_pos<<<grid_for(size_t(T_) * C), 256>>>(dx.as<float>(), G(lay.wpe), B, T_, C);
     LAUNCH_CHECK();

@@ -1,14 +1,17 @@
 // day50_gpt/run/generate.cuh: generation with a KV cache, batch 1, fp32: one position at a time through
-// the model (nn/kernels/decode.cuh), captured as CUDA graphs, with top-k sampling on the GPU.
+// the model (nn/kernels/decode.cuh), captured as CUDA graphs, with top-k sampling on the GPU; past the
+// context length, a sliding window re-prefilled by the training forward (below).
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "../gpt_ref.h"
 #include "../nn/kernels/decode.cuh"
 #include "../nn/kernels/layernorm.cuh"
+#include "../nn/model.cuh"
 #include "../nn/types.cuh"
 #include "verify.h"
 
@@ -21,28 +24,54 @@
 // one by one, the host's launch time would dominate; so the step (embedding -> logits, then position
 // + 1) is captured once as a CUDA graph, and a second graph puts the GPU sampling kernel in front of
 // it: generating n bytes is n graph launches and one copy back at the end.
+//
+// Past the context length T the model sees a sliding window: the last T bytes, the newest at position
+// T - 1 (as nanoGPT's generate crops to the last block_size tokens). The positions are learned and
+// absolute, so when the window slides by one every byte moves to a new position, and every cached key
+// and value (computed at the old positions, through all the layers above the embedding) is stale: a
+// rolling cache would not compute the same function. So each byte past the context re-prefills: the
+// training forward (nn/model.cuh, batch 1, fp32, no dropout) runs over the window, each layer's keys
+// and values of positions 0..T-2 are copied into the cache, and the usual decoding step runs the
+// newest byte at position T - 1. A byte then costs a whole forward over T positions instead of one
+// position's work; nothing cheaper computes the same logits with absolute positions.
 struct Generator {
   gpt::Config c;
   gpt::Layout lay;
   cudaStream_t stream;
-  cudaGraphExec_t step_graph = nullptr, gen_graph = nullptr;
-  DeviceBuffer params, x, ln, qkv, att, gl, logits, mean, rstd, tok, pos, count, draws, out;
+  cudaGraphExec_t step_graph = nullptr, gen_graph = nullptr, sample_graph = nullptr;
+  cudaEvent_t to_window = nullptr, from_window = nullptr;
+  DeviceBuffer params, x, ln, qkv, att, gl, logits, mean, rstd, tok, pos, count, draws, hist;
   std::vector<DeviceBuffer> kc, vc;
-  Generator(const gpt::Config& cfg, const std::vector<float>& p, int max_new) : c(cfg), lay(cfg) {
+  int prompt_len = 0;
+  int* out = nullptr;                    // the sampled bytes: hist after the prompt
+  std::unique_ptr<Model<float>> window;  // the re-prefill's forward (built only when the window slides)
+  Generator(const gpt::Config& cfg, const std::vector<float>& p, int max_new, int prompt_bytes = 0)
+      : c(cfg), lay(cfg), prompt_len(prompt_bytes) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     const size_t C = size_t(c.width);
     params.alloc(lay.total * 4);
     to_device(params.as<float>(), p);
     x.alloc(C * 4), ln.alloc(C * 4), qkv.alloc(3 * C * 4), att.alloc(C * 4), gl.alloc(4 * C * 4);
     logits.alloc(size_t(c.vocab) * 4), mean.alloc(4), rstd.alloc(4), tok.alloc(4), pos.alloc(4), count.alloc(4);
-    draws.alloc(size_t(std::max(1, max_new)) * 8), out.alloc(size_t(std::max(1, max_new)) * 4);
+    draws.alloc(size_t(std::max(1, max_new)) * 8), hist.alloc(size_t(prompt_len + std::max(1, max_new)) * 4);
+    out = hist.as<int>() + prompt_len;
     for (int l = 0; l < c.layers; ++l)
       kc.emplace_back(size_t(c.context) * C * 4), vc.emplace_back(size_t(c.context) * C * 4);
     CUDA_CHECK(cudaMemset(pos.as(), 0, 4));
     CUDA_CHECK(cudaMemset(count.as(), 0, 4));
     step_graph = capture([&] { enqueue_step(); });
+    if (prompt_len + max_new > c.context) {  // the window will slide
+      window = std::make_unique<Model<float>>(c, 1, Attn::kMatmul);
+      CUDA_CHECK(cudaMemcpy(window->params.as(), params.as(), lay.total * 4, cudaMemcpyDeviceToDevice));
+      CUDA_CHECK(cudaMemset(window->tgt.as(), 0, window->tgt.bytes()));  // the loss it computes is unused
+      CUDA_CHECK(cudaEventCreateWithFlags(&to_window, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventCreateWithFlags(&from_window, cudaEventDisableTiming));
+    }
   }
   ~Generator() {
+    window.reset();
+    if (to_window) cudaEventDestroy(to_window), cudaEventDestroy(from_window);
+    if (sample_graph) cudaGraphExecDestroy(sample_graph);
     if (gen_graph) cudaGraphExecDestroy(gen_graph);
     if (step_graph) cudaGraphExecDestroy(step_graph);
     cudaStreamDestroy(stream);
@@ -101,10 +130,37 @@ struct Generator {
     k::advance_position<<<1, 1, 0, stream>>>(pos.as<int>());
     LAUNCH_CHECK();
   }
-  // Feed one known token (the prompt); the logits stay on the GPU.
+  // Feed one byte of the prompt (the prompt is shorter than T: prompt_len bytes, fed in order); the
+  // logits stay on the GPU. The byte is kept in the history the sliding window reads.
+  int fed = 0;
   void feed(int token) {
     CUDA_CHECK(cudaMemcpyAsync(tok.as(), &token, 4, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(hist.as<int>() + fed++, tok.as(), 4, cudaMemcpyDeviceToDevice, stream));
     CUDA_CHECK(cudaGraphLaunch(step_graph, stream));
+  }
+  // The window slides: the last T bytes of the history, ending with the newest at absolute position
+  // `at`, go through the training forward (on the legacy stream, ordered after and before this
+  // generator's stream by events); its keys and values of positions 0..T-2 become the cache, and the
+  // next step runs the newest byte at position T - 1.
+  void reprefill(int at) {
+    const int T = c.context;
+    const size_t C = size_t(c.width);
+    CUDA_CHECK(cudaEventRecord(to_window, stream));
+    CUDA_CHECK(cudaStreamWaitEvent(0, to_window, 0));
+    CUDA_CHECK(
+        cudaMemcpyAsync(window->tok.as(), hist.as<int>() + (at - T + 1), size_t(T) * 4, cudaMemcpyDeviceToDevice, 0));
+    window->forward(false);
+    for (int l = 0; l < c.layers; ++l) {
+      const float* q = window->layer[size_t(l)].qkv.as<float>();  // rows [q | k | v], 3C wide
+      CUDA_CHECK(cudaMemcpy2DAsync(kc[size_t(l)].as(), C * 4, q + C, 3 * C * 4, C * 4, size_t(T - 1),
+                                   cudaMemcpyDeviceToDevice, 0));
+      CUDA_CHECK(cudaMemcpy2DAsync(vc[size_t(l)].as(), C * 4, q + 2 * C, 3 * C * 4, C * 4, size_t(T - 1),
+                                   cudaMemcpyDeviceToDevice, 0));
+    }
+    k::set_position<<<1, 1, 0, 0>>>(pos.as<int>(), T - 1);
+    LAUNCH_CHECK();
+    CUDA_CHECK(cudaEventRecord(from_window, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(stream, from_window, 0));
   }
   std::vector<float> logits_now() {
     CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -118,28 +174,59 @@ struct Generator {
     to_device(draws.as<double>(), u);
     n_ = int(u.size()), temperature_ = temperature, top_k_ = top_k;
     if (gen_graph) CUDA_CHECK(cudaGraphExecDestroy(gen_graph));
+    if (sample_graph) CUDA_CHECK(cudaGraphExecDestroy(sample_graph));
     gen_graph = capture([&] { enqueue_sample_and_step(); });
+    sample_graph = capture([&] { enqueue_sample(); });
+  }
+  void enqueue_sample() {
+    k::sample_top_k<<<1, 256, 0, stream>>>(logits.as<float>(), c.vocab, temperature_, top_k_, draws.as<double>(),
+                                           count.as<int>(), tok.as<int>(), out);
+    LAUNCH_CHECK();
   }
   void enqueue_sample_and_step() {
-    k::sample_top_k<<<1, 256, 0, stream>>>(logits.as<float>(), c.vocab, temperature_, top_k_, draws.as<double>(),
-                                           count.as<int>(), tok.as<int>(), out.as<int>());
-    LAUNCH_CHECK();
+    enqueue_sample();
     enqueue_step();
   }
-  // Sample the prepared number of tokens from the current logits onward, feeding each back in. With
-  // use_graph false the same kernels are launched one by one and the host waits for every token (the
-  // usual first version): the bench measures what the graph saves.
-  std::vector<int> generate(bool use_graph = true) {
-    for (int i = 0; i < n_; ++i) {
-      if (use_graph) {
+  // Sampled byte i (from the current logits), fed back in: inside the context one graph (sample + step),
+  // past it the sample, the window's re-prefill and the step. use_graph false: the same kernels launched
+  // one by one, the host waiting for every byte (the usual first version; the bench measures the gain).
+  void generate_one(int i, bool use_graph = true) {
+    const int at = prompt_len + i;  // the new byte's place in the whole text
+    if (at < c.context) {
+      if (use_graph)
         CUDA_CHECK(cudaGraphLaunch(gen_graph, stream));
-      } else {
+      else
         enqueue_sample_and_step();
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-      }
+    } else {
+      if (use_graph)
+        CUDA_CHECK(cudaGraphLaunch(sample_graph, stream));
+      else
+        enqueue_sample();
+      reprefill(at);
+      if (use_graph)
+        CUDA_CHECK(cudaGraphLaunch(step_graph, stream));
+      else
+        enqueue_step();
     }
+    if (!use_graph) CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  // Samples the prepared number of bytes from the current logits onward, feeding each back in. The
+  // bytes inside the context and those past it (the window sliding) are timed apart: one more wait.
+  int slid = 0;
+  double seconds_inside = 0, seconds_sliding = 0;
+  std::vector<int> generate(bool use_graph = true) {
+    const int inside = std::max(0, std::min(n_, c.context - prompt_len));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < inside; ++i) generate_one(i, use_graph);
     CUDA_CHECK(cudaStreamSynchronize(stream));
-    return to_host(out.as<int>(), size_t(n_));
+    const auto t1 = std::chrono::steady_clock::now();
+    for (int i = inside; i < n_; ++i) generate_one(i, use_graph);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    const auto t2 = std::chrono::steady_clock::now();
+    slid = n_ - inside;
+    seconds_inside = std::chrono::duration<double>(t1 - t0).count();
+    seconds_sliding = std::chrono::duration<double>(t2 - t1).count();
+    return to_host(out, size_t(n_));
   }
 };
 
@@ -147,27 +234,29 @@ struct Sampled {
   std::string text;
   int made = 0;
   double seconds = 0;
+  int slid = 0;                // of the `made` bytes, those generated past the context (the window sliding)
+  double seconds_sliding = 0;  // their time (in `seconds` too)
 };
-// Generates up to n bytes after the prompt (the context is the limit: the last position fed must be < T).
+// Generates n bytes after the prompt (shorter than the context), sliding the window past the context.
 inline Sampled generate(const gpt::Config& cfg, const std::vector<float>& params, const std::string& prompt, int n,
                         double temperature, int top_k, uint64_t seed, bool use_graph = true) {
-  const int room =
-      cfg.context - int(prompt.size());  // positions left after the prompt; the last draw needs no step after it
-  const int want = std::max(0, std::min(n, room));
-  Generator g(cfg, params, want);
+  const int want = std::max(0, n);
+  std::vector<int> pr;
+  for (char ch : prompt) pr.push_back(int(static_cast<unsigned char>(ch)));
+  Generator g(cfg, params, want, int(pr.size()));
   verify::Rng rng(seed);
   std::vector<double> u(static_cast<size_t>(want));
   for (auto& x : u) x = double(rng.next() >> 11) / 9007199254740992.0;
-  for (char ch : prompt) g.feed(int(static_cast<unsigned char>(ch)));
+  for (int t : pr) g.feed(t);
   if (want > 0) g.prepare(u, temperature, top_k);
-  CUDA_CHECK(cudaStreamSynchronize(g.stream));
+  CUDA_CHECK(cudaDeviceSynchronize());  // the window's model was set up on the legacy stream
   Sampled s;
   s.text = prompt;
   const auto t0 = std::chrono::steady_clock::now();
-  // The graph samples and then feeds the sample; the final feed runs at position T - 1 at most.
   const std::vector<int> toks = want > 0 ? g.generate(use_graph) : std::vector<int>();
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int t : toks) s.text.push_back(char(t));
   s.made = int(toks.size());
+  s.slid = g.slid, s.seconds_sliding = g.seconds_sliding;
   return s;
 }

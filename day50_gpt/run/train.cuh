@@ -41,7 +41,8 @@ inline bool save_or_rescue(const std::string& path, const ckpt::Checkpoint& k, i
 // for a run from scratch, must have fallen from the start; with data parallelism, the replicas' weights
 // must have stayed identical.
 template <class T>
-void report_training(results::Results& res, Trainer<T>& tr, int64_t first, int comparisons, int differ, double val) {
+void report_training(results::Results& res, Trainer<T>& tr, int64_t first, int comparisons, int differ, double val,
+                     double val_min) {
   const bool talk = tr.rank == 0;
   if (first > 0 || !talk) {
     size_t bad = 0;
@@ -67,6 +68,7 @@ void report_training(results::Results& res, Trainer<T>& tr, int64_t first, int c
     res.config["gpus"] = tr.world;
     res.config["final_train_loss"] = tr.losses.empty() ? NAN : double(tr.losses.back());
     res.config["final_val_loss"] = val;
+    res.config["min_val_loss"] = val_min;
   }
 }
 
@@ -109,7 +111,8 @@ int train_run(results::Results* res, const gpt::Config& cfg, const TrainOptions&
                                    : o.steps;  // --until stops early; the schedule still spans --steps
   const int64_t first = tr.step;
   size_t logged = 0;
-  double val = NAN;
+  double val = NAN, val_min = NAN;
+  int64_t val_min_step = -1;
   int comparisons = 0, differ = 0;  // data parallel: the replicas' weight checksums
   const auto t0 = std::chrono::steady_clock::now();
   while (tr.step < last) {
@@ -138,6 +141,7 @@ int train_run(results::Results* res, const gpt::Config& cfg, const TrainOptions&
     }
     if (val_now) {
       val = tr.val_loss(o.val_batches);
+      if (!(val >= val_min)) val_min = val, val_min_step = tr.step;
       if (log) std::fprintf(log, "%lld val %.6f\n", (long long)tr.step - 1, val);
     }
     std::string replicas;
@@ -158,7 +162,10 @@ int train_run(results::Results* res, const gpt::Config& cfg, const TrainOptions&
     std::fflush(stdout);
   }
   if (log) std::fclose(log);
+  if (talk && std::isfinite(val))
+    std::printf("validation loss: final %.4f, lowest %.4f (step %lld)%s\n", val, val_min, (long long)val_min_step,
+                val > val_min + 0.05 ? "  (it rose by more than 0.05 at the end: the model overfits)" : "");
   if (talk && !f.save.empty() && !save_or_rescue(f.save, tr.checkpoint(), tr.step)) return cli::kFail;
-  if (res) report_training(*res, tr, first, comparisons, differ, val);
+  if (res) report_training(*res, tr, first, comparisons, differ, val, val_min);
   return 0;
 }

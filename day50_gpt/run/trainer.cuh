@@ -43,7 +43,7 @@ struct Trainer {
       : cfg(c),
         o(opts),
         data(d),
-        m(c, opts.batch / dp::world_of(replica), attn, opts.fusion),
+        m(c, opts.batch / dp::world_of(replica), attn, opts.fusion, opts.dropout),
         rng_state(seed),
         dp(replica),
         world(dp::world_of(replica)),
@@ -79,6 +79,8 @@ struct Trainer {
                                                        m.tgt.template as<int>());
     LAUNCH_CHECK();
     pos = (pos + uint64_t(o.batch) * Tq) % data.train.size();
+    // Dropout's masks: a function of (the run's seed, the step, the element's place in the global batch).
+    m.drop_key = rng_state, m.drop_step = step, m.drop_first = uint64_t(rank) * B * Tq * cfg.width;
     m.forward();
     k::block_sum<<<1, 256>>>(m.loss.template as<float>(), m.N, step_loss.as<float>() + pending, true);
     LAUNCH_CHECK();
@@ -123,7 +125,7 @@ struct Trainer {
       train::batch(data.val, vpos + uint64_t(rank) * m.B * cfg.context, m.B, cfg.context, tok, tgt);
       vpos = (vpos + uint64_t(o.batch) * cfg.context) % data.val.size();
       to_device(m.tok.template as<int>(), tok), to_device(m.tgt.template as<int>(), tgt);
-      m.forward();
+      m.forward(false);  // no dropout
       k::block_sum<<<1, 256>>>(m.loss.template as<float>(), m.N, mean.as<float>(), true);
       LAUNCH_CHECK();
       s += double(to_host(mean.as<float>(), 1)[0]);

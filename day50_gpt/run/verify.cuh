@@ -24,9 +24,10 @@ inline gpt::Config tiny_config() {
   return c;
 }
 
-// GPU vs CPU on a tiny configuration: logits, loss and every parameter's gradient.
+// GPU vs CPU on a tiny configuration: logits, loss and every parameter's gradient; with dropout p > 0,
+// both draw the same masks (nn/dropout.h) at a training step picked from the seed.
 template <class T>
-void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true) {
+void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true, double dropout_p = 0) {
   const gpt::Config c = tiny_config();
   const int B = 3, Tq = c.context;
   verify::Rng rng(seed);
@@ -44,12 +45,17 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   std::vector<int> tok(size_t(B) * Tq), tgt(size_t(B) * Tq);
   for (auto& t : tok) t = int(rng.next() % 256);
   for (auto& t : tgt) t = int(rng.next() % 256);
+  const uint64_t key = rng.next();
+  const int64_t step = int64_t(rng.next() % 100000);
   gpt::Activations a;
-  const double loss_ref = gpt::forward(c, p, tok, tgt, B, Tq, a);
+  const double loss_ref = gpt::forward(c, p, tok, tgt, B, Tq, a, dropout::make(dropout_p, key, step));
   const std::vector<double> g_ref = gpt::backward(c, p, tok, tgt, B, Tq, a);
-  Model<T> m(c, B, attn, fusion);
-  const std::string tag =
-      std::string("tiny GPT ") + Types<T>::name() + " " + attn_name(m.impl) + "-attn" + (fusion ? "" : " unfused");
+  Model<T> m(c, B, attn, fusion, dropout_p);
+  m.drop_key = key, m.drop_step = step;
+  char dtag[32] = "";
+  if (dropout_p > 0) std::snprintf(dtag, sizeof dtag, " dropout %.2g", dropout_p);
+  const std::string tag = std::string("tiny GPT ") + Types<T>::name() + " " + attn_name(m.impl) + "-attn" +
+                          (fusion ? "" : " unfused") + dtag;
   std::printf("%s: attention = %s\n", tag.c_str(), m.attn_note.c_str());
   to_device(m.params.template as<float>(), p);
   m.sync_weights();
@@ -96,7 +102,7 @@ inline void verify_generate(results::Results& res, uint64_t seed, gpt::Config c)
   std::vector<double> u(static_cast<size_t>(n));
   for (auto& x : u) x = double(rng.next() >> 11) / 9007199254740992.0;
   gpt::KVCache cache(c);
-  Generator g(c, p, n);
+  Generator g(c, p, n, int(prompt.size()));
   std::vector<double> got, want;
   int pos = 0;
   std::vector<double> cpu;
@@ -123,7 +129,10 @@ inline void verify_generate(results::Results& res, uint64_t seed, gpt::Config c)
                           verify::Tol{1e-5, 1e-4, "fp32"}));
 }
 
-// deterministic fp32 path; to rounding where cuDNN's attention backward accumulates with atomics).
+// Training: the loss falls, and a run interrupted at the half and resumed from its checkpoint repeats
+// the uninterrupted run's losses (bitwise on the deterministic fp32 path; to rounding where cuDNN's
+// attention backward accumulates with atomics). Dropout is on at its default: its masks depend on the
+// checkpoint's rng_state and step only, so the resumed run draws the same ones.
 template <class T>
 void verify_training(results::Results& res, const train::Corpus& data, uint64_t seed, Attn attn, bool small) {
   gpt::Config c;
@@ -135,7 +144,9 @@ void verify_training(results::Results& res, const train::Corpus& data, uint64_t 
   bool deterministic = false;
   {
     Trainer<T> a(c, o, data, attn, seed);
-    tag = std::string("training ") + Types<T>::name() + " " + attn_name(a.m.impl) + "-attn";
+    char dtag[32] = "";
+    if (o.dropout > 0) std::snprintf(dtag, sizeof dtag, " dropout %.2g", o.dropout);
+    tag = std::string("training ") + Types<T>::name() + " " + attn_name(a.m.impl) + "-attn" + dtag;
     deterministic = a.m.impl != Attn::kCudnn;
     while (a.step < o.steps) a.step_once();
     a.read_back();

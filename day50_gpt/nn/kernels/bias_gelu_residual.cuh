@@ -1,6 +1,7 @@
 // day50_gpt/nn/kernels/bias_gelu_residual.cuh: the elementwise layers (bias, GELU, residual add) and the bias
 // gradient's column sums (used where the cuBLASLt epilogues do not run: --fusion off, or a shape cuBLASLt refuses).
 #pragma once
+#include "../dropout.h"
 #include "common.cuh"
 
 namespace k {
@@ -28,10 +29,20 @@ template <class T>
 __global__ void gelu_bwd(const T* x, const T* dy, T* dx, size_t n) {
   GRID_STRIDE(i, n) dx[i] = st<T>(ld(dy[i]) * gelu_grad(ld(x[i])));
 }
-// The residual connection: out = a + y (out, a fp32; y is a sublayer's output in T).
+// The residual connection: out = a + drop(y) (out, a fp32; y is a sublayer's output in T). The dropout
+// mask is drawn here, where y is read anyway (nn/dropout.h): no mask is stored, no extra pass is made.
 template <class T>
-__global__ void residual_add(float* out, const float* a, const T* y, size_t n) {
-  GRID_STRIDE(i, n) out[i] = a[i] + ld(y[i]);
+__global__ void residual_add(float* out, const float* a, const T* y, size_t n, dropout::Params d, uint32_t site) {
+  GRID_STRIDE(i, n) out[i] = a[i] + ld(y[i]) * dropout::factor(d, site, i);
+}
+// Dropout's backward, the mask regenerated: dy = mask * dx / (1 - p), in T for the next matmul.
+template <class T>
+__global__ void dropout_bwd(const float* dx, T* dy, size_t n, dropout::Params d, uint32_t site) {
+  GRID_STRIDE(i, n) dy[i] = st<T>(dx[i] * dropout::factor(d, site, i));
+}
+// The same in place, in fp32 (the embedding's gradient, which nothing else reads afterwards).
+__global__ void dropout_scale(float* x, size_t n, dropout::Params d, uint32_t site) {
+  GRID_STRIDE(i, n) x[i] *= dropout::factor(d, site, i);
 }
 
 // partial[chunk][c] = sum over the chunk's rows of dy[n][c]

@@ -14,6 +14,7 @@ __global__ void embed_token(const int* tok, const int* pos, const float* wte, co
     x[c] = wte[size_t(tok[0]) * C + c] + wpe[size_t(pos[0]) * C + c];
 }
 __global__ void advance_position(int* pos) { ++pos[0]; }
+__global__ void set_position(int* pos, int value) { pos[0] = value; }
 // One new position t = pos[0] attends to cached keys/values 0..t. One block per head: thread s
 // computes the score of cached position s (its key row read whole), the block finds max and sum,
 // and the output sum_s p_s v_s is split over the threads by (dimension, slice of positions) so that

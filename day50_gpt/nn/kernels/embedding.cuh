@@ -1,16 +1,18 @@
 // day50_gpt/nn/kernels/embedding.cuh: token + position embedding forward and backward, and the batch gathered on the
 // GPU.
 #pragma once
+#include "../dropout.h"
 #include "common.cuh"
 
 namespace k {
 
 // ---- Embedding ---------------------------------------------------------------------------------
-// x[n][c] = wte[tok[n]][c] + wpe[n % T][c]   (fp32: x is the residual stream)
-__global__ void embed_fwd(const int* tok, const float* wte, const float* wpe, float* x, int N, int T, int C) {
+// x[n][c] = drop(wte[tok[n]][c] + wpe[n % T][c])   (fp32: x is the residual stream)
+__global__ void embed_fwd(const int* tok, const float* wte, const float* wpe, float* x, int N, int T, int C,
+                          dropout::Params d) {
   GRID_STRIDE(i, size_t(N) * C) {
     const int n = int(i / C), c = int(i % C);
-    x[i] = wte[size_t(tok[n]) * C + c] + wpe[size_t(n % T) * C + c];
+    x[i] = (wte[size_t(tok[n]) * C + c] + wpe[size_t(n % T) * C + c]) * dropout::factor(d, dropout::site_embed(), i);
   }
 }
 // dwpe[t][c] += sum_b dx[b*T + t][c]: one thread per (t, c), the batch summed in order.
