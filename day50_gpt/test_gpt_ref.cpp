@@ -110,6 +110,18 @@ TEST(dropout_mask_keep_rate_and_independence) {
          dropout::factor(dropout::make(0.2, 99, 3), 0, 0) == 1.25f);
 }
 
+// The GPU kernels draw four factors per Philox call (factors4); the CPU one at a time (factor): the same.
+TEST(dropout_factors4_equals_factor) {
+  const dropout::Params d = dropout::make(0.3, 0x123456789abcdefull, 42);
+  bool same = true;
+  for (uint64_t g = 0; g < 4096; ++g) {
+    float f[4];
+    dropout::factors4(d, 5, g, f);
+    for (int j = 0; j < 4; ++j) same = same && f[j] == dropout::factor(d, 5, 4 * g + uint64_t(j));
+  }
+  EXPECT(same);
+}
+
 // A data-parallel replica's slice (first = its first element) draws the same mask as the whole batch.
 TEST(dropout_mask_of_a_slice_is_the_whole_batch_mask) {
   dropout::Params whole = dropout::make(0.25, 7, 11), half = whole;

@@ -70,6 +70,12 @@ DROPOUT_HD bool keep(const Params& d, uint32_t site, uint64_t i) {
   const U4 r = philox4x32_10(uint32_t(g), uint32_t(g >> 32), site, d.step, uint32_t(d.key), uint32_t(d.key >> 32));
   return r.v[e & 3] >= d.drop_below;
 }
+// The factors of the four elements 4g .. 4g+3 (global indices, `first` included): one Philox call
+// gives all four, which is how the GPU kernels draw them (keep() gives each one alone).
+DROPOUT_HD void factors4(const Params& d, uint32_t site, uint64_t g, float f[4]) {
+  const U4 r = philox4x32_10(uint32_t(g), uint32_t(g >> 32), site, d.step, uint32_t(d.key), uint32_t(d.key >> 32));
+  for (int j = 0; j < 4; ++j) f[j] = r.v[j] >= d.drop_below ? d.scale : 0.f;
+}
 // The factor element i is multiplied by: 0 or 1/(1-p) (1 when dropout is off).
 DROPOUT_HD float factor(const Params& d, uint32_t site, uint64_t i) {
   return !d.on ? 1.f : keep(d, site, i) ? d.scale : 0.f;

@@ -1,7 +1,6 @@
 // day50_gpt/nn/kernels/bias_gelu_residual.cuh: the elementwise layers (bias, GELU, residual add) and the bias
 // gradient's column sums (used where the cuBLASLt epilogues do not run: --fusion off, or a shape cuBLASLt refuses).
 #pragma once
-#include "../dropout.h"
 #include "common.cuh"
 
 namespace k {
@@ -33,16 +32,16 @@ __global__ void gelu_bwd(const T* x, const T* dy, T* dx, size_t n) {
 // mask is drawn here, where y is read anyway (nn/dropout.h): no mask is stored, no extra pass is made.
 template <class T>
 __global__ void residual_add(float* out, const float* a, const T* y, size_t n, dropout::Params d, uint32_t site) {
-  GRID_STRIDE(i, n) out[i] = a[i] + ld(y[i]) * dropout::factor(d, site, i);
+  for_each_dropout(n, d, site, [&](size_t i, float f) { out[i] = a[i] + ld(y[i]) * f; });
 }
 // Dropout's backward, the mask regenerated: dy = mask * dx / (1 - p), in T for the next matmul.
 template <class T>
 __global__ void dropout_bwd(const float* dx, T* dy, size_t n, dropout::Params d, uint32_t site) {
-  GRID_STRIDE(i, n) dy[i] = st<T>(dx[i] * dropout::factor(d, site, i));
+  for_each_dropout(n, d, site, [&](size_t i, float f) { dy[i] = st<T>(dx[i] * f); });
 }
 // The same in place, in fp32 (the embedding's gradient, which nothing else reads afterwards).
 __global__ void dropout_scale(float* x, size_t n, dropout::Params d, uint32_t site) {
-  GRID_STRIDE(i, n) x[i] *= dropout::factor(d, site, i);
+  for_each_dropout(n, d, site, [&](size_t i, float f) { x[i] *= f; });
 }
 
 // partial[chunk][c] = sum over the chunk's rows of dy[n][c]

@@ -16,6 +16,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "../dropout.h"
 #include "check.cuh"
 
 namespace k {
@@ -45,6 +46,29 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 #define GRID_STRIDE(i, n) \
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
+
+// ---- Dropout (nn/dropout.h) ------------------------------------------------------------------------
+// Calls f(i, factor) for the n elements of one dropout site, factor 0 or 1/(1-p). A thread takes four
+// consecutive elements and draws their four factors with one Philox call (a call per element would
+// cost four times the integer work: ten rounds of 32-bit multiplies). Without dropout: f(i, 1), the
+// plain grid-stride loop.
+template <class F>
+__device__ __forceinline__ void for_each_dropout(size_t n, const dropout::Params& d, uint32_t site, F&& f) {
+  if (!d.on) {
+    GRID_STRIDE(i, n) f(i, 1.f);
+    return;
+  }
+  const uint64_t g0 = d.first >> 2, g1 = (d.first + n + 3) >> 2;  // the groups of 4 that hold the n elements
+  GRID_STRIDE(k, size_t(g1 - g0)) {
+    float fac[4];
+    dropout::factors4(d, site, g0 + k, fac);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint64_t e = ((g0 + k) << 2) + uint64_t(j);
+      if (e >= d.first && e < d.first + n) f(size_t(e - d.first), fac[j]);
+    }
+  }
+}
 
 // ---- Column sums without atomics (bias and LayerNorm parameter gradients) ----------------------
 // Stage 1: block (32 x 8) owns 32 columns and a chunk of rows; it writes one partial per column.

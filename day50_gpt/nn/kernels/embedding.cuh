@@ -1,7 +1,6 @@
 // day50_gpt/nn/kernels/embedding.cuh: token + position embedding forward and backward, and the batch gathered on the
 // GPU.
 #pragma once
-#include "../dropout.h"
 #include "common.cuh"
 
 namespace k {
@@ -10,10 +9,10 @@ namespace k {
 // x[n][c] = drop(wte[tok[n]][c] + wpe[n % T][c])   (fp32: x is the residual stream)
 __global__ void embed_fwd(const int* tok, const float* wte, const float* wpe, float* x, int N, int T, int C,
                           dropout::Params d) {
-  GRID_STRIDE(i, size_t(N) * C) {
+  for_each_dropout(size_t(N) * C, d, dropout::site_embed(), [&](size_t i, float f) {
     const int n = int(i / C), c = int(i % C);
-    x[i] = (wte[size_t(tok[n]) * C + c] + wpe[size_t(n % T) * C + c]) * dropout::factor(d, dropout::site_embed(), i);
-  }
+    x[i] = (wte[size_t(tok[n]) * C + c] + wpe[size_t(n % T) * C + c]) * f;
+  });
 }
 // dwpe[t][c] += sum_b dx[b*T + t][c]: one thread per (t, c), the batch summed in order.
 __global__ void embed_bwd_pos(const float* dx, float* dwpe, int B, int T, int C) {
