@@ -59,12 +59,13 @@ __device__ __forceinline__ void for_each_dropout(size_t n, const dropout::Params
     return;
   }
   const uint64_t g0 = d.first >> 2, g1 = (d.first + n + 3) >> 2;  // the groups of 4 that hold the n elements
-  GRID_STRIDE(k, size_t(g1 - g0)) {
+  GRID_STRIDE(t, size_t(g1 - g0)) {
+    const uint64_t g = g0 + t;
     float fac[4];
-    dropout::factors4(d, site, g0 + k, fac);
+    dropout::factors4(d, site, g, fac);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const uint64_t e = ((g0 + k) << 2) + uint64_t(j);
+      const uint64_t e = (g << 2) + uint64_t(j);
       if (e >= d.first && e < d.first + n) f(size_t(e - d.first), fac[j]);
     }
   }
