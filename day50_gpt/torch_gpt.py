@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import torch
+import torch._dynamo  # noqa: F401  (imported here: an import inside a method would make `torch` local there)
 import torch.nn.functional as F
 
 MAGIC = b"GPTCKPT1"
@@ -342,8 +343,6 @@ class KVDecoder(torch.nn.Module):
         self.register_buffer("k_cache", torch.zeros(L, 1, H, T, C // H, dtype=dt, device=dev))
         self.register_buffer("v_cache", torch.zeros(L, 1, H, T, C // H, dtype=dt, device=dev))
         self.register_buffer("causal", torch.ones(T, T, dtype=torch.bool, device=dev).tril())
-        import torch._dynamo
-
         for cache in (self.k_cache, self.v_cache):  # written in place: CUDA graphs must keep them where they are
             torch._dynamo.mark_static_address(cache)  # (as Hugging Face's StaticCache does)
 
