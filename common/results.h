@@ -208,6 +208,9 @@ class Results {
 
   json::Value env = json::Value::object();     // common/env.cuh: collect_env()
   json::Value config = json::Value::object();  // the arguments this run used
+  // Top-level objects a lesson adds to its results file beside env/config/checks/bench (e.g. day50's
+  // "quality": the default training run's outcome), written in the order added.
+  std::vector<std::pair<std::string, json::Value>> top;
   // Performance goals a benchmark sets itself (not checks: a missed goal is reported, not failed):
   // entries {goal, value, met}, written only when there are some.
   json::Value goals = json::Value::array();
@@ -287,6 +290,7 @@ class Results {
     for (auto& b : bench_) bs.push(results::to_json(b));
     v["bench"] = bs;
     if (goals.size()) v["goals"] = goals;
+    for (const auto& kv : top) v[kv.first] = kv.second;
     if (clocks_known_) v["throttled"] = throttled_;
     v["passed"] = passed();
     return v;

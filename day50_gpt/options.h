@@ -183,10 +183,6 @@ inline void check_dp(int argc, char** argv, Options& o, double first_mb) {
   for (const char* f : {"allreduce", "zero", "nccl-channels", "first-bucket-mb", "bucket-order"})
     if (given(argc, argv, f) && !o.multi())
       cli::usage_error(kProg, std::string("--") + f + " goes with --gpus N or --world N (data parallel)");
-  // A checkpoint under ZeRO-1 gathers m and v from every rank (a collective), and the training loop
-  // asks rank 0 alone for the checkpoint.
-  if (o.train.zero && !o.files.save.empty())
-    cli::usage_error(kProg, "--save with --zero 1 is not supported yet (the checkpoint is gathered by rank 0 alone)");
 }
 
 // The rules between flags that say "X goes only with Y" or "X and Y exclude each other".

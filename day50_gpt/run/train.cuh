@@ -165,7 +165,10 @@ int train_run(results::Results* res, const gpt::Config& cfg, const TrainOptions&
   if (talk && std::isfinite(val))
     std::printf("validation loss: final %.4f, lowest %.4f (step %lld)%s\n", val, val_min, (long long)val_min_step,
                 val > val_min + 0.05 ? "  (it rose by more than 0.05 at the end: the model overfits)" : "");
-  if (talk && !f.save.empty() && !save_or_rescue(f.save, tr.checkpoint(), tr.step)) return cli::kFail;
+  if (!f.save.empty()) {
+    const ckpt::Checkpoint k = tr.checkpoint();  // every rank: under ZeRO-1 this gathers the shards of m and v
+    if (talk && !save_or_rescue(f.save, k, tr.step)) return cli::kFail;
+  }
   if (res) report_training(*res, tr, first, comparisons, differ, val, val_min);
   return 0;
 }
