@@ -17,15 +17,15 @@
 //
 // The commit: env.commit is the full hash of the code the program was built from, env.dirty
 // whether tracked files other than results/ and *.md differed from it ("unknown" for both when
-// the build had no stamp). common/toolchain.mk takes them from git where the tree has .git,
-// otherwise from the file .repo-commit at the repository root (one line "<hash> <0|1>", written
-// before a tree is copied to a machine without .git), and lesson.mk links them into every program
-// (build/repo_stamp.o, rebuilt when they change). A Python script reads the same two facts the
-// same way:
-//   .git present:   git rev-parse HEAD
+// the build had no stamp). common/toolchain.mk takes them from the file .repo-commit at the
+// repository root where it exists (one line "<hash> <0|1>", written just before a tree is copied to
+// a GPU machine, whose copy may have no .git or a stale one), otherwise from git, and lesson.mk links
+// them into every program (build/repo_stamp.o, rebuilt when they change). A Python script reads the
+// same two facts the same way:
+//   .repo-commit:   its two words
+//   otherwise:      git rev-parse HEAD
 //                   git diff --quiet HEAD -- . ':(exclude)results' ':(exclude,glob)**/*.md'
-//                   (exit 1: dirty)
-//   otherwise:      the two words of .repo-commit; neither: "unknown"
+//                   (exit 1: dirty); neither: "unknown"
 #pragma once
 
 #include <dlfcn.h>

@@ -113,22 +113,25 @@ ifneq ($(NCCL_LIB),)
 endif
 
 # ---- the commit of the code --------------------------------------------------------------
-# `git diff --quiet` exits 0 (clean), 1 (differs) or 128 (error: then unknown).
-ifneq ($(wildcard $(REPO_ROOT)/.git),)
-  REPO_COMMIT := $(shell git -C '$(REPO_ROOT)' rev-parse --verify -q HEAD 2>/dev/null)
-  ifneq ($(REPO_COMMIT),)
-    REPO_DIRTY := $(shell git -C '$(REPO_ROOT)' diff --quiet HEAD -- . ':(exclude)results' ':(exclude,glob)**/*.md' \
-                    2>/dev/null; rc=$$?; [ $$rc -le 1 ] && echo $$rc || echo unknown)
-    REPO_FROM := git
-  endif
-endif
-# No git answer: .repo-commit, accepted only as a hex hash of 40+ digits and a 0/1 flag.
+# A .repo-commit file at the root ("<hash> <0|1>", accepted only as a hex hash of 40+ digits and a 0/1
+# flag) wins: it is written just before a tree is shipped to a GPU machine, whose copy may carry no
+# .git, or a stale one (seen: a copy whose .git still named the commit of the session's start).
+# Delete it to let git answer again. Otherwise git: `git diff --quiet` exits 0 (clean), 1 (differs)
+# or 128 (error: then unknown).
+REPO_LINE := $(shell awk 'NR == 1 && $$1 ~ /^[0-9a-f]+$$/ && length($$1) >= 40 && $$2 ~ /^[01]$$/ \
+               { print $$1, $$2 }' '$(REPO_ROOT)/.repo-commit' 2>/dev/null)
+REPO_COMMIT := $(word 1,$(REPO_LINE))
+REPO_DIRTY := $(word 2,$(REPO_LINE))
+REPO_FROM := $(if $(REPO_COMMIT),.repo-commit)
 ifeq ($(REPO_COMMIT),)
-  REPO_LINE := $(shell awk 'NR == 1 && $$1 ~ /^[0-9a-f]+$$/ && length($$1) >= 40 && $$2 ~ /^[01]$$/ \
-                 { print $$1, $$2 }' '$(REPO_ROOT)/.repo-commit' 2>/dev/null)
-  REPO_COMMIT := $(word 1,$(REPO_LINE))
-  REPO_DIRTY := $(word 2,$(REPO_LINE))
-  REPO_FROM := $(if $(REPO_COMMIT),.repo-commit)
+  ifneq ($(wildcard $(REPO_ROOT)/.git),)
+    REPO_COMMIT := $(shell git -C '$(REPO_ROOT)' rev-parse --verify -q HEAD 2>/dev/null)
+    ifneq ($(REPO_COMMIT),)
+      REPO_DIRTY := $(shell git -C '$(REPO_ROOT)' diff --quiet HEAD -- . ':(exclude)results' ':(exclude,glob)**/*.md' \
+                      2>/dev/null; rc=$$?; [ $$rc -le 1 ] && echo $$rc || echo unknown)
+      REPO_FROM := git
+    endif
+  endif
 endif
 REPO_COMMIT := $(or $(REPO_COMMIT),unknown)
 REPO_DIRTY := $(or $(REPO_DIRTY),unknown)

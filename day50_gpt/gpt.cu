@@ -77,6 +77,7 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
   verify_tiny<float>(res, seed, f32, false);      // the unfused matmuls (no cuBLASLt epilogues) too
   verify_tiny<float>(res, seed, f32, true, 0.2);  // dropout: the same masks as the CPU's
   verify_dropout_mask(res, seed, 0.1);
+  verify_random_batches(res, data, seed + 7);
   verify_training<float>(res, data, seed + 2, f32, small);
   if (o.verify_only != "fp32") {
     for (Attn a :

@@ -28,9 +28,11 @@
 constexpr double kDefaultDropout = 0.1;
 
 struct TrainOptions {
-  int batch = 64, steps = 5000, until = 0, warmup = 100, val_every = 100, val_batches = 8, log_every = 50;
+  int batch = 64, steps = 5000, until = 0, warmup = 100, val_every = 100, val_batches = 0,
+      log_every = 50;  // val_batches 0: the whole validation text
   double lr = 1e-3, lr_min_frac = 0.1, clip = 1.0, weight_decay = 0.1;
   double dropout = kDefaultDropout;        // at the embedding's and each sublayer's output (nn/dropout.h)
+  bool random_batches = true;              // --batches random (Philox offsets) | sequential (the text in order)
   bool fusion = true;                      // cuBLASLt epilogues
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
   size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
@@ -126,6 +128,13 @@ inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& 
   t.lr = args.real("lr", 1e-3, 1e-7, 1.0, "peak learning rate");
   t.dropout = args.real("dropout", kDefaultDropout, 0, 1,
                         "dropout probability at the embedding's and each sublayer's output, in [0, 1)");
+  const std::string batches_s =
+      args.str("batches", "random",
+               "random | sequential: each step's sequences drawn anywhere in the text (a function of seed and "
+               "step), or the text read in order, batch after batch (what torch_oracle.py compares)");
+  if (batches_s != "random" && batches_s != "sequential")
+    cli::usage_error(kProg, "--batches must be random or sequential, got '" + batches_s + "'");
+  t.random_batches = batches_s == "random";
   t.val_every = int(args.integer("val-every", 100, 1, 100000000, "steps between validation losses"));
   t.log_every = int(args.integer("log-every", 50, 1, 100000, "steps between progress lines"));
   fusion_s =

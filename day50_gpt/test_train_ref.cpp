@@ -75,6 +75,28 @@ static std::vector<double> train_steps(Run& r, const train::Corpus& data, int st
   return losses;
 }
 
+// Random batches: a function of (key, step, place in the global batch); every sequence and its
+// targets inside the text; a replica's slice (b0) is the same as the whole batch's rows; steps differ.
+TEST(random_batches) {
+  std::vector<int> text(5000);
+  for (size_t i = 0; i < text.size(); ++i) text[i] = int(i % 251);
+  std::vector<int> tok, tgt, tok2, tgt2, part, ptgt, other, otgt;
+  train::batch_random(text, 42, 7, 0, 8, 33, tok, tgt);
+  train::batch_random(text, 42, 7, 0, 8, 33, tok2, tgt2);
+  EXPECT(tok == tok2 && tgt == tgt2);
+  bool shifted = true;
+  for (int b = 0; b < 8; ++b) {
+    const size_t s = size_t(dropout::sequence_start(42, 7, uint64_t(b), text.size(), 33));
+    shifted = shifted && s + 33 < text.size() && tok[size_t(b) * 33] == text[s];
+    for (int t = 0; t < 33; ++t) shifted = shifted && tgt[size_t(b) * 33 + t] == text[s + size_t(t) + 1];
+  }
+  EXPECT(shifted);
+  train::batch_random(text, 42, 7, 5, 3, 33, part, ptgt);  // rows 5..7 of the same global batch
+  EXPECT(std::equal(part.begin(), part.end(), tok.begin() + 5 * 33));
+  train::batch_random(text, 42, 8, 0, 8, 33, other, otgt);
+  EXPECT(other != tok);
+}
+
 static void loss_falls_and_resume_is_exact(double dropout) {
   std::string text;
   while (text.size() < 4000) text += "the quick brown fox jumps over the lazy dog. ";

@@ -50,7 +50,7 @@ def run_gpt(args, cfg, precision, workdir, dump):
            "--width", str(cfg["width"]), "--context", str(cfg["context"]), "--batch", str(cfg["batch"]), "--steps", str(cfg["steps"]),
            "--warmup", str(cfg["warmup"]), "--lr", str(cfg["lr"]), "--log", log, "--log-every", "50", "--val-every", str(cfg["steps"]),
            "--seed", str(args.seed),
-           "--dropout", "0"]  # the PyTorch model here has no dropout: compare the deterministic model
+           "--dropout", "0", "--batches", "sequential"]  # the PyTorch model here has no dropout: compare the deterministic model
     if dump:
         cmd += ["--dump", workdir]
     t0 = time.time()

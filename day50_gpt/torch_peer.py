@@ -106,18 +106,9 @@ def per_round_ratio(num, den):
 
 
 def repo_commit(root=os.path.dirname(HERE)):
-    """(commit, dirty) as common/env.cuh reads them: git where the root has .git (dirty: tracked files
-    other than results/ and *.md differ from HEAD), else the line "<hash> <0|1>" of .repo-commit."""
-    if os.path.exists(os.path.join(root, ".git")):
-        try:
-            head = subprocess.run(["git", "-C", root, "rev-parse", "--verify", "-q", "HEAD"], capture_output=True,
-                                  text=True).stdout.strip()
-            if head:
-                rc = subprocess.run(["git", "-C", root, "diff", "--quiet", "HEAD", "--", ".", ":(exclude)results",
-                                     ":(exclude,glob)**/*.md"], capture_output=True).returncode
-                return head, {0: False, 1: True}.get(rc, "unknown")
-        except OSError:  # no git on PATH: fall through to .repo-commit
-            pass
+    """(commit, dirty) as common/toolchain.mk reads them: the line "<hash> <0|1>" of .repo-commit where
+    it exists (written before a tree is shipped to a GPU machine, whose copy may carry a stale .git),
+    else git (dirty: tracked files other than results/ and *.md differ from HEAD)."""
     try:
         with open(os.path.join(root, ".repo-commit")) as f:
             words = f.readline().split()
@@ -126,6 +117,16 @@ def repo_commit(root=os.path.dirname(HERE)):
             return words[0], words[1] == "1"
     except OSError:
         pass
+    if os.path.exists(os.path.join(root, ".git")):
+        try:
+            head = subprocess.run(["git", "-C", root, "rev-parse", "--verify", "-q", "HEAD"], capture_output=True,
+                                  text=True).stdout.strip()
+            if head:
+                rc = subprocess.run(["git", "-C", root, "diff", "--quiet", "HEAD", "--", ".", ":(exclude)results",
+                                     ":(exclude,glob)**/*.md"], capture_output=True).returncode
+                return head, {0: False, 1: True}.get(rc, "unknown")
+        except OSError:  # no git on PATH
+            pass
     return "unknown", "unknown"
 
 

@@ -63,6 +63,22 @@ inline uint64_t batch(const std::vector<int>& data, uint64_t pos, int B, int T, 
   return (pos + uint64_t(B) * T) % n;
 }
 
+// Random batches (the default): B sequences of T tokens, sequence b (b0 + b in the global batch)
+// starting at dropout::sequence_start(key, step, b0 + b, n, T); targets are the next bytes. Unlike
+// batch(), every part of the text is equally likely at every step, so the model never trains on the
+// plays in file order (which made the validation loss rise and fall with the play it had last seen).
+inline void batch_random(const std::vector<int>& data, uint64_t key, int64_t step, uint64_t b0, int B, int T,
+                         std::vector<int>& tokens, std::vector<int>& targets) {
+  tokens.resize(size_t(B) * T), targets.resize(size_t(B) * T);
+  for (int b = 0; b < B; ++b) {
+    const uint64_t s = dropout::sequence_start(key, step, b0 + uint64_t(b), data.size(), T);
+    for (int t = 0; t < T; ++t) {
+      tokens[size_t(b) * T + t] = data[size_t(s) + size_t(t)];
+      targets[size_t(b) * T + t] = data[size_t(s) + size_t(t) + 1];
+    }
+  }
+}
+
 // ---- Optimizer ----------------------------------------------------------------------------------
 struct AdamW {
   double lr = 6e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;

@@ -77,7 +77,7 @@ done
   echo "  \"gpu\": \"$gpu\","
   echo "  \"sanitizer\": \"$("$CS" --version 2>/dev/null | grep -m1 -oE 'Version [0-9.]+' )\","
   echo "  \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\","
-  # The code the programs were built from (the build stamp every program links: git, or .repo-commit).
+  # The code the programs were built from (the build stamp every program links: .repo-commit, or git).
   stamp=$(make -s --no-print-directory -C day01_setup print-REPO_STAMP 2>/dev/null)
   c=$(echo "$stamp" | awk '{print $1}'); dflag=$(echo "$stamp" | awk '{print $2}')
   echo "  \"env\": {\"gpu\": \"$gpu\", \"commit\": \"${c:-unknown}\", \"dirty\": $([ "$dflag" = 0 ] && echo false || ([ "$dflag" = 1 ] && echo true || echo \"unknown\")), \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"},"

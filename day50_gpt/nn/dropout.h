@@ -64,6 +64,18 @@ inline Params make(double p, uint64_t key, int64_t step) {
   return d;
 }
 
+// Random batches (--batches random, the default): sequence b of the global batch at training step t
+// starts at a Philox draw for counter (b, kBatchSite, t) modulo n - T, so that the sequence and its
+// targets (one byte further) lie inside the text. Like the masks, a batch is a function of
+// (seed, step): a resumed run draws the same batches, and N data-parallel replicas draw the global
+// batch's sequences exactly as one GPU does.
+constexpr uint32_t kBatchSite = 0xBA7C4u;  // a counter word no dropout site uses (those are 0 .. 2L)
+DROPOUT_HD uint64_t sequence_start(uint64_t key, int64_t step, uint64_t b, uint64_t n, int T) {
+  const U4 r =
+      philox4x32_10(uint32_t(b), uint32_t(b >> 32), kBatchSite, uint32_t(step), uint32_t(key), uint32_t(key >> 32));
+  return ((uint64_t(r.v[0]) << 32) | r.v[1]) % (n - uint64_t(T));
+}
+
 // Whether element i (counted from the batch's first element of the whole global batch) of `site` is kept.
 DROPOUT_HD bool keep(const Params& d, uint32_t site, uint64_t i) {
   const uint64_t e = d.first + i, g = e >> 2;

@@ -74,9 +74,14 @@ struct Trainer {
     // Data parallel: the step's first event on the timeline (run/dp_timeline.cuh).
     dp::step_begin(dp);
     const int B = m.B, Tq = cfg.context;  // this replica's share of the global batch: sequences rank*B ... rank*B + B-1
-    k::gather_batch<<<grid_for(size_t(B) * Tq), 256>>>(corpus.as<int>(), data.train.size(),
-                                                       pos + uint64_t(rank) * B * Tq, B, Tq, m.tok.template as<int>(),
-                                                       m.tgt.template as<int>());
+    if (o.random_batches)
+      k::gather_batch_random<<<grid_for(size_t(B) * Tq), 256>>>(corpus.as<int>(), data.train.size(), rng_state, step,
+                                                                uint64_t(rank) * B, B, Tq, m.tok.template as<int>(),
+                                                                m.tgt.template as<int>());
+    else
+      k::gather_batch<<<grid_for(size_t(B) * Tq), 256>>>(corpus.as<int>(), data.train.size(),
+                                                         pos + uint64_t(rank) * B * Tq, B, Tq, m.tok.template as<int>(),
+                                                         m.tgt.template as<int>());
     LAUNCH_CHECK();
     pos = (pos + uint64_t(o.batch) * Tq) % data.train.size();
     // Dropout's masks: a function of (the run's seed, the step, the element's place in the global batch).
@@ -114,8 +119,11 @@ struct Trainer {
   double lr_now() const {
     return train::lr_at(std::max<int64_t>(0, step - 1), o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
   }
-  // Mean loss over the first `batches` batches of the validation text (forward only).
+  // Mean loss over the first `batches` batches of the validation text (forward only); batches <= 0:
+  // every whole batch the validation text holds (on the plays, about 30 batches: the loss of one
+  // play would rise and fall with what the model last trained on).
   double val_loss(int batches) {
+    if (batches <= 0) batches = int(std::max<size_t>(1, data.val.size() / (size_t(o.batch) * size_t(cfg.context))));
     uint64_t vpos = 0;
     double s = 0;
     std::vector<int> tok, tgt;

@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "../nn/dropout.h"
+#include "../nn/kernels/embedding.cuh"
+#include "../train_ref.h"
+#include "check.cuh"
 #include "../nn/kernels/bias_gelu_residual.cuh"
 #include "../nn/types.cuh"
 #include "results.h"
@@ -51,4 +54,35 @@ inline void verify_dropout_mask(results::Results& res, uint64_t seed, double p) 
                                    std::fabs(f - q) <= 5 * sdq, "binomial", what);
   ch2.max_abs_err = std::fabs(f - q), ch2.tol.atol = 5 * sdq;
   res.add(ch2);
+}
+
+// Random batches: the GPU's gather (k::gather_batch_random) against the CPU's cut
+// (train::batch_random) at two steps and an offset into the global batch, token for token; and the
+// draws spread over the whole text (every tenth of it holds some sequence start over 40 steps).
+inline void verify_random_batches(results::Results& res, const train::Corpus& data, uint64_t seed) {
+  const int B = 7, T = 33;
+  const uint64_t b0 = 5, n = data.train.size();
+  DeviceBuffer corpus(n * sizeof(int)), tok(size_t(B) * T * sizeof(int)), tgt(size_t(B) * T * sizeof(int));
+  to_device(corpus.as<int>(), data.train);
+  size_t bad = 0, compared = 0;
+  for (int64_t step : {int64_t(0), int64_t(4321)}) {
+    poison(tok.as(), tok.bytes()), poison(tgt.as(), tgt.bytes());
+    k::gather_batch_random<<<4, 64>>>(corpus.as<int>(), n, seed, step, b0, B, T, tok.as<int>(), tgt.as<int>());
+    LAUNCH_CHECK();
+    std::vector<int> want_tok, want_tgt;
+    train::batch_random(data.train, seed, step, b0, B, T, want_tok, want_tgt);
+    const std::vector<int> got_tok = to_host(tok.as<int>(), want_tok.size()),
+                           got_tgt = to_host(tgt.as<int>(), want_tgt.size());
+    for (size_t i = 0; i < want_tok.size(); ++i) bad += (got_tok[i] != want_tok[i]) + (got_tgt[i] != want_tgt[i]);
+    compared += 2 * want_tok.size();
+  }
+  res.add(verify::fact("random batches: the GPU's gathered tokens and targets == the CPU's cut (2 steps)", bad == 0,
+                       "exact", "", compared, bad));
+  bool seen[10] = {};
+  for (int64_t step = 0; step < 40; ++step)
+    for (uint64_t b = 0; b < 16; ++b) seen[dropout::sequence_start(seed, step, b, n, T) * 10 / n] = true;
+  int tenths = 0;
+  for (bool x : seen) tenths += x;
+  res.add(verify::fact("random batches: 640 draws start in every tenth of the text", tenths == 10, "exact",
+                       std::to_string(tenths) + " of 10 tenths", 10, size_t(10 - tenths)));
 }

@@ -28,7 +28,8 @@ inline void verify_sliding_window(results::Results& res, uint64_t seed, const gp
   Model<float> ref(c, 1, Attn::kNaive);
   to_device(ref.params.as<float>(), p);
   CUDA_CHECK(cudaMemset(ref.tgt.as(), 0, ref.tgt.bytes()));
-  const verify::Tol tol{1e-5, 1e-4, "fp32"};
+  // Near-ties (top two logits closer than this) do not judge the greedy byte: rounding may swap them.
+  const verify::Tol tie{1e-4, 1e-4, "fp32"};
   std::vector<double> got, want;
   std::vector<int> text(prompt);
   int compared = 0, wrong = 0, ties = 0, expect = -1;
@@ -52,10 +53,18 @@ inline void verify_sliding_window(results::Results& res, uint64_t seed, const gp
       return r[size_t(a)] > r[size_t(b)] || (r[size_t(a)] == r[size_t(b)] && a < b);
     });
     const double top = r[size_t(idx[0])], gap = top - r[size_t(idx[1])];
-    expect = idx[0], expect_tie = !(gap > 2 * (tol.atol + tol.rtol * std::fabs(top)));
+    expect = idx[0], expect_tie = !(gap > 2 * (tie.atol + tie.rtol * std::fabs(top)));
     ties += expect_tie && i + 1 < n;
   }
   std::vector<double> gd(got.begin(), got.end());
+  // Two fp32 computations of the same logits, in different orders (the decode kernels' GEMVs against
+  // the training forward's cuBLAS GEMMs). Each keeps within 1e-5 of the double CPU model in the other
+  // checks: the decode path absolutely (verify_generate), the training forward relative to the largest
+  // logit (verify_tiny), so their difference stays within 1e-5 * (max|logit| + 1). (With 1e-5 alone, an
+  // H200 run failed at 1.4e-5 on logits of this size.)
+  double zmax = 0;
+  for (double z : want) zmax = std::max(zmax, std::fabs(z));
+  const verify::Tol tol{1e-5 * (zmax + 1), 1e-4, "fp32, two paths"};
   res.add(verify::compare(tag + ": logits at every position past the context vs the training forward over the window",
                           gd.data(), want.data(), gd.size(), tol));
   res.add(verify::fact(tag + ": greedy bytes == the recomputed window's argmax", wrong == 0 && compared > 0, "exact",

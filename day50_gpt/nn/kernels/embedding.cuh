@@ -1,6 +1,7 @@
 // day50_gpt/nn/kernels/embedding.cuh: token + position embedding forward and backward, and the batch gathered on the
 // GPU.
 #pragma once
+#include "../dropout.h"
 #include "common.cuh"
 
 namespace k {
@@ -73,6 +74,18 @@ __global__ void gather_batch(const int* data, size_t n, unsigned long long pos, 
     const size_t at = size_t((pos + (unsigned long long)i) % n);  // sequences are consecutive: b*T + t == i
     tok[i] = data[at];
     tgt[i] = data[(at + 1) % n];
+  }
+}
+
+// Random batches (train::batch_random's twin): sequence b0 + b of the global batch at `step` starts at
+// dropout::sequence_start, a Philox draw; one thread per token.
+__global__ void gather_batch_random(const int* data, size_t n, unsigned long long key, long long step,
+                                    unsigned long long b0, int B, int T, int* tok, int* tgt) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < B * T; i += gridDim.x * blockDim.x) {
+    const int b = i / T, t = i % T;
+    const size_t at = size_t(dropout::sequence_start(key, step, b0 + (unsigned long long)b, n, T)) + size_t(t);
+    tok[i] = data[at];
+    tgt[i] = data[at + 1];
   }
 }
 
