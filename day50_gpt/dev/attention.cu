@@ -59,8 +59,6 @@ static void bench_attention(results::Results& res, const gpt::Config& cfg, int b
               f.median_ms, fb.median_ms, b.tflops);
 }
 
-// The quality run: train for a fixed number of steps, record the loss curve and the validation
-
 int main(int argc, char** argv) {
   const char* prog = "attention";
   cli::Args args(argc, argv, prog,
@@ -74,11 +72,11 @@ int main(int argc, char** argv) {
   results::Results res("day50_gpt", prog);
   env::begin(res, st);
   const uint64_t seed = uint64_t(st.seed);
-  if (st.verify) {
-    // fp32: matmul and naive; bf16: cuDNN (auto picks it where cuDNN builds the graph), matmul, naive.
-    for (Attn a : {Attn::kMatmul, Attn::kNaive}) verify_attention<float>(res, seed, a);
-    for (Attn a : {Attn::kAuto, Attn::kMatmul, Attn::kNaive}) verify_attention<bf16>(res, seed, a);
-  } else {
+  // Every mode checks first: fp32 matmul and naive; bf16 cuDNN (auto picks it where cuDNN builds the
+  // graph), matmul, naive, each against the CPU in double. A benchmark of a wrong attention is no result.
+  for (Attn a : {Attn::kMatmul, Attn::kNaive}) verify_attention<float>(res, seed, a);
+  for (Attn a : {Attn::kAuto, Attn::kMatmul, Attn::kNaive}) verify_attention<bf16>(res, seed, a);
+  if (!st.verify) {
     res.config["layers"] = 1, res.config["heads"] = cfg.heads, res.config["width"] = cfg.width,
     res.config["context"] = cfg.context, res.config["batch"] = batch;
     std::printf("\nattention alone, one layer, batch %d:\n", batch);
