@@ -464,10 +464,10 @@ def run_ours(a, workdir, r):
     cmd = [a.bin, "--bench", "--bench-part", "train-bf16,generate", "--data", a.data, "--layers", str(a.layers),
            "--heads", str(a.heads), "--width", str(a.width), "--context", str(a.context), "--batch", str(a.batch),
            "--dropout", repr(a.dropout), "--json", path]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)  # samples hold any byte
     if out.returncode not in (0, 1) or not os.path.exists(path):
         raise RuntimeError(f"{' '.join(cmd)} exited {out.returncode}:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
-    with open(path) as f:
+    with open(path, encoding="utf-8", errors="replace") as f:  # a generated sample may hold any byte
         return ours_from_results(json.load(f))
 
 
