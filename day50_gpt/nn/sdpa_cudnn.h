@@ -3,7 +3,7 @@
 //
 // cuDNN 9 has no single "causal attention" operation before 9.21 in its backend API, so the graph is
 // written out op by op, and cuDNN's heuristics recognise the pattern and offer their fused
-// attention engine for it (../shared/CUDNN_NOTES.md has the recipe as checked on the GPU machine):
+// attention engine for it (the recipe below; the README's "Attention three ways" says what was checked on the GPU):
 //
 //   forward   S = Q.K^T (K^T is K's own buffer with the last two strides swapped: no copy)
 //             S' = S * scale ; masked = (row >= col) ? S' : -1e10 (GEN_INDEX, CMP_GE, BINARY_SELECT)
