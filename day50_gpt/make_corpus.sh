@@ -10,7 +10,8 @@ tmp=$(mktemp "$out.XXXXXX")
 trap 'rm -f "$tmp"' EXIT
 for f in README.md day*/README.md; do
   [ -f "$f" ] || continue
-  cat "$f" >> "$tmp"
+  # The prose only: the notes' generated-figure markers (<!-- ... -->) are machinery, not English.
+  sed -E 's/<!--[^>]*-->//g' "$f" >> "$tmp"
   printf '\n\n' >> "$tmp"
 done
 chmod 644 "$tmp"

@@ -56,27 +56,65 @@ def curve_lines(cfg):
 
 
 def quality_lines(data):
-    """The top-level quality object (a longer run on a real corpus): data, steps, seconds, losses, sample."""
+    """The top-level quality objects (the default run on the plays, and on the 1.1 MB cut) and the goals."""
+    out = []
+    for key, what in (("quality", "the default run"), ("quality_cut", "the same run on a cut of the text")):
+        q = data.get(key)
+        if not isinstance(q, dict) or not q:
+            continue
+        limit = f" (its first {q['data_limit']:,} bytes)" if isinstance(q.get("data_limit"), (int, float)) else ""
+        out += [f"Quality, {what}: `{q.get('data', '?')}`{limit}, {q.get('steps', '?')} steps, dropout "
+                f"{q.get('dropout', '?')}, {fmt(q.get('seconds'))} s; validation loss lowest "
+                f"{fmt(q.get('val_loss_min'), 3)} (step {q.get('val_loss_min_step', '?')}), final "
+                f"{fmt(q.get('val_loss_final'), 3)}.", ""]
+    goals = data.get("goals") or []
+    if goals:
+        out += ["| goal | value | |", "|---|---:|---|"]
+        out += [f"| {g.get('goal')} | {fmt(g.get('value'), 3)} | {'met' if g.get('met') else '**missed**'} |" for g in goals]
+        out += [""]
     q = data.get("quality")
-    if not isinstance(q, dict) or not q:
-        return []
-    out = [f"Quality run on `{q.get('data', '?')}`: {q.get('steps', '?')} steps in {fmt(q.get('seconds'))} s; validation loss "
-           f"lowest {fmt(q.get('val_loss_min'), 3)}, final {fmt(q.get('val_loss_final'), 3)}."]
-    if q.get("sample"):
-        out += ["", "Its sample:", "", "```", str(q["sample"]), "```"]
-    return out
+    if isinstance(q, dict) and q.get("sample"):
+        out += [f"Its sample ({q.get('sample_bytes_past_context', '?')} bytes of it past the context, through the "
+                "sliding window):", "", "```", str(q["sample"]), "```"]
+    return out[:-1] if out and out[-1] == "" else out
+
+
+GENERATION_HOW = {
+    "generate, batch 1, KV cache": "one CUDA graph per token, sampling on the GPU",
+    "generate, batch 1, KV cache, no CUDA graph": "the same kernels launched one by one, host waits per token",
+}
 
 
 def generation_lines(rows):
     gens = [b for b in rows if str(b.get("name", "")).startswith("generate") and b.get("ms") is not None]
     if not gens:
         return []
-    out = ["| generation, batch 1, KV cache, fp32 (200 bytes) | tokens/s | ms per token |", "|---|---:|---:|"]
+    out = ["| generation, batch 1, fp32 | tokens/s | ms per token |", "|---|---:|---:|"]
     for b in gens:
-        how = "one CUDA graph per token, sampling on the GPU" if b["name"] == "generate, batch 1, KV cache" else \
-            "the same kernels launched one by one, host waits per token"
+        how = GENERATION_HOW.get(b["name"], b["name"])
         out.append(f"| {how} | {fmt(b.get('tokens_per_s'))} | {b['ms']:.3f} |")
     return out
+
+
+def verify_block(data):
+    """gpt --verify's results file: how many checks, grouped by what they check, and any that failed."""
+    checks = data.get("checks", [])
+    groups = {}
+    for c in checks:
+        name = str(c.get("name", ""))
+        key = name.split(":")[0].split(" vs ")[0]
+        for word in ("tiny GPT", "attention", "dropout", "random batches", "training", "generation", "sliding window",
+                     "data parallel"):
+            if word in name:
+                key = word
+                break
+        g = groups.setdefault(key, [0, 0])
+        g[0] += 1
+        g[1] += 0 if c.get("passed") else 1
+    out = [f"`gpt --verify`: {sum(g[0] for g in groups.values())} checks, "
+           f"{sum(g[1] for g in groups.values())} failed.", "", "| what is checked | checks | failed |", "|---|---:|---:|"]
+    out += [f"| {k} | {v[0]} | {v[1]} |" for k, v in groups.items()]
+    return out + [""]
 
 
 def day50_block(data):
@@ -154,4 +192,5 @@ def day50_plot(plt, data, png):
 VIEWS = {
     "day50_gpt": dict(block=day50_block, plot=day50_plot, headline=day50_headline),
     "day50_gpt-attention": dict(block=attention_block, plot=None, headline=attention_headline),
+    "day50_gpt-verify": dict(block=verify_block, plot=None, headline=None),
 }

@@ -64,7 +64,7 @@ def _ms(row):
 
 RATIOS = (("bf16_vs_best_torch", "our bf16 step against PyTorch's fastest"),
           ("generation_vs_best_torch", "our generation against PyTorch's fastest"),
-          ("memory_bf16_vs_best_torch", "our bf16 memory against PyTorch's (lower is better)"))
+          ("memory_bf16_vs_best_torch", "PyTorch's device memory over ours, bf16 (above 1: ours takes less)"))
 
 
 def ratio_lines(data):

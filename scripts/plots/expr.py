@@ -5,7 +5,8 @@ EXPR   arithmetic (+ - * / and ** for powers, parentheses, numbers, min(..), max
 PATH   dotted keys (config.loss_curve.seconds), integer indexes ([0], [-1]) and list filters
        ([name=x,shape=4096x4096x4096]: '=' exact, '~=' substring, a list value joined by 'x'); a filter
        must select exactly one element.
-FMT    a Python format spec (.1f, ,.0f, .2e, d, .0%); empty: str(value).
+FMT    a Python format spec (.1f, ,.0f, .2e, d, .0%); empty: str(value); `met` writes a goal's boolean as
+       "met" or "missed", so a sentence that says whether a goal was reached cannot go stale either.
 """
 import re
 
@@ -225,6 +226,10 @@ def render(value, spec):
     """format(value, FMT); a whole float with 'd' is written as an integer, empty FMT is str()."""
     if spec == "":
         return str(value)
+    if spec == "met":
+        if not isinstance(value, bool):
+            raise ExprError(f"format 'met' needs a true/false value, got {value!r}")
+        return "met" if value else "missed"
     if spec.endswith("d") and isinstance(value, float) and value.is_integer():
         value = int(value)
     try:

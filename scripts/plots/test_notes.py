@@ -198,7 +198,9 @@ def test_day50_tolerance():
                                    "val_loss_final": 1.52, "sample": "ROMEO:"},
          "bench": [{"name": "train step bf16"}, {"name": "generate, batch 1, KV cache"}, {"name": "attention fwd+bwd bf16 cuDNN", "dtype": "bf16", "ms": 0.2}]}
     t = "\n".join(day50.day50_block(d))
-    expect("Quality run on `data/shakespeare.txt`: 5000 steps in 300 s" in t and "ROMEO:" in t and "| cuDNN | bf16 | – | 0.200 |" in t,
+    expect(expr.render(True, "met") == "met" and expr.render(False, "met") == "missed", "FMT met: a goal's boolean")
+    expect("Quality, the default run: `data/shakespeare.txt`, 5000 steps" in t and "300 s" in t and "ROMEO:" in t
+           and "| cuDNN | bf16 | – | 0.200 |" in t,
            "day50: quality object rendered, rows missing keys left out")
     expect(day50.day50_headline(d) == "quality run: lowest val loss 1.51", "day50 headline from the quality object")
     att = {"bench": [{"name": "attention fwd+bwd bf16 cuDNN", "dtype": "bf16", "ms": 0.2, "tflops": 100.0, "extra": {"forward_ms": 0.05}}]}
