@@ -96,6 +96,10 @@ def generation_lines(rows):
     return out
 
 
+def verify_headline(data):
+    return f"gpt --verify: {len(data.get('checks', []))} checks of the GPU model against the CPU model"
+
+
 def verify_block(data):
     """gpt --verify's results file: how many checks, grouped by what they check, and any that failed."""
     checks = data.get("checks", [])
@@ -192,5 +196,5 @@ def day50_plot(plt, data, png):
 VIEWS = {
     "day50_gpt": dict(block=day50_block, plot=day50_plot, headline=day50_headline),
     "day50_gpt-attention": dict(block=attention_block, plot=None, headline=attention_headline),
-    "day50_gpt-verify": dict(block=verify_block, plot=None, headline=None),
+    "day50_gpt-verify": dict(block=verify_block, plot=None, headline=verify_headline),
 }
