@@ -14,7 +14,9 @@
 //   05 2D register blocking · 06 float4 loads + transposed A tile · 07 warp tiling +
 //   double buffering · 08 step 7 with the tile shape autotuned on this GPU ·
 //   09 WMMA bf16 tensor cores · 10 wgmma + TMA + mbarrier pipeline + warp specialization +
-//   persistent tiles (sm_90a) · 11 step 10 + 2-CTA clusters with TMA multicast (sm_90a)
+//   persistent tiles (sm_90a) · 11 step 10 + 2-CTA clusters with TMA multicast (sm_90a) ·
+//   12 step 10 with the epilogue through shared memory and TMA stores · 13 step 12 + clusters
+//   (steps 12-13: several compiled configurations, each timed as its own row, e.g. "[s4 c2]")
 // Baselines in the same run: cuBLAS SGEMM (TF32 off), cuBLAS TF32, cuBLAS BF16.
 //
 // Build and run
@@ -32,6 +34,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,6 +58,7 @@
 #include "kernels/08_autotuned.cuh"
 #include "kernels/09_wmma_bf16.cuh"
 #include "kernels/10_wgmma_tma.h"
+#include "kernels/12_wgmma_tma_store.h"
 
 using bf16 = __nv_bfloat16;
 static const char* kProg = "matmul";
@@ -208,6 +212,16 @@ static std::vector<Kernel> make_kernels(int tuned_index) {
                [](const Shape& s, std::string* why) {
                  return wgmma_gpu_supported(why) && wgmma_shape_supported(s.M, s.N, s.K, why);
                }});
+  for (const TmaStoreConfig& c : tma_store_configs()) {  // steps 12-13: every configuration is checked and timed
+    const auto run = c.run;
+    k.push_back(
+        {std::to_string(c.step),
+         std::string(c.step == 12 ? "12_wgmma_tma_store [" : "13_tma_store_cluster [") + c.name + "]", Kind::Bf16,
+         [run](const Shape& s, Buffers& d, cudaStream_t st) { run(s.M, s.N, s.K, d.Ah, d.Bth, d.Ch, g_group_m, st); },
+         [](const Shape& s, std::string* why) {
+           return wgmma_gpu_supported(why) && wgmma_shape_supported(s.M, s.N, s.K, why);
+         }});
+  }
   return k;
 }
 
@@ -229,6 +243,13 @@ static std::vector<float> download_bf16(const bf16* d, size_t n) {
   return f;
 }
 
+// A check's name starts with the step number; the bf16 steps with several configurations
+// (12, 13) add theirs, so that a failing configuration is named.
+static std::string check_tag(const Kernel& k) {
+  const size_t cfg = k.name.find(" [");
+  return k.name.substr(0, 2) + (k.kind == Kind::Bf16 && cfg != std::string::npos ? k.name.substr(cfg) : "");
+}
+
 // Runs kernel k once on poisoned output and compares with `ref` (CPU double or cuBLAS).
 template <class R>
 static verify::Check run_and_check(const Kernel& k, const Shape& s, Buffers& d, const R* ref,
@@ -240,7 +261,7 @@ static verify::Check run_and_check(const Kernel& k, const Shape& s, Buffers& d, 
     poison(d.Ch, mn * 2);
   k.run(s, d, 0);
   CUDA_CHECK(cudaDeviceSynchronize());
-  const std::string name = k.name.substr(0, 2) + " " + s.str() + " vs " + against;
+  const std::string name = check_tag(k) + " " + s.str() + " vs " + against;
   if (k.kind == Kind::Fp32) return verify::compare(name, download_f32(d.C, mn).data(), ref, mn, tol_fp32(s));
   return verify::compare(name, download_bf16(d.Ch, mn).data(), ref, mn, tol_bf16(s));
 }
@@ -286,7 +307,7 @@ static Options parse_options(int argc, char** argv) {
       args.int_list("sizes", {}, 1, 46340, "square sizes to time (default: 4096; --bench: 256..8192)");
   const std::vector<long long> shape_arg =
       args.int_list("shape", {}, 1, 1 << 30, "one extra M,N,K shape to check and time");
-  o.kernel_ids = args.int_list("kernels", {}, 1, 11, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
+  o.kernel_ids = args.int_list("kernels", {}, 1, 13, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
   o.group_m =
       int(args.integer("group-m", 16, 1, 1024, "step 10: rows of tiles per group in the tile order (1 = plain order)"));
   args.finish();
@@ -320,6 +341,7 @@ struct Run {
   int tuned = 0;
   std::vector<Kernel> kernels = make_kernels(0);
   std::vector<std::string> refused;
+  std::set<std::string> failed;  // kernels that failed a check: reported, and not timed
   Run(const Options& opt, results::Results& r) : o(opt), res(r), rng{uint64_t(opt.st.seed)} {}
 };
 
@@ -370,7 +392,9 @@ static void check_shape(Run& r, const Shape& s, bool cpu) {
       r.refused.push_back(k.name + " " + s.str() + ": " + why);
       continue;
     }
-    r.res.add(check(k));
+    verify::Check c = check(k);
+    if (!c.passed) r.failed.insert(k.name);
+    r.res.add(c);
     if (k.id == "08" && s.M == 127 && !r.o.st.npy_dir.empty()) save_npy(r.o.st.npy_dir, s, h, ref32, r.d);
   }
   if (r.o.st.verify && r.o.wanted("08"))  // every autotune candidate must be correct, not only the winner
@@ -386,7 +410,9 @@ static void run_checks(Run& r) {
   if (!verify_mode) cpu_shapes = {{127, 129, 131}, {1000, 1500, 777}, {1000, 1504, 776}};
   if (small)
     cpu_shapes = {{127, 129, 131}, {1, 1, 1}, {1, 150, 77}, {100, 1, 77}, {129, 130, 1}, {130, 264, 72}, {64, 8, 1032}};
-  std::vector<Shape> blas_shapes = {{2048, 2048, 2048}};
+  // 3000x4104x1032: ~3 tiles per persistent block of steps 10-13 (the pipeline and the C staging
+  // slots carried from tile to tile), with partial tiles at both edges.
+  std::vector<Shape> blas_shapes = {{2048, 2048, 2048}, {3000, 4104, 1032}};
   if (!verify_mode || small) blas_shapes.clear();
   std::printf("\n1. Checks (outputs poisoned with NaN before each run)\n");
   for (auto& s : cpu_shapes) check_shape(r, s, true);
@@ -523,6 +549,10 @@ static void time_shape(Run& r, const Shape& s, const Peaks& pk, const timing::Op
       std::printf("  %-44s skipped: %s\n", k.name.c_str(), why.c_str());
       continue;
     }
+    if (r.failed.count(k.name)) {
+      std::printf("  %-44s not timed: it failed a check above\n", k.name.c_str());
+      continue;
+    }
     const bool f32 = k.kind == Kind::Fp32;
     if (f32)
       poison(d.C, mn * 4);
@@ -533,7 +563,7 @@ static void time_shape(Run& r, const Shape& s, const Peaks& pk, const timing::Op
                  f32 ? t_sgemm.median_ms : t_bf16.median_ms, f32 ? pk.fp32 : pk.bf16,
                  f32 ? "measured FP32 FMA ceiling" : pk.bf16_name));
     CUDA_CHECK(cudaDeviceSynchronize());
-    const std::string cname = k.name.substr(0, 2) + " " + s.str() + " after timing vs cuBLAS";
+    const std::string cname = check_tag(k) + " " + s.str() + " after timing vs cuBLAS";
     verify::Check c = f32 ? verify::compare(cname, download_f32(d.C, mn).data(), blas32.data(), mn, tol_fp32(s))
                           : verify::compare(cname, download_bf16(d.Ch, mn).data(), blas16.data(), mn, tol_bf16(s));
     if (!c.passed) verify::print(c);

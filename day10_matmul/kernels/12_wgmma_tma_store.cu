@@ -1,0 +1,278 @@
+// Steps 12 and 13: the epilogue through shared memory and TMA stores (sm_90a).
+//
+// Step 10 writes each consumer's 64x256 fp32 accumulator straight from registers to C: 64
+// 4-byte stores per thread, each warp instruction touching 8 rows of C with 16 bytes per row.
+// While those stores drain, the consumers issue no wgmma, so the tensor cores wait at every
+// tile's end (K = 4096: 64 k-steps per tile, so the epilogue is a visible slice of each tile).
+//
+// Step 12 hands the stores to the copy engine instead:
+//  1. each consumer converts its accumulator to bf16 and writes it into shared memory, one
+//     64x64 box (8 KB) at a time, in the 128-byte swizzled layout (16-byte chunk index XOR
+//     row % 8) -- the accumulator layout then hits all 32 banks once per warp store;
+//  2. fence.proxy.async makes those ordinary stores visible to the copy engine, a named
+//     barrier (the consumer's 128 threads only) says the box is complete, and one thread
+//     issues a TMA store of the box (cp.async.bulk.tensor ... global.shared::cta), which also
+//     clips rows and columns past M and N;
+//  3. the consumer goes straight on to the next tile's wgmmas. It waits for a TMA store only
+//     when it needs that staging slot again (cp.async.bulk.wait_group.read).
+// The staging buffer costs shared memory that the stage ring wants too; the configurations
+// trade the two: 4 stages with C staged two boxes at a time (the first half of the tile must
+// be read out before the second half is written), or 3 stages with the whole 128x256 tile
+// staged (no wait inside an epilogue).
+//
+// Step 13 is step 12 plus step 11's idea: 2-CTA clusters that share the B tile by multicast.
+// Every other line is step 10's (persistent blocks, grouped tile order, raw mbarrier parity
+// waits, a producer warpgroup and two consumers with setmaxnreg, 128x256 block tiles).
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+
+#include "12_wgmma_tma_store.h"
+#include "check.cuh"
+#include "hopper.cuh"
+#include "wgmma_mainloop.cuh"
+
+namespace ts {
+using bf16 = __nv_bfloat16;
+using wgm::A_BYTES;
+using wgm::B_BYTES;
+using wgm::BK;
+using wgm::BM;
+using wgm::BN;
+using wgm::CONSUMERS;
+using wgm::NT;
+constexpr int BOX = 64;               // a C box is 64 x 64 bf16: 128-byte rows, the widest swizzled TMA box
+constexpr int BOX_ELEMS = BOX * BOX;  // 8 KB
+constexpr int kMaxSmem = 227 * 1024;  // the most shared memory one block may have on sm_90
+
+template <int STAGES, int CBOXES>
+struct Smem {
+  alignas(1024) bf16 A[STAGES][BM * BK];  // 128B-swizzled tiles need 1024-byte alignment
+  alignas(1024) bf16 B[STAGES][BN * BK];
+  alignas(1024) bf16 C[CONSUMERS][CBOXES][BOX_ELEMS];  // each consumer's staging slots
+  alignas(8) uint64_t full[STAGES];
+  alignas(8) uint64_t empty[STAGES];
+};
+template <int STAGES, int CBOXES>
+constexpr size_t smem_bytes() {
+  return sizeof(Smem<STAGES, CBOXES>) + 1024;  // + slack to align the dynamic base
+}
+
+#if HOPPER_ENABLED
+// ---- the copy engine's store side, and a barrier for one warpgroup -----------------------
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
+               "r"(hopper::smem_u32(src)), "r"(c0), "r"(c1)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Wait until at most N of this thread's committed bulk groups still read shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// Ordinary shared-memory stores -> visible to the async proxy (the TMA unit) that reads them next.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// bar.sync on barrier `id` for the 128 threads of one consumer warpgroup (0 is __syncthreads).
+__device__ __forceinline__ void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+
+// ---- one consumer's epilogue -------------------------------------------------------------
+// d: the 64x256 accumulator (layout in hopper::store_m64n256_bf16); slots: CBOXES staging
+// boxes; (row0, col0): where this consumer's part of C starts. Box b goes to slot b % CBOXES;
+// the TMA store that read that slot last was CBOXES commits ago, so waiting until at most
+// CBOXES - 1 groups are still reading frees exactly that slot.
+template <int CBOXES>
+__device__ __forceinline__ void store_tile(const float (&d)[128], bf16 (*slots)[BOX_ELEMS], const CUtensorMap* tmC,
+                                           int row0, int col0, int t, int bar_id) {
+  constexpr int BOXES = BN / BOX;  // boxes in one consumer's 64x256 part of the tile
+  const int w = t / 32, l = t % 32;
+  const int r = 16 * w + l / 4;  // this thread's rows are r and r + 8; both have r % 8 == l / 4
+#pragma unroll
+  for (int b = 0; b < BOXES; ++b) {
+    uint8_t* box = reinterpret_cast<uint8_t*>(slots[b % CBOXES]);
+    if (t == 0) bulk_wait_read<CBOXES - 1>();
+    warpgroup_sync(bar_id);  // the slot is free for every thread of the warpgroup
+#pragma unroll
+    for (int jj = 0; jj < BOX / 8; ++jj) {  // 8 columns of 16 bytes: the swizzle's chunks
+      const int j = b * (BOX / 8) + jj;
+      const int off = r * 128 + ((jj ^ (l / 4)) << 4) + (l % 4) * 4;
+      *reinterpret_cast<__nv_bfloat162*>(box + off) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(box + off + 8 * 128) = __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+    }
+    fence_async_shared();
+    warpgroup_sync(bar_id);  // the whole box is written
+    if (t == 0) {
+      tma_store_2d(tmC, box, col0 + b * BOX, row0);
+      bulk_commit();
+    }
+  }
+}
+
+// A consumer's k-steps of one tile (as wgm::consume_tile, for a ring of STAGES).
+template <int STAGES, class Release>
+__device__ __forceinline__ void consume_tile(bf16 (*As)[BM * BK], bf16 (*Bs)[BN * BK], uint64_t* full, float (&d)[128],
+                                             int c, int ktiles, int& it, Release&& release) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.f;
+  for (int kt = 0; kt < ktiles; ++kt, ++it) {
+    const int st = it % STAGES;
+    hopper::mbar_wait(&full[st], (it / STAGES) & 1);
+    hopper::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk)
+      hopper::wgmma_m64n256k16(d, hopper::smem_desc(&As[st][c * 64 * BK + kk * 16]),
+                               hopper::smem_desc(&Bs[st][kk * 16]), 1);
+    hopper::wgmma_commit();
+    hopper::wgmma_wait1();
+    if (kt > 0) release((it - 1) % STAGES);
+  }
+  hopper::wgmma_wait0();
+  if (ktiles > 0) release((it - 1) % STAGES);
+}
+#endif
+
+// CLUSTER 1: step 10's kernel with the TMA-store epilogue (step 12). CLUSTER 2: two CTAs
+// compute vertically adjacent tiles and each multicasts half of the shared B tile (step 13,
+// as step 11: every `empty` barrier counts both CTAs' consumers).
+template <int STAGES, int CBOXES, int CLUSTER>
+__global__ void __launch_bounds__(NT, 1)
+    gemm_tma_store(int M, int N, int K, const __grid_constant__ CUtensorMap tmA,
+                   const __grid_constant__ CUtensorMap tmB, const __grid_constant__ CUtensorMap tmC, int group_m) {
+#if HOPPER_ENABLED
+  using namespace hopper;
+  using S = Smem<STAGES, CBOXES>;
+  extern __shared__ uint8_t smem_raw[];
+  S& s = *reinterpret_cast<S*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int wgi = threadIdx.x / 128, t = threadIdx.x % 128;
+  const uint32_t rank = CLUSTER > 1 ? cluster_ctarank() : 0;
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  // A "unit" is what one cluster computes: CLUSTER vertically adjacent tiles of one column.
+  const int units_m = (tiles_m + CLUSTER - 1) / CLUSTER, units = units_m * tiles_n;
+  const int first = blockIdx.x / CLUSTER, stride = gridDim.x / CLUSTER;
+  const int ktiles = (K + BK - 1) / BK;
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; ++i) {
+      mbar_init(&s.full[i], 1);
+      mbar_init(&s.empty[i], CONSUMERS * CLUSTER);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if constexpr (CLUSTER > 1)
+    cluster_sync();  // every CTA's barriers exist before anyone multicasts into them
+  else
+    __syncthreads();
+
+  if (wgi == 0) {  // ---- producer: one thread issues the TMA loads ------------------------------
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (t == 0) {
+      int it = 0;
+      for (int u = first; u < units; u += stride) {
+        int um, bn;
+        wgm::grouped_coords(u, units_m, tiles_n, group_m, um, bn);
+        const int bm = um * CLUSTER + int(rank);  // may be one past the last tile row: TMA reads zeros
+        for (int kt = 0; kt < ktiles; ++kt, ++it) {
+          const int st = it % STAGES;
+          if (it >= STAGES) mbar_wait(&s.empty[st], ((it / STAGES) - 1) & 1);
+          mbar_expect_tx(&s.full[st], A_BYTES + B_BYTES);
+          tma_load_2d(s.A[st], &tmA, &s.full[st], kt * BK, bm * BM);
+          if constexpr (CLUSTER == 1)
+            tma_load_2d(s.B[st], &tmB, &s.full[st], kt * BK, bn * BN);
+          else
+            tma_load_2d_multicast(&s.B[st][rank * (BN / 2) * BK], &tmB, &s.full[st], kt * BK,
+                                  bn * BN + int(rank) * (BN / 2), uint16_t((1 << CLUSTER) - 1));
+        }
+      }
+    }
+  } else {  // ---- consumers: 64 rows of the block tile each, then the TMA-store epilogue -------
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int c = wgi - 1;
+    float d[128];
+    int it = 0;
+    auto release = [&](int st) {
+      if (t == 0) mbar_arrive(&s.empty[st]);
+      if constexpr (CLUSTER > 1)
+        if (t == 32) mbar_arrive_cluster(&s.empty[st], rank ^ 1u);  // the partner's barrier (another warp)
+    };
+    for (int u = first; u < units; u += stride) {
+      int um, bn;
+      wgm::grouped_coords(u, units_m, tiles_n, group_m, um, bn);
+      const int bm = um * CLUSTER + int(rank);
+      consume_tile<STAGES>(s.A, s.B, s.full, d, c, ktiles, it, release);
+      store_tile<CBOXES>(d, s.C[c], &tmC, bm * BM + c * 64, bn * BN, t, 1 + c);
+    }
+    if (t == 0) bulk_wait_all();  // the staging buffer must outlive the last TMA store's reads
+  }
+  if constexpr (CLUSTER > 1) cluster_sync();  // no CTA exits while its partner may still write into it
+#endif
+}
+
+// ---- host ----------------------------------------------------------------------------------
+struct Maps {
+  const void *a = nullptr, *b = nullptr, *c = nullptr;
+  int m = -1, n = -1, k = -1;
+  CUtensorMap A, B, C;
+  // Tensor maps describe (pointer, shape); rebuild them only when those change.
+  void update(int M, int N, int K, const bf16* pa, const bf16* pb, bf16* pc, int b_box_rows) {
+    if (pa == a && pb == b && pc == c && M == m && N == n && K == k) return;
+    A = hopper::make_map_bf16(pa, M, K, BM);
+    B = hopper::make_map_bf16(pb, N, K, b_box_rows);
+    C = hopper::make_map_bf16(pc, M, N, BOX);  // 64x64 boxes, 128-byte swizzle: the staging layout
+    a = pa, b = pb, c = pc, m = M, n = N, k = K;
+  }
+};
+
+template <int STAGES, int CBOXES, int CLUSTER>
+void run(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, int group_m, cudaStream_t s) {
+  constexpr size_t kSmem = smem_bytes<STAGES, CBOXES>();
+  static_assert(kSmem <= size_t(kMaxSmem), "stage ring + C staging exceed a block's shared memory");
+  auto kernel = gemm_tma_store<STAGES, CBOXES, CLUSTER>;
+  static Maps maps;  // one per configuration: each keeps its own tensor maps
+  static int max_units = 0;
+  maps.update(M, N, K, A, Bt, C, BN / CLUSTER);
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CLUSTER;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(NT);
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = CLUSTER > 1 ? 1 : 0;  // step 12 is an ordinary launch
+  if (!max_units) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+    int dev = 0, sms = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if constexpr (CLUSTER == 1) {  // one block per SM (its shared memory allows no more)
+      int per_sm = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, NT, kSmem));
+      max_units = per_sm * sms;
+    } else {  // how many clusters fit at once: GPCs decide, not only the SM count
+      cfg.gridDim = dim3(CLUSTER * (sms / CLUSTER));
+      CUDA_CHECK(cudaOccupancyMaxActiveClusters(&max_units, kernel, &cfg));
+    }
+    if (max_units < 1) {
+      std::fprintf(stderr, "error: no block of this step-12/13 configuration fits on this GPU\n");
+      std::exit(1);
+    }
+  }
+  const int units = ceil_div(ceil_div(M, BM), CLUSTER) * ceil_div(N, BN);
+  cfg.gridDim = dim3(CLUSTER * std::min(units, max_units));
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, M, N, K, maps.A, maps.B, maps.C, group_m));
+}
+}  // namespace ts
+
+const std::vector<TmaStoreConfig>& tma_store_configs() {
+  // "sS cC": S pipeline stages, C staged C boxes (of 4) at a time per consumer.
+  static const std::vector<TmaStoreConfig> v = {
+      {12, "s4 c2", ts::run<4, 2, 1>},
+      {12, "s3 c4", ts::run<3, 4, 1>},
+      {13, "s4 c2", ts::run<4, 2, 2>},
+      {13, "s3 c4", ts::run<3, 4, 2>},
+  };
+  return v;
+}
