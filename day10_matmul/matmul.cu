@@ -317,7 +317,10 @@ static Options parse_options(int argc, char** argv) {
   if (o.st.verify && !sizes.empty()) cli::usage_error(kProg, "--sizes times kernels; --verify times nothing");
   results::require_outputs(kProg, o.st);
   if (sizes.empty())
-    sizes = o.st.bench ? std::vector<long long>{256, 512, 1024, 2048, 4096, 8192} : std::vector<long long>{4096};
+    // --bench: 3072 and 6144 fill in the TFLOP/s-against-N curve between the powers of two,
+    // where steps 10-13 run partial waves (288 and 1152 tiles of 128x256 on 132 SMs).
+    sizes = o.st.bench ? std::vector<long long>{256, 512, 1024, 2048, 3072, 4096, 6144, 8192}
+                       : std::vector<long long>{4096};
   if (!o.st.verify) {
     for (auto n : sizes) o.timed.push_back({int(n), int(n), int(n)});
     if (o.st.bench)  // a GPT MLP's two GEMMs (B*T = 16384 tokens, width 384) and a long-K product
