@@ -2,8 +2,10 @@
 //
 // Step 10 writes each consumer's 64x256 fp32 accumulator straight from registers to C: 64
 // 4-byte stores per thread, each warp instruction touching 8 rows of C with 16 bytes per row.
-// While those stores drain, the consumers issue no wgmma, so the tensor cores wait at every
-// tile's end (K = 4096: 64 k-steps per tile, so the epilogue is a visible slice of each tile).
+// The next tile's wgmmas overwrite those registers, so they start only once every store has
+// taken its data: the tensor cores wait at each tile's end. The smaller K, the larger that
+// slice of a tile (64 k-steps per tile at K = 4096, 128 at 8192): the hypothesis this step
+// tests for why step 10 trails cuBLAS more at 4096 than at 8192.
 //
 // Step 12 hands the stores to the copy engine instead:
 //  1. each consumer converts its accumulator to bf16 and writes it into shared memory, one
@@ -21,7 +23,7 @@
 // staged (no wait inside an epilogue).
 //
 // Step 13 is step 12 plus step 11's idea: 2-CTA clusters that share the B tile by multicast.
-// Every other line is step 10's (persistent blocks, grouped tile order, raw mbarrier parity
+// Everything else is step 10's design (persistent blocks, grouped tile order, raw mbarrier parity
 // waits, a producer warpgroup and two consumers with setmaxnreg, 128x256 block tiles).
 #include <algorithm>
 #include <cstdint>
@@ -200,7 +202,9 @@ __global__ void __launch_bounds__(NT, 1)
       wgm::grouped_coords(u, units_m, tiles_n, group_m, um, bn);
       const int bm = um * CLUSTER + int(rank);
       consume_tile<STAGES>(s.A, s.B, s.full, d, c, ktiles, it, release);
-      store_tile<CBOXES>(d, s.C[c], &tmC, bm * BM + c * 64, bn * BN, t, 1 + c);
+      const int row0 = bm * BM + c * 64;
+      if (row0 < M)  // the same for the whole warpgroup; rows past M (a cluster's spare tile) have nothing to store
+        store_tile<CBOXES>(d, s.C[c], &tmC, row0, bn * BN, t, 1 + c);
     }
     if (t == 0) bulk_wait_all();  // the staging buffer must outlive the last TMA store's reads
   }
