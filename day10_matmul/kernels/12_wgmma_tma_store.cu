@@ -81,17 +81,18 @@ __device__ __forceinline__ void warpgroup_sync(int id) { asm volatile("bar.sync 
 
 // ---- one consumer's epilogue -------------------------------------------------------------
 // d: the 64x256 accumulator (layout in hopper::store_m64n256_bf16); slots: CBOXES staging
-// boxes; (row0, col0): where this consumer's part of C starts. Box b goes to slot b % CBOXES;
-// the TMA store that read that slot last was CBOXES commits ago, so waiting until at most
-// CBOXES - 1 groups are still reading frees exactly that slot.
+// boxes; (row0, col0): where this consumer's part of C starts; boxes wholly past N are skipped.
+// Box b goes to slot b % CBOXES; the TMA store that read that slot last was CBOXES commits
+// ago, so waiting until at most CBOXES - 1 groups are still reading frees exactly that slot.
 template <int CBOXES>
 __device__ __forceinline__ void store_tile(const float (&d)[128], bf16 (*slots)[BOX_ELEMS], const CUtensorMap* tmC,
-                                           int row0, int col0, int t, int bar_id) {
+                                           int row0, int col0, int N, int t, int bar_id) {
   constexpr int BOXES = BN / BOX;  // boxes in one consumer's 64x256 part of the tile
   const int w = t / 32, l = t % 32;
   const int r = 16 * w + l / 4;  // this thread's rows are r and r + 8; both have r % 8 == l / 4
 #pragma unroll
   for (int b = 0; b < BOXES; ++b) {
+    if (col0 + b * BOX >= N) break;  // the rest of the tile lies past N (the same for the whole warpgroup)
     uint8_t* box = reinterpret_cast<uint8_t*>(slots[b % CBOXES]);
     if (t == 0) bulk_wait_read<CBOXES - 1>();
     warpgroup_sync(bar_id);  // the slot is free for every thread of the warpgroup
@@ -109,6 +110,10 @@ __device__ __forceinline__ void store_tile(const float (&d)[128], bf16 (*slots)[
       bulk_commit();
     }
   }
+  // A tile cut short at N committed fewer than BOXES groups, which breaks the "CBOXES commits
+  // ago" count above for the next tile: wait here until every store has read its slot (rare:
+  // only the last column of tiles).
+  if (col0 + BN > N && t == 0) bulk_wait_read<0>();
 }
 
 // A consumer's k-steps of one tile (as wgm::consume_tile, for a ring of STAGES).
@@ -204,7 +209,7 @@ __global__ void __launch_bounds__(NT, 1)
       consume_tile<STAGES>(s.A, s.B, s.full, d, c, ktiles, it, release);
       const int row0 = bm * BM + c * 64;
       if (row0 < M)  // the same for the whole warpgroup; rows past M (a cluster's spare tile) have nothing to store
-        store_tile<CBOXES>(d, s.C[c], &tmC, row0, bn * BN, t, 1 + c);
+        store_tile<CBOXES>(d, s.C[c], &tmC, row0, bn * BN, N, t, 1 + c);
     }
     if (t == 0) bulk_wait_all();  // the staging buffer must outlive the last TMA store's reads
   }
