@@ -62,7 +62,7 @@
 
 using bf16 = __nv_bfloat16;
 static const char* kProg = "matmul";
-static int g_group_m = 16;  // --group-m: tile order of steps 10 and 11
+static int g_group_m = 16;  // --group-m: tile order of steps 10-13
 
 struct Shape {
   int M, N, K;
@@ -308,8 +308,8 @@ static Options parse_options(int argc, char** argv) {
   const std::vector<long long> shape_arg =
       args.int_list("shape", {}, 1, 1 << 30, "one extra M,N,K shape to check and time");
   o.kernel_ids = args.int_list("kernels", {}, 1, 13, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
-  o.group_m =
-      int(args.integer("group-m", 16, 1, 1024, "step 10: rows of tiles per group in the tile order (1 = plain order)"));
+  o.group_m = int(
+      args.integer("group-m", 16, 1, 1024, "steps 10-13: rows of tiles per group in the tile order (1 = plain order)"));
   args.finish();
   o.st.validate(kProg);
   if (!shape_arg.empty() && shape_arg.size() != 3) cli::usage_error(kProg, "--shape expects three numbers M,N,K");
