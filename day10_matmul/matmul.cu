@@ -3,7 +3,7 @@
 //
 // Convention (stated once, used everywhere): every matrix is row-major.
 //   Steps 1-8 (FP32 on CUDA cores):  C[M x N] = A[M x K] * B[K x N]            fp32 in/out
-//   Steps 9-11 (tensor cores, bf16): C[M x N] = A[M x K] * Bt[N x K]^T         bf16 in/out,
+//   Steps 9-14 (tensor cores, bf16): C[M x N] = A[M x K] * Bt[N x K]^T         bf16 in/out,
 //                                    fp32 accumulation (Bt: a linear layer's weight layout)
 // cuBLAS is column-major; a row-major matrix is its transpose in column-major, so
 // C = A*B is computed as C^T = B^T * A^T: cublasSgemm(N, N, n=N, m=M, k=K, B, ldb=N, A, lda=K,
@@ -15,8 +15,9 @@
 //   double buffering · 08 step 7 with the tile shape autotuned on this GPU ·
 //   09 WMMA bf16 tensor cores · 10 wgmma + TMA + mbarrier pipeline + warp specialization +
 //   persistent tiles (sm_90a) · 11 step 10 + 2-CTA clusters with TMA multicast (sm_90a) ·
-//   12 step 10 with the epilogue through shared memory and TMA stores · 13 step 12 + clusters
-//   (steps 12-13: several compiled configurations, each timed as its own row, e.g. "[s4 c2]")
+//   12 step 10 with the epilogue through shared memory and TMA stores · 13 step 12 + clusters ·
+//   14 step 12 with a stream-K tail (the last partial wave's k-steps shared by every SM)
+//   (steps 12-14: several configurations, each checked and timed as its own row, e.g. "[s4 c2]")
 // Baselines in the same run: cuBLAS SGEMM (TF32 off), cuBLAS TF32, cuBLAS BF16.
 //
 // Build and run
@@ -59,10 +60,11 @@
 #include "kernels/09_wmma_bf16.cuh"
 #include "kernels/10_wgmma_tma.h"
 #include "kernels/12_wgmma_tma_store.h"
+#include "kernels/14_stream_k.h"
 
 using bf16 = __nv_bfloat16;
 static const char* kProg = "matmul";
-static int g_group_m = 16;  // --group-m: tile order of steps 10-13
+static int g_group_m = 16;  // --group-m: tile order of steps 10-14
 
 struct Shape {
   int M, N, K;
@@ -212,11 +214,15 @@ static std::vector<Kernel> make_kernels(int tuned_index) {
                [](const Shape& s, std::string* why) {
                  return wgmma_gpu_supported(why) && wgmma_shape_supported(s.M, s.N, s.K, why);
                }});
-  for (const TmaStoreConfig& c : tma_store_configs()) {  // steps 12-13: every configuration is checked and timed
+  std::vector<TmaStoreConfig> cfgs = tma_store_configs();  // steps 12-14: every configuration is checked and timed
+  cfgs.insert(cfgs.end(), stream_k_configs().begin(), stream_k_configs().end());
+  for (const TmaStoreConfig& c : cfgs) {
     const auto run = c.run;
+    const char* base = c.step == 12   ? "12_wgmma_tma_store ["
+                       : c.step == 13 ? "13_tma_store_cluster ["
+                                      : "14_stream_k [";
     k.push_back(
-        {std::to_string(c.step),
-         std::string(c.step == 12 ? "12_wgmma_tma_store [" : "13_tma_store_cluster [") + c.name + "]", Kind::Bf16,
+        {std::to_string(c.step), std::string(base) + c.name + "]", Kind::Bf16,
          [run](const Shape& s, Buffers& d, cudaStream_t st) { run(s.M, s.N, s.K, d.Ah, d.Bth, d.Ch, g_group_m, st); },
          [](const Shape& s, std::string* why) {
            return wgmma_gpu_supported(why) && wgmma_shape_supported(s.M, s.N, s.K, why);
@@ -244,7 +250,7 @@ static std::vector<float> download_bf16(const bf16* d, size_t n) {
 }
 
 // A check's name starts with the step number; the bf16 steps with several configurations
-// (12, 13) add theirs, so that a failing configuration is named.
+// (12-14) add theirs, so that a failing configuration is named.
 static std::string check_tag(const Kernel& k) {
   const size_t cfg = k.name.find(" [");
   return k.name.substr(0, 2) + (k.kind == Kind::Bf16 && cfg != std::string::npos ? k.name.substr(cfg) : "");
@@ -307,9 +313,9 @@ static Options parse_options(int argc, char** argv) {
       args.int_list("sizes", {}, 1, 46340, "square sizes to time (default: 4096; --bench: 256..8192)");
   const std::vector<long long> shape_arg =
       args.int_list("shape", {}, 1, 1 << 30, "one extra M,N,K shape to check and time");
-  o.kernel_ids = args.int_list("kernels", {}, 1, 13, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
+  o.kernel_ids = args.int_list("kernels", {}, 1, 14, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
   o.group_m = int(
-      args.integer("group-m", 16, 1, 1024, "steps 10-13: rows of tiles per group in the tile order (1 = plain order)"));
+      args.integer("group-m", 16, 1, 1024, "steps 10-14: rows of tiles per group in the tile order (1 = plain order)"));
   args.finish();
   o.st.validate(kProg);
   if (!shape_arg.empty() && shape_arg.size() != 3) cli::usage_error(kProg, "--shape expects three numbers M,N,K");
@@ -413,8 +419,9 @@ static void run_checks(Run& r) {
   if (!verify_mode) cpu_shapes = {{127, 129, 131}, {1000, 1500, 777}, {1000, 1504, 776}};
   if (small)
     cpu_shapes = {{127, 129, 131}, {1, 1, 1}, {1, 150, 77}, {100, 1, 77}, {129, 130, 1}, {130, 264, 72}, {64, 8, 1032}};
-  // 3000x4104x1032: ~3 tiles per persistent block of steps 10-13 (the pipeline and the C staging
-  // slots carried from tile to tile), with partial tiles at both edges.
+  // 3000x4104x1032: ~3 tiles per persistent block of steps 10-14 (the pipeline and the C staging
+  // slots carried from tile to tile), with partial tiles at both edges; for step 14, the 12
+  // tiles of the partial wave split ~11 ways each (64x8x4104: one tile split 65 ways).
   std::vector<Shape> blas_shapes = {{2048, 2048, 2048}, {3000, 4104, 1032}};
   if (!verify_mode || small) blas_shapes.clear();
   std::printf("\n1. Checks (outputs poisoned with NaN before each run)\n");

@@ -1,0 +1,258 @@
+// Step 14: stream-K for the last wave (sm_90a).
+//
+// Steps 10-13 give every persistent block whole 128x256 tiles. At 4096 that is 512 tiles on
+// 132 SMs: 116 blocks compute 4 tiles and 16 compute 3, so for the last quarter of the run 16
+// SMs idle (3.88 waves rounded up to 4). At 2048 it is 128 tiles: one wave with 4 SMs idle,
+// and every SM fills and drains its pipeline for a single tile. Whatever the kernel does per
+// k-step, the run lasts as long as the busiest SM's k-steps.
+//
+// Step 14 keeps step 12's kernel (stage ring, TMA-store epilogue, [s4 c2]) and changes only
+// who computes what ("data-parallel + stream-K", as CUTLASS's stream-K scheduler):
+//  1. The first tiles, in whole waves, are computed as before: block b takes tiles b, b + G, ...
+//  2. The k-steps of the remaining tiles (the partial wave, optionally plus one whole wave)
+//     are laid end to end, tile after tile, and cut into G equal ranges, one per block. A
+//     block's range covers the end of one tile, maybe some whole tiles, and the start of
+//     another: every SM now does the same number of k-steps, give or take one.
+//  3. A tile split between blocks is summed in fp32 through global memory. The block that
+//     computed the tile's first k-step (k0 = 0) owns it: it computes that piece as the LAST
+//     piece of its range, while every other block that shares the tile computes its piece as
+//     its FIRST one, writes the fp32 accumulator to its own slot of a workspace and raises a
+//     flag. By the time the owner gets there the flags are (almost always) up: it adds the
+//     partial sums to its registers and stores the tile through step 12's epilogue.
+//     Only first pieces are partials, so a block writes at most one: one slot per block.
+//     A waiting owner waits only for first pieces, which wait for nothing: no cycle. All G
+//     blocks are resident at once (G = blocks that fit on the GPU), so no flag waits for a
+//     block that has not started.
+// The flags hold a launch number (epoch) instead of being reset: a flag is up when it equals
+// this launch's number. The workspace costs G x 128 KB of fp32 (written and read once per
+// split tile, in L2); the gain can only be the idle tail, a few percent at 4096.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+
+#include "12_tma_store_epilogue.cuh"
+#include "14_stream_k.h"
+#include "check.cuh"
+#include "hopper.cuh"
+#include "wgmma_mainloop.cuh"
+
+namespace sk {
+using namespace ts;                    // step 12's staging buffer, epilogue and consumer loop
+constexpr int STAGES = 4, CBOXES = 2;  // step 12's fastest configuration at 4096 (its results file)
+constexpr int PART = 64 * BN;          // floats in one consumer's 64x256 partial accumulator
+static_assert(PART == 128 * 128, "a slot holds one float per accumulator register per thread");
+
+// Who computes what; every thread of every block derives the same plan from the shape.
+struct Plan {
+  int tiles_m, tiles_n, ktiles;
+  int dp_tiles;        // tiles [0, dp_tiles): whole tiles, block b takes b, b + G, ...
+  long long sk_iters;  // the k-steps of tiles [dp_tiles, tiles), laid end to end
+  // First k-step of block b's stream-K range (b = G gives the end of the last range).
+  __host__ __device__ long long start(int b, int G) const { return sk_iters * b / G; }
+};
+
+__host__ __device__ inline Plan make_plan(int M, int N, int K, int G, int extra_waves) {
+  Plan p;
+  p.tiles_m = (M + BM - 1) / BM;
+  p.tiles_n = (N + BN - 1) / BN;
+  p.ktiles = (K + BK - 1) / BK;
+  const int tiles = p.tiles_m * p.tiles_n;
+  // Whole waves need no help; otherwise the partial wave (and `extra_waves` whole ones
+  // before it, if there are that many) goes to stream-K.
+  const int want = tiles % G + extra_waves * G;
+  const int sk_tiles = tiles % G == 0 ? 0 : (want < tiles ? want : tiles);
+  p.dp_tiles = tiles - sk_tiles;
+  p.sk_iters = (long long)sk_tiles * p.ktiles;
+  return p;
+}
+
+// A block's walk over its work, one piece at a time: its whole tiles, then the pieces of its
+// stream-K range. A piece is k-steps [k0, k1) of one tile.
+struct Cursor {
+  int dp;            // next whole tile
+  long long i, end;  // next k-step of the stream-K range, and its end
+};
+
+#if HOPPER_ENABLED
+__device__ __forceinline__ Cursor first_piece(const Plan& p) {
+  return {int(blockIdx.x), p.start(blockIdx.x, gridDim.x), p.start(blockIdx.x + 1, gridDim.x)};
+}
+__device__ __forceinline__ bool next_piece(const Plan& p, Cursor& c, int& tile, int& k0, int& k1) {
+  if (c.dp < p.dp_tiles) {
+    tile = c.dp, k0 = 0, k1 = p.ktiles;
+    c.dp += gridDim.x;
+    return true;
+  }
+  if (c.i >= c.end) return false;
+  const int j = int(c.i / p.ktiles);  // the j-th stream-K tile
+  const long long t0 = (long long)j * p.ktiles;
+  tile = p.dp_tiles + j;
+  k0 = int(c.i - t0);
+  k1 = int((c.end < t0 + p.ktiles ? c.end : t0 + p.ktiles) - t0);
+  c.i = t0 + k1;
+  return true;
+}
+
+__device__ __forceinline__ void st_release_gpu(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// One consumer's partial accumulator -> its workspace slot, then the flag. The slot is laid
+// out by register, not by matrix position (float4 j of thread t at j * 128 + t): each warp
+// store writes 512 contiguous bytes, and the owner reads it back with the same mapping.
+// .cg: through L2 only, so no SM's L1 can hold a stale copy from an earlier launch.
+__device__ __forceinline__ void save_partial(const float (&d)[128], float* slot, uint32_t* flag, uint32_t epoch, int t,
+                                             int bar_id) {
+  float4* p = reinterpret_cast<float4*>(slot);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) __stcg(&p[j * 128 + t], make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]));
+  __threadfence();                          // this thread's stores are visible GPU-wide ...
+  warpgroup_sync(bar_id);                   // ... for all 128 threads, before ...
+  if (t == 0) st_release_gpu(flag, epoch);  // ... the flag goes up
+}
+
+// The owner: wait for a sharer's flag, then add its partial accumulator to ours.
+__device__ __forceinline__ void add_partial(float (&d)[128], const float* slot, const uint32_t* flag, uint32_t epoch,
+                                            int t, int bar_id) {
+  if (t == 0)
+    while (ld_acquire_gpu(flag) != epoch) {}
+  warpgroup_sync(bar_id);  // every thread reads only after thread 0 saw the flag
+  const float4* p = reinterpret_cast<const float4*>(slot);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const float4 v = __ldcg(&p[j * 128 + t]);
+    d[4 * j] += v.x, d[4 * j + 1] += v.y, d[4 * j + 2] += v.z, d[4 * j + 3] += v.w;
+  }
+}
+#endif
+
+// ws: G x CONSUMERS slots of PART floats; flags: G x CONSUMERS launch numbers; epoch: this
+// launch's number (never 0, the flags' initial value).
+__global__ void __launch_bounds__(NT, 1)
+    gemm_14_stream_k(int M, int N, int K, const __grid_constant__ CUtensorMap tmA,
+                     const __grid_constant__ CUtensorMap tmB, const __grid_constant__ CUtensorMap tmC, int group_m,
+                     int extra_waves, float* __restrict__ ws, uint32_t* __restrict__ flags, uint32_t epoch) {
+#if HOPPER_ENABLED
+  using namespace hopper;
+  using S = Smem<STAGES, CBOXES>;
+  extern __shared__ uint8_t smem_raw[];
+  S& s = *reinterpret_cast<S*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int wgi = threadIdx.x / 128, t = threadIdx.x % 128;
+  const Plan p = make_plan(M, N, K, gridDim.x, extra_waves);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; ++i) {
+      mbar_init(&s.full[i], 1);
+      mbar_init(&s.empty[i], CONSUMERS);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  int tile, k0, k1;
+
+  if (wgi == 0) {  // ---- producer: step 12's, over pieces [k0, k1) instead of whole tiles --------
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (t == 0) {
+      int it = 0;
+      for (Cursor cur = first_piece(p); next_piece(p, cur, tile, k0, k1);) {
+        int bm, bn;
+        wgm::grouped_coords(tile, p.tiles_m, p.tiles_n, group_m, bm, bn);
+        for (int kt = k0; kt < k1; ++kt, ++it) {
+          const int st = it % STAGES;
+          if (it >= STAGES) mbar_wait(&s.empty[st], ((it / STAGES) - 1) & 1);
+          mbar_expect_tx(&s.full[st], A_BYTES + B_BYTES);
+          tma_load_2d(s.A[st], &tmA, &s.full[st], kt * BK, bm * BM);
+          tma_load_2d(s.B[st], &tmB, &s.full[st], kt * BK, bn * BN);
+        }
+      }
+    }
+  } else {  // ---- consumers: a piece's k-steps, then store, hand over, or gather and store ----
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int c = wgi - 1, bar_id = 1 + c;
+    const int G = gridDim.x, me = blockIdx.x;
+    float d[128];
+    int it = 0;
+    auto release = [&](int st) {
+      if (t == 0) mbar_arrive(&s.empty[st]);
+    };
+    for (Cursor cur = first_piece(p); next_piece(p, cur, tile, k0, k1);) {
+      int bm, bn;
+      wgm::grouped_coords(tile, p.tiles_m, p.tiles_n, group_m, bm, bn);
+      consume_tile<STAGES>(s.A, s.B, s.full, d, c, k1 - k0, it, release);
+      if (k0 > 0) {  // a sharer (this is our first piece): hand the sum to the tile's owner
+        save_partial(d, ws + size_t(me * CONSUMERS + c) * PART, &flags[me * CONSUMERS + c], epoch, t, bar_id);
+        continue;
+      }
+      if (k1 < p.ktiles) {  // the owner of a split tile: the blocks after us whose ranges start inside it
+        const long long tile_end = (long long)(tile - p.dp_tiles + 1) * p.ktiles;
+        for (int b = me + 1; b < G && p.start(b, G) < tile_end; ++b)
+          if (p.start(b + 1, G) > p.start(b, G))  // an empty range (more blocks than k-steps) has no piece
+            add_partial(d, ws + size_t(b * CONSUMERS + c) * PART, &flags[b * CONSUMERS + c], epoch, t, bar_id);
+      }
+      const int row0 = bm * BM + c * 64;
+      if (row0 < M) store_tile<CBOXES>(d, s.C[c], &tmC, row0, bn * BN, N, t, bar_id);
+    }
+    if (t == 0) bulk_wait_all();  // the staging buffer must outlive the last TMA store's reads
+  }
+#endif
+}
+
+// ---- host ----------------------------------------------------------------------------------
+// Shared by both configurations: the launch size, the workspace and the launch counter.
+// Launches must not overlap (one stream): they share the workspace and the flags.
+struct State {
+  int blocks = 0;  // how many blocks fit on the GPU at once (all of them must be resident)
+  float* ws = nullptr;
+  uint32_t* flags = nullptr;
+  uint32_t epoch = 0;
+  Maps maps;
+};
+
+static State& state() {
+  static State st;  // the workspace lives as long as the program (freed with the context)
+  if (st.blocks) return st;
+  constexpr size_t kSmem = smem_bytes<STAGES, CBOXES>();
+  static_assert(kSmem <= size_t(kMaxSmem), "stage ring + C staging exceed a block's shared memory");
+  CUDA_CHECK(cudaFuncSetAttribute(gemm_14_stream_k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+  int dev = 0, sms = 0, per_sm = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_14_stream_k, NT, kSmem));
+  if (per_sm < 1) {
+    std::fprintf(stderr, "error: no block of step 14 fits on this GPU\n");
+    std::exit(1);
+  }
+  st.blocks = per_sm * sms;
+  CUDA_CHECK(cudaMalloc(&st.ws, size_t(st.blocks) * CONSUMERS * PART * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&st.flags, size_t(st.blocks) * CONSUMERS * sizeof(uint32_t)));
+  CUDA_CHECK(cudaMemset(st.flags, 0, size_t(st.blocks) * CONSUMERS * sizeof(uint32_t)));
+  return st;
+}
+
+template <int EXTRA_WAVES>
+void run(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, int group_m, cudaStream_t s) {
+  State& st = state();
+  st.maps.update(M, N, K, A, Bt, C, BN);
+  // Never more blocks than k-steps in all (tiny shapes): each block gets at least one.
+  const long long work = (long long)ceil_div(M, BM) * ceil_div(N, BN) * ceil_div(K, BK);
+  const int G = int(std::min<long long>(st.blocks, work));
+  if (++st.epoch == 0) st.epoch = 1;  // 0 is the flags' initial value (after 2^32 launches)
+  gemm_14_stream_k<<<G, NT, smem_bytes<STAGES, CBOXES>(), s>>>(M, N, K, st.maps.A, st.maps.B, st.maps.C, group_m,
+                                                               EXTRA_WAVES, st.ws, st.flags, st.epoch);
+  LAUNCH_CHECK();
+}
+}  // namespace sk
+
+const std::vector<TmaStoreConfig>& stream_k_configs() {
+  // "tail": only the partial wave is shared out; "tail+1": one whole wave more (longer ranges,
+  // so a block's fixed costs (pipeline fill, partial sums) weigh less against its k-steps).
+  static const std::vector<TmaStoreConfig> v = {
+      {14, "s4 c2 tail", sk::run<0>},
+      {14, "s4 c2 tail+1", sk::run<1>},
+  };
+  return v;
+}
