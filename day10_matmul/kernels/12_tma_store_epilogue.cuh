@@ -53,6 +53,14 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
 // bar.sync on barrier `id` for the 128 threads of one consumer warpgroup (0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
+// Two floats -> one bf16 pair at a shared-memory address. Spelled as st.shared: through a
+// plain pointer the compiler emitted generic stores (ST.E, which must first find out which
+// memory the address is in) instead of STS.
+__device__ __forceinline__ void st_shared_bf16x2(uint32_t addr, float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(*reinterpret_cast<const uint32_t*>(&v)) : "memory");
+}
+
 // ---- one consumer's epilogue -------------------------------------------------------------
 // d: the 64x256 accumulator (layout in hopper::store_m64n256_bf16); slots: CBOXES staging
 // boxes; (row0, col0): where this consumer's part of C starts; boxes wholly past N are skipped.
@@ -68,14 +76,15 @@ __device__ __forceinline__ void store_tile(const float (&d)[128], bf16 (*slots)[
   for (int b = 0; b < BOXES; ++b) {
     if (col0 + b * BOX >= N) break;  // the rest of the tile lies past N (the same for the whole warpgroup)
     uint8_t* box = reinterpret_cast<uint8_t*>(slots[b % CBOXES]);
+    const uint32_t box_s = hopper::smem_u32(box);
     if (t == 0) bulk_wait_read<CBOXES - 1>();
     warpgroup_sync(bar_id);  // the slot is free for every thread of the warpgroup
 #pragma unroll
     for (int jj = 0; jj < BOX / 8; ++jj) {  // 8 columns of 16 bytes: the swizzle's chunks
       const int j = b * (BOX / 8) + jj;
       const int off = r * 128 + ((jj ^ (l / 4)) << 4) + (l % 4) * 4;
-      *reinterpret_cast<__nv_bfloat162*>(box + off) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
-      *reinterpret_cast<__nv_bfloat162*>(box + off + 8 * 128) = __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+      st_shared_bf16x2(box_s + off, d[4 * j], d[4 * j + 1]);
+      st_shared_bf16x2(box_s + off + 8 * 128, d[4 * j + 2], d[4 * j + 3]);
     }
     fence_async_shared();
     warpgroup_sync(bar_id);  // the whole box is written
