@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(NT, 1)
 }
 
 // ---- host ----------------------------------------------------------------------------------
-// Shared by both configurations: the launch size, the workspace and the launch counter.
+// Shared by all configurations: the launch size, the workspace and the launch counter.
 // Launches must not overlap (one stream): they share the workspace and the flags.
 struct State {
   int blocks = 0;  // how many blocks fit on the GPU at once (all of them must be resident)
