@@ -35,70 +35,19 @@
 
 #include "12_tma_store_epilogue.cuh"
 #include "14_stream_k.h"
+#include "14_stream_k_plan.h"
 #include "check.cuh"
 #include "hopper.cuh"
 #include "wgmma_mainloop.cuh"
 
 namespace sk {
 using namespace ts;                    // step 12's staging buffer, epilogue and consumer loop
+using namespace skplan;                // who computes what (14_stream_k_plan.h)
 constexpr int STAGES = 4, CBOXES = 2;  // step 12's fastest configuration at 4096 (its results file)
 constexpr int PART = 64 * BN;          // floats in one consumer's 64x256 partial accumulator
 static_assert(PART == 128 * 128, "a slot holds one float per accumulator register per thread");
 
-// Who computes what; every thread of every block derives the same plan from the shape.
-struct Plan {
-  int tiles_m, tiles_n, ktiles;
-  int dp_tiles;        // tiles [0, dp_tiles): whole tiles, block b takes b, b + G, ...
-  long long sk_iters;  // the k-steps of tiles [dp_tiles, tiles), laid end to end
-  bool sk_first;       // a block walks its stream-K range before its whole tiles
-  // First k-step of block b's stream-K range (b = G gives the end of the last range).
-  __host__ __device__ long long start(int b, int G) const { return sk_iters * b / G; }
-};
-
-__host__ __device__ inline Plan make_plan(int M, int N, int K, int G, int extra_waves, bool sk_first) {
-  Plan p;
-  p.sk_first = sk_first;
-  p.tiles_m = (M + BM - 1) / BM;
-  p.tiles_n = (N + BN - 1) / BN;
-  p.ktiles = (K + BK - 1) / BK;
-  const int tiles = p.tiles_m * p.tiles_n;
-  // Whole waves need no help; otherwise the partial wave (and `extra_waves` whole ones
-  // before it, if there are that many) goes to stream-K.
-  const int want = tiles % G + extra_waves * G;
-  const int sk_tiles = tiles % G == 0 ? 0 : (want < tiles ? want : tiles);
-  p.dp_tiles = tiles - sk_tiles;
-  p.sk_iters = (long long)sk_tiles * p.ktiles;
-  return p;
-}
-
-// A block's walk over its work, one piece at a time: its whole tiles and the pieces of its
-// stream-K range (either first). A piece is k-steps [k0, k1) of one tile.
-struct Cursor {
-  int dp;            // next whole tile
-  long long i, end;  // next k-step of the stream-K range, and its end
-};
-
 #if HOPPER_ENABLED
-__device__ __forceinline__ Cursor first_piece(const Plan& p) {
-  return {int(blockIdx.x), p.start(blockIdx.x, gridDim.x), p.start(blockIdx.x + 1, gridDim.x)};
-}
-__device__ __forceinline__ bool next_piece(const Plan& p, Cursor& c, int& tile, int& k0, int& k1) {
-  const bool sk_left = c.i < c.end;
-  if (c.dp < p.dp_tiles && !(p.sk_first && sk_left)) {
-    tile = c.dp, k0 = 0, k1 = p.ktiles;
-    c.dp += gridDim.x;
-    return true;
-  }
-  if (!sk_left) return false;
-  const int j = int(c.i / p.ktiles);  // the j-th stream-K tile
-  const long long t0 = (long long)j * p.ktiles;
-  tile = p.dp_tiles + j;
-  k0 = int(c.i - t0);
-  k1 = int((c.end < t0 + p.ktiles ? c.end : t0 + p.ktiles) - t0);
-  c.i = t0 + k1;
-  return true;
-}
-
 __device__ __forceinline__ void st_release_gpu(uint32_t* p, uint32_t v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -152,7 +101,7 @@ __global__ void __launch_bounds__(NT, 1)
   extern __shared__ uint8_t smem_raw[];
   S& s = *reinterpret_cast<S*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int wgi = threadIdx.x / 128, t = threadIdx.x % 128;
-  const Plan p = make_plan(M, N, K, gridDim.x, extra_waves, sk_first != 0);
+  const Plan p = make_plan(ceil_div(M, BM), ceil_div(N, BN), ceil_div(K, BK), gridDim.x, extra_waves, sk_first != 0);
   if (threadIdx.x == 0) {
     for (int i = 0; i < STAGES; ++i) {
       mbar_init(&s.full[i], 1);
@@ -161,16 +110,16 @@ __global__ void __launch_bounds__(NT, 1)
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  int tile, k0, k1;
+  Piece pc;
 
   if (wgi == 0) {  // ---- producer: step 12's, over pieces [k0, k1) instead of whole tiles --------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (t == 0) {
       int it = 0;
-      for (Cursor cur = first_piece(p); next_piece(p, cur, tile, k0, k1);) {
+      for (Cursor cur = first_piece(p, blockIdx.x); next_piece(p, cur, pc);) {
         int bm, bn;
-        wgm::grouped_coords(tile, p.tiles_m, p.tiles_n, group_m, bm, bn);
-        for (int kt = k0; kt < k1; ++kt, ++it) {
+        wgm::grouped_coords(pc.tile, p.tiles_m, p.tiles_n, group_m, bm, bn);
+        for (int kt = pc.k0; kt < pc.k1; ++kt, ++it) {
           const int st = it % STAGES;
           if (it >= STAGES) mbar_wait(&s.empty[st], ((it / STAGES) - 1) & 1);
           mbar_expect_tx(&s.full[st], A_BYTES + B_BYTES);
@@ -182,26 +131,23 @@ __global__ void __launch_bounds__(NT, 1)
   } else {  // ---- consumers: a piece's k-steps, then store, hand over, or gather and store ----
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wgi - 1, bar_id = 1 + c;
-    const int G = gridDim.x, me = blockIdx.x;
+    const int me = blockIdx.x;
     float d[128];
     int it = 0;
     auto release = [&](int st) {
       if (t == 0) mbar_arrive(&s.empty[st]);
     };
-    for (Cursor cur = first_piece(p); next_piece(p, cur, tile, k0, k1);) {
+    for (Cursor cur = first_piece(p, me); next_piece(p, cur, pc);) {
       int bm, bn;
-      wgm::grouped_coords(tile, p.tiles_m, p.tiles_n, group_m, bm, bn);
-      consume_tile<STAGES>(s.A, s.B, s.full, d, c, k1 - k0, it, release);
-      if (k0 > 0) {  // a sharer (this is our first piece): hand the sum to the tile's owner
+      wgm::grouped_coords(pc.tile, p.tiles_m, p.tiles_n, group_m, bm, bn);
+      consume_tile<STAGES>(s.A, s.B, s.full, d, c, pc.k1 - pc.k0, it, release);
+      if (pc.k0 > 0) {  // a sharer (this is our first piece): hand the sum to the tile's owner
         save_partial(d, ws + size_t(me * CONSUMERS + c) * PART, &flags[me * CONSUMERS + c], epoch, t, bar_id);
         continue;
       }
-      if (k1 < p.ktiles) {  // the owner of a split tile: the blocks after us whose ranges start inside it
-        const long long tile_end = (long long)(tile - p.dp_tiles + 1) * p.ktiles;
-        for (int b = me + 1; b < G && p.start(b, G) < tile_end; ++b)
-          if (p.start(b + 1, G) > p.start(b, G))  // an empty range (more blocks than k-steps) has no piece
-            add_partial(d, ws + size_t(b * CONSUMERS + c) * PART, &flags[b * CONSUMERS + c], epoch, t, bar_id);
-      }
+      if (pc.k1 < p.ktiles)  // the owner of a split tile: add every sharer's partial sum
+        for (int b = next_sharer(p, pc.tile, me); b >= 0; b = next_sharer(p, pc.tile, b))
+          add_partial(d, ws + size_t(b * CONSUMERS + c) * PART, &flags[b * CONSUMERS + c], epoch, t, bar_id);
       const int row0 = bm * BM + c * 64;
       if (row0 < M) store_tile<CBOXES>(d, s.C[c], &tmC, row0, bn * BN, N, t, bar_id);
     }
