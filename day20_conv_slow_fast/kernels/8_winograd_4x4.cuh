@@ -1,0 +1,155 @@
+// Variant 8: Winograd F(4x4, 3x3), non-fused: three transform kernels around 36 batched GEMMs
+// done by cuBLAS (cublasSgemmStridedBatched, pure fp32: the handle is in CUBLAS_DEFAULT_MATH).
+// The matrices, the layout and the error bound are in 8_winograd_4x4.h.
+//
+// Compared with variant 7 (F(2x2)): 36 products per 16 outputs instead of 16 per 4, so the GEMMs
+// do 36/16 / (16/4) = 0.5625x the multiply-adds, and the transformed input V and products M are
+// 36/16 = 2.25x the size of the input and output they stand for (F(2x2): 4x). Less work and
+// less traffic; the price is a larger rounding error (8_winograd_4x4.h) and, on images whose
+// size is not a multiple of 4, padding tiles (14x14 needs 16x16 of tiles).
+//
+// The transforms are elementwise over tiles and bound by memory: one thread per (channel, tile),
+// consecutive threads on consecutive tiles, so each of the 36 stores of a warp is one coalesced
+// 128-byte line. The filter transform runs inside the timed call, as cuDNN's does (a network
+// would transform the weights once per update; the program reports its share separately).
+#pragma once
+#include <cublas_v2.h>
+
+#include "8_winograd_4x4.h"
+#include "check.cuh"
+#include "conv_shape.h"
+
+// U[ij][c][k] = (G g G^T)[ij] of filter (k, c); 0 in the padding up to Cp and Kp. One thread
+// per (c, k), k fastest: the 36 stores of a warp are coalesced (its loads of the 9 weights are
+// not, but the weights are the smallest array here).
+__global__ void wino4_filter_transform(ConvShape s, const float* __restrict__ w, float* __restrict__ U) {
+  const int Kp = wino4::k_padded(s);
+  const size_t KC = size_t(wino4::c_padded(s)) * Kp;
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= KC) return;
+  const int k = int(i % Kp), c = int(i / Kp);
+  float u[36];
+  if (c < s.C && k < s.K) {
+    float g[9];
+    const float* wk = w + (size_t(k) * s.C + c) * 9;
+#pragma unroll
+    for (int e = 0; e < 9; ++e) g[e] = wk[e];
+    wino4::filter_2d(g, u);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 36; ++e) u[e] = 0.f;
+  }
+#pragma unroll
+  for (int e = 0; e < 36; ++e) U[e * KC + i] = u[e];
+}
+
+// V[ij][c][t] = (B^T d B)[ij], d the 6x6 patch at (4*tp - pad, 4*tq - pad), zero outside the
+// image; zero for the padding channels and tiles. One thread per (c, t), t fastest.
+__global__ void wino4_input_transform(ConvShape s, const float* __restrict__ x, float* __restrict__ V) {
+  const int T = wino4::tiles(s), Tp = wino4::tiles_padded(s), TP = wino4::tiles_p(s), TQ = wino4::tiles_q(s);
+  const size_t CT = size_t(wino4::c_padded(s)) * Tp;
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= CT) return;
+  const int t = int(i % Tp), c = int(i / Tp);
+  float d[36];
+#pragma unroll
+  for (int e = 0; e < 36; ++e) d[e] = 0.f;
+  if (c < s.C && t < T) {
+    const int tq = t % TQ, tp = (t / TQ) % TP, n = t / (TQ * TP);
+    const float* xc = x + (size_t(n) * s.C + c) * s.H * s.W;
+    const int h0 = 4 * tp - s.pad, v0 = 4 * tq - s.pad;
+#pragma unroll
+    for (int r = 0; r < 6; ++r) {
+      const int h = h0 + r;
+      if (h < 0 || h >= s.H) continue;
+#pragma unroll
+      for (int u = 0; u < 6; ++u) {
+        const int v = v0 + u;
+        if (v >= 0 && v < s.W) d[r * 6 + u] = __ldg(xc + size_t(h) * s.W + v);
+      }
+    }
+  }
+  float v[36];
+  wino4::input_2d(d, v);
+#pragma unroll
+  for (int e = 0; e < 36; ++e) V[e * CT + i] = v[e];
+}
+
+// y = A^T M A: the 4x4 outputs of one (k, t). Rows of 4 go out as one float4 when Q % 4 == 0
+// (then every row starts 16-byte aligned and lies inside the image).
+__global__ void wino4_output_transform(ConvShape s, const float* __restrict__ M, float* __restrict__ y) {
+  const int T = wino4::tiles(s), Tp = wino4::tiles_padded(s), TP = wino4::tiles_p(s), TQ = wino4::tiles_q(s);
+  const int P = s.P(), Q = s.Q();
+  const size_t KT = size_t(s.K) * Tp;
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= KT) return;
+  const int t = int(i % Tp), k = int(i / Tp);
+  if (t >= T) return;
+  float m[36], o[16];
+#pragma unroll
+  for (int e = 0; e < 36; ++e) m[e] = M[e * KT + i];
+  wino4::output_2d(m, o);
+  const int tq = t % TQ, tp = (t / TQ) % TP, n = t / (TQ * TP);
+  const int p0 = 4 * tp, q0 = 4 * tq;
+  float* yk = y + (size_t(n) * s.K + k) * P * Q;
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    const int p = p0 + a;
+    if (p >= P) break;
+    float* row = yk + size_t(p) * Q + q0;
+    if (Q % 4 == 0) {
+      *reinterpret_cast<float4*>(row) = make_float4(o[a * 4], o[a * 4 + 1], o[a * 4 + 2], o[a * 4 + 3]);
+    } else {
+#pragma unroll
+      for (int b = 0; b < 4; ++b)
+        if (q0 + b < Q) row[b] = o[a * 4 + b];
+    }
+  }
+}
+
+inline bool supports_08(const ConvShape& s, std::string* why) {
+  if (s.R != 3 || s.S != 3 || s.stride != 1 || s.dil != 1) {
+    *why = "Winograd F(4x4,3x3): needs a 3x3 filter, stride 1, dilation 1";
+    return false;
+  }
+  return true;
+}
+
+// The three parts around the GEMMs, each a launch. ws holds U, V, M in that order.
+struct Wino4Bufs {
+  float *U, *V, *M;
+  explicit Wino4Bufs(const ConvShape& s, float* ws)
+      : U(ws), V(ws + wino4::u_floats(s)), M(ws + wino4::u_floats(s) + wino4::v_floats(s)) {}
+};
+inline void wino4_filter(const ConvShape& s, const float* w, float* U, cudaStream_t st) {
+  const size_t n = size_t(wino4::k_padded(s)) * wino4::c_padded(s);
+  wino4_filter_transform<<<unsigned(ceil_div<size_t>(n, 256)), 256, 0, st>>>(s, w, U);
+  LAUNCH_CHECK();
+}
+inline void wino4_input(const ConvShape& s, const float* x, float* V, cudaStream_t st) {
+  const size_t n = size_t(wino4::c_padded(s)) * wino4::tiles_padded(s);
+  wino4_input_transform<<<unsigned(ceil_div<size_t>(n, 256)), 256, 0, st>>>(s, x, V);
+  LAUNCH_CHECK();
+}
+inline void wino4_output(const ConvShape& s, const float* M, float* y, cudaStream_t st) {
+  const size_t n = size_t(s.K) * wino4::tiles_padded(s);
+  wino4_output_transform<<<unsigned(ceil_div<size_t>(n, 256)), 256, 0, st>>>(s, M, y);
+  LAUNCH_CHECK();
+}
+
+// ws: wino4::workspace_bytes(s) bytes.
+inline void run_08_winograd4_cublas(cublasHandle_t h, const ConvShape& s, const float* x, const float* w, float* y,
+                                    float* ws, cudaStream_t st) {
+  const Wino4Bufs b(s, ws);
+  const int Tp = wino4::tiles_padded(s), Cp = wino4::c_padded(s), Kp = wino4::k_padded(s);
+  wino4_filter(s, w, b.U, st);
+  wino4_input(s, x, b.V, st);
+  // For each ij, row-major: M (K x Tp) = U^T (K x Cp) * V (Cp x Tp), U stored Cp x Kp. cuBLAS is
+  // column-major, where the same memory reads M^T (Tp x K) = V^T (Tp x Cp) * op(U'), with U' the
+  // Kp x Cp column-major matrix our U is, transposed (CUBLAS_OP_T) to Cp x K.
+  const float one = 1.f, zero = 0.f;
+  CUBLAS_CHECK(cublasSetStream(h, st));
+  CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, Tp, s.K, Cp, &one, b.V, Tp, (long long)Cp * Tp,
+                                         b.U, Kp, (long long)Cp * Kp, &zero, b.M, Tp, (long long)s.K * Tp, 36));
+  wino4_output(s, b.M, y, st);
+}
