@@ -1,4 +1,4 @@
-// day20_conv_slow_fast/conv.cu: one 2D convolution written six ways on the GPU, each checked
+// day20_conv_slow_fast/conv.cu: one 2D convolution written eight ways on the GPU, each checked
 // against a CPU reference and cuDNN, and timed against cuDNN's best fp32 algorithm.
 //
 // The operation (conv_shape.h): cross-correlation, NCHW input x[N][C][H][W], KCRS filter
@@ -113,7 +113,7 @@ static std::vector<ConvShape> default_shapes(bool verify_mode, bool small) {
 }
 
 static Options parse_options(int argc, char** argv) {
-  cli::Args args(argc, argv, kProg, "2D convolution six ways, checked against a CPU reference and cuDNN");
+  cli::Args args(argc, argv, kProg, "2D convolution eight ways, checked against a CPU reference and cuDNN");
   Options o;
   o.st = cli::standard_flags(
       args, 20261122, "write x, w, cuDNN's y and variant 6's y of the --conv shape (else the first shape) as .npy");
