@@ -19,6 +19,7 @@
 #include "kernels/7_winograd.cuh"
 #include "kernels/8_winograd_4x4.cuh"
 #include "kernels/9_batched_sgemm.cuh"
+#include "kernels/10_winograd_l2_slices.cuh"
 
 // Device buffers of one shape.
 struct Bufs {
@@ -36,12 +37,9 @@ struct Variant {
   // The check's atol is the direct method's times this: Winograd F(4x4) rounds more
   // (wino4::error_growth_2d derives the factor).
   double tol_scale = 1.0;
+  // The device memory it needs beyond x, w and y (reported beside cuDNN's workspace).
+  std::function<size_t(const ConvShape&)> workspace = [](const ConvShape&) { return size_t(0); };
 };
-
-// The device memory a variant needs beyond x, w and y (reported beside cuDNN's workspace).
-static size_t variant_workspace(int id, const ConvShape& s) {
-  return id == 5 ? im2col_bytes(s) : id == 7 ? wino::workspace_bytes(s) : id >= 8 ? wino4::workspace_bytes(s) : 0;
-}
 
 static size_t workspace_needed(const ConvShape& s) {
   size_t b = im2col_bytes(s);
@@ -90,19 +88,20 @@ static std::vector<Variant> make_variants() {
   v.push_back(
       {5, "05_im2col_cublas",
        [ws_ok](const ConvShape& s, const Bufs& b, std::string* why) { return ws_ok(im2col_bytes(s), b, why); }, none,
-       [](const ConvShape& s, const Bufs& b, cudaStream_t st) { run_05_im2col(b.blas, s, b.x, b.w, b.y, b.ws, st); }});
+       [](const ConvShape& s, const Bufs& b, cudaStream_t st) { run_05_im2col(b.blas, s, b.x, b.w, b.y, b.ws, st); },
+       1.0, im2col_bytes});
   v.push_back({6, "06_implicit_gemm",
                [](const ConvShape& s, const Bufs&, std::string* why) { return supports_06(s, why); },
                [](const ConvShape& s, const Bufs&) { set_06_table(s); },
                [](const ConvShape& s, const Bufs& b, cudaStream_t st) { run_06_implicit_gemm(s, b.x, b.w, b.y, st); }});
-  v.push_back({7, "07_winograd_2x2_3x3",
-               [ws_ok](const ConvShape& s, const Bufs& b, std::string* why) {
-                 return supports_07(s, why) && ws_ok(wino::workspace_bytes(s), b, why);
-               },
-               none,
-               [](const ConvShape& s, const Bufs& b, cudaStream_t st) {
-                 run_07_winograd(b.blas, s, b.x, b.w, b.y, b.ws, st);
-               }});
+  v.push_back(
+      {7, "07_winograd_2x2_3x3",
+       [ws_ok](const ConvShape& s, const Bufs& b, std::string* why) {
+         return supports_07(s, why) && ws_ok(wino::workspace_bytes(s), b, why);
+       },
+       none,
+       [](const ConvShape& s, const Bufs& b, cudaStream_t st) { run_07_winograd(b.blas, s, b.x, b.w, b.y, b.ws, st); },
+       1.0, wino::workspace_bytes});
   const double f4 = wino4::error_growth_2d();
   auto supports_wino4 = [ws_ok](const ConvShape& s, const Bufs& b, std::string* why) {
     return supports_08(s, why) && ws_ok(wino4::workspace_bytes(s), b, why);
@@ -111,16 +110,37 @@ static std::vector<Variant> make_variants() {
                [](const ConvShape& s, const Bufs& b, cudaStream_t st) {
                  run_08_winograd4_cublas(b.blas, s, b.x, b.w, b.y, b.ws, st);
                },
-               f4});
+               f4, wino4::workspace_bytes});
   // Variant 9 at several block tiles: the fastest stands for the variant in the headline.
   auto own = [&](std::string cfg,
                  void (*fn)(const ConvShape&, const float*, const float*, float*, float*, cudaStream_t)) {
     v.push_back({9, "09_winograd_4x4_own_gemm " + cfg, supports_wino4, none,
-                 [fn](const ConvShape& s, const Bufs& b, cudaStream_t st) { fn(s, b.x, b.w, b.y, b.ws, st); }, f4});
+                 [fn](const ConvShape& s, const Bufs& b, cudaStream_t st) { fn(s, b.x, b.w, b.y, b.ws, st); }, f4,
+                 wino4::workspace_bytes});
   };
   own("128x128", run_09_winograd4_own<128, 128, 2>);
   own("64x128", run_09_winograd4_own<64, 128, 4>);
   own("128x64", run_09_winograd4_own<128, 64, 4>);
   own("64x64", run_09_winograd4_own<64, 64, 8>);
+  // Variant 10: variant 9 a slice of images at a time, V + M within an L2 budget (two budgets,
+  // three block tiles); the fastest stands for the variant.
+  auto sliced = [&](size_t mib, std::string cfg,
+                    void (*fn)(const ConvShape&, const float*, const float*, float*, float*, size_t, cudaStream_t)) {
+    const size_t budget = mib << 20;
+    auto ws = [budget](const ConvShape& s) { return wino4::sliced_workspace_bytes(s, budget); };
+    v.push_back(
+        {10, "10_winograd_4x4_l2_slices " + std::to_string(mib) + "MiB " + cfg,
+         [ws_ok, ws](const ConvShape& s, const Bufs& b, std::string* why) {
+           return supports_08(s, why) && ws_ok(ws(s), b, why);
+         },
+         none,
+         [fn, budget](const ConvShape& s, const Bufs& b, cudaStream_t st) { fn(s, b.x, b.w, b.y, b.ws, budget, st); },
+         f4, ws});
+  };
+  for (size_t mib : {16, 32}) {
+    sliced(mib, "64x64", run_10_winograd4_sliced<64, 64, 8>);
+    sliced(mib, "64x128", run_10_winograd4_sliced<64, 128, 4>);
+    sliced(mib, "128x128", run_10_winograd4_sliced<128, 128, 2>);
+  }
   return v;
 }

@@ -120,6 +120,7 @@ struct Wino4Bufs {
   float *U, *V, *M;
   explicit Wino4Bufs(const ConvShape& s, float* ws)
       : U(ws), V(ws + wino4::u_floats(s)), M(ws + wino4::u_floats(s) + wino4::v_floats(s)) {}
+  Wino4Bufs(float* u, float* v, float* m) : U(u), V(v), M(m) {}
 };
 inline void wino4_filter(const ConvShape& s, const float* w, float* U, cudaStream_t st) {
   const size_t n = size_t(wino4::k_padded(s)) * wino4::c_padded(s);
