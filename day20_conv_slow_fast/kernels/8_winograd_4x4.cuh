@@ -1,6 +1,7 @@
 // Variant 8: Winograd F(4x4, 3x3), non-fused: three transform kernels around 36 batched GEMMs
 // done by cuBLAS (cublasSgemmStridedBatched, pure fp32: the handle is in CUBLAS_DEFAULT_MATH).
-// The matrices, the layout and the error bound are in 8_winograd_4x4.h.
+// The matrices, the layout and the error bound are in 8_winograd_4x4.h; variants 9 and 10 reuse the
+// transform kernels.
 //
 // Compared with variant 7 (F(2x2)): 36 products per 16 outputs instead of 16 per 4, so the GEMMs
 // do 36/16 / (16/4) = 0.5625x the multiply-adds, and the transformed input V and products M are

@@ -1,5 +1,5 @@
 // Winograd F(4x4, 3x3): the transforms, the transformed layout and the error bound, shared by
-// variants 8 and 9 and by the host test (this header builds with plain g++ too).
+// variants 8, 9 and 10 and by the host test (this header builds with plain g++ too).
 //
 // The idea is variant 7's with a bigger tile. A 4x4 block of outputs of a 3x3 filter needs a
 // 6x6 input patch d, and (Lavin & Gray 2015, interpolation points 0, +-1, +-2 and infinity)
