@@ -1,4 +1,4 @@
-// day20_conv_slow_fast/conv.cu: one 2D convolution written nine ways on the GPU, each checked
+// day20_conv_slow_fast/conv.cu: one 2D convolution written ten ways on the GPU, each checked
 // against a CPU reference and cuDNN, and timed against cuDNN's best fp32 algorithm.
 //
 // The operation (conv_shape.h): cross-correlation, NCHW input x[N][C][H][W], KCRS filter
@@ -16,6 +16,7 @@
 //   8 Winograd F(4x4, 3x3): transforms + 36 batched GEMMs by cuBLAS
 //   9 the same with our own batched SIMT GEMM (block tiles compared)
 //  10 the same a slice of images at a time, so that the transformed tiles stay in L2
+//  11 the same with each GEMM's channel sum split over several blocks (split-K)
 // A variant that does not support a shape says why and is skipped for it.
 //
 // Build and run
@@ -24,7 +25,7 @@
 //   ./build/conv --verify                      # odd shapes, strides, dilations; no timing
 //   ./build/conv --bench --json ../results/{gpu}/day20_conv_slow_fast.json
 //   ./build/conv --conv 8,64,28,28,128,3,3,1,1,1 --variants 6,7   # N,C,H,W,K,R,S,pad,stride,dil
-//   ./build/conv --bench --resnet --variants 6,7,8,9,10   # only ResNet-18/34's 3x3 layers at batch 32
+//   ./build/conv --bench --resnet --variants 6,7,8,9,10,11   # only ResNet-18/34's 3x3 layers at batch 32
 //   ./build/conv --help
 // Exit codes: 0 pass, 1 a check failed, 2 usage/input error, 77 skipped (no GPU).
 #include <cublas_v2.h>
@@ -114,13 +115,13 @@ static std::vector<ConvShape> default_shapes(bool verify_mode, bool small) {
 }
 
 static Options parse_options(int argc, char** argv) {
-  cli::Args args(argc, argv, kProg, "2D convolution nine ways, checked against a CPU reference and cuDNN");
+  cli::Args args(argc, argv, kProg, "2D convolution ten ways, checked against a CPU reference and cuDNN");
   Options o;
   o.st = cli::standard_flags(
       args, 20261122, "write x, w, cuDNN's y and variant 6's y of the --conv shape (else the first shape) as .npy");
   const std::vector<long long> conv_arg =
       args.int_list("conv", {}, 0, 1 << 20, "one more shape: N,C,H,W,K,R,S,pad,stride,dil");
-  o.variant_ids = args.int_list("variants", {}, 2, 10, "variants to run, e.g. 3,6,7 (default: all)");
+  o.variant_ids = args.int_list("variants", {}, 2, 11, "variants to run, e.g. 3,6,7 (default: all)");
   const bool resnet = args.flag("resnet", "only ResNet-18/34's 3x3 layers at batch 32 (and any --conv shape)");
   o.flush_by_write = args.flag(
       "flush-by-write", "flush L2 with a memset instead of a read (to see what dirty lines cost a short kernel)");
@@ -144,7 +145,7 @@ static Options parse_options(int argc, char** argv) {
 struct LayerRow {
   ConvShape s;
   std::string ours, cudnn;
-  double ours_ms, cudnn_ms, pct, pct_min, pct_max, ours_err, cudnn_err;
+  double ours_ms, cudnn_ms, pct, pct_min, pct_max, ours_err, cudnn_err, ours_err_atol;
   size_t ours_ws, cudnn_ws;
 };
 
@@ -160,8 +161,9 @@ struct Run {
   double fp32_peak = NAN, copy_peak = NAN;  // ceilings for "% of peak", measured in this run
   timing::Options topt;
   json::Value refused = json::Value::array(), cudnn_choices = json::Value::array();
-  std::map<std::string, double> max_err;  // this shape's variants: max |error| against the CPU
-  std::vector<LayerRow> layers;           // per timed shape: our fastest against cuDNN's
+  std::map<std::string, double> max_err;   // this shape's variants: max |error| against the CPU
+  std::map<std::string, double> err_atol;  // ... and the larger of max |error| / atol vs CPU and vs cuDNN
+  std::vector<LayerRow> layers;            // per timed shape: our fastest against cuDNN's
   Run(const Options& opt, results::Results& r) : o(opt), res(r), rng{uint64_t(opt.st.seed)} {
     CUDNN_CHECK(cudnnCreate(&handle));
     CUBLAS_CHECK(cublasCreate(&b.blas));
@@ -183,13 +185,28 @@ struct Run {
 struct ShapeData {
   std::vector<float> hx, hw;
   Reference ref;
-  verify::Tol tol;
+  verify::Tol tol;              // the direct method's
+  double rms_x = 0, rms_w = 0;  // the inputs' sizes, for the Winograd F(4x4) error model
 };
+
+static double rms(const std::vector<float>& v) {
+  double s = 0;
+  for (float a : v) s += double(a) * a;
+  return std::sqrt(s / double(v.size()));
+}
+
+// A variant's tolerance: the direct method's, or F(4x4)'s from its error model (8_winograd_4x4.h).
+static verify::Tol tol_of(const Variant& v, const ConvShape& s, const ShapeData& sd) {
+  if (!v.wino4_tol) return sd.tol;
+  return verify::Tol{wino4::tolerance_atol(s.C, sd.rms_x, sd.rms_w), sd.tol.rtol, "fp32 F(4x4)"};
+}
 
 static ShapeData prepare_shape(Run& r, const ConvShape& s) {
   ShapeData d{std::vector<float>(s.x_elems()), std::vector<float>(s.w_elems()), {}, tol_for(s)};
   verify::fill_uniform(d.hx, r.rng);
   verify::fill_uniform(d.hw, r.rng);
+  d.rms_x = rms(d.hx);
+  d.rms_w = rms(d.hw);
   Bufs& b = r.b;
   CUDA_CHECK(cudaMalloc(&b.x, d.hx.size() * 4));
   CUDA_CHECK(cudaMalloc(&b.w, d.hw.size() * 4));
@@ -289,6 +306,7 @@ static std::vector<const Variant*> check_variants(Run& r, const ConvShape& s, co
   std::vector<const Variant*> ok_variants;
   std::vector<float> y06;
   r.max_err.clear();
+  r.err_atol.clear();
   for (const Variant& v : r.variants) {
     if (!r.o.wanted(v.id)) continue;
     std::string why;
@@ -299,6 +317,7 @@ static std::vector<const Variant*> check_variants(Run& r, const ConvShape& s, co
       const bool first_of_family = v.id == 3    ? has("32x8") || has("2 rows/")
                                    : v.id == 9  ? has(" 128x128")
                                    : v.id == 10 ? has("16MiB 64x64")
+                                   : v.id == 11 ? has("2x 64x64")
                                                 : true;
       if (first_of_family)
         std::printf("  SKIP  %s: %s\n", family ? v.name.substr(0, v.name.find(' ')).c_str() : v.name.c_str(),
@@ -311,9 +330,12 @@ static std::vector<const Variant*> check_variants(Run& r, const ConvShape& s, co
     v.run(s, r.b, 0);
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<float> out = to_host(r.b.y, s.y_elems());
-    const verify::Tol tol = sd.tol.scaled(v.tol_scale);
+    const verify::Tol tol = tol_of(v, s, sd);
     r.max_err[v.name] = r.res.add(sd.ref.check(v.name + " " + s.str(), out, tol)).max_abs_err;
-    r.res.add(verify::compare(v.name + " " + s.str() + " vs cuDNN", out.data(), ycudnn.data(), out.size(), tol));
+    const double vs_cudnn =
+        r.res.add(verify::compare(v.name + " " + s.str() + " vs cuDNN", out.data(), ycudnn.data(), out.size(), tol))
+            .max_abs_err;
+    r.err_atol[v.name] = std::max(r.max_err[v.name], vs_cudnn) / tol.atol;
     ok_variants.push_back(&v);
     if (v.id == 6) y06 = out;
   }
@@ -481,13 +503,14 @@ static void time_shape(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const Shap
     if (v->id == 5) e["im2col_bytes"] = (long long)im2col_bytes(s);
     e["workspace_bytes"] = (long long)v->workspace(s);
     e["max_abs_err_vs_cpu"] = r.max_err[v->name];
-    e["atol"] = sd.tol.scaled(v->tol_scale).atol;
+    e["atol"] = tol_of(*v, s, sd).atol;
+    e["max_abs_err_over_atol"] = r.err_atol[v->name];  // the larger of the checks vs CPU and vs cuDNN
+    v->describe(s, e);
     if (v->id >= 8) e["filter_transform_ms"] = filter_ms;
     add(make_row(r, s, v->name, t, ref, tc, e));
     CUDA_CHECK(cudaDeviceSynchronize());
-    verify::Check ck =
-        verify::compare(v->name + " " + s.str() + " after timing vs cuDNN", to_host(r.b.y, s.y_elems()).data(),
-                        c.y.data(), s.y_elems(), sd.tol.scaled(v->tol_scale));
+    verify::Check ck = verify::compare(v->name + " " + s.str() + " after timing vs cuDNN",
+                                       to_host(r.b.y, s.y_elems()).data(), c.y.data(), s.y_elems(), tol_of(*v, s, sd));
     if (!ck.passed) verify::print(ck);
     r.res.add_quiet(ck);
   }
@@ -497,7 +520,7 @@ static void time_shape(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const Shap
         *std::find_if(ok_variants.begin(), ok_variants.end(), [&](const Variant* v) { return v->name == top.name; });
     r.layers.push_back({s, top.name, best.algo.name, top.ms, top.ref_ms, top.pct_of_ref_median, top.pct_of_ref_min,
                         top.pct_of_ref_max, r.max_err[top.name], ex.find("max_abs_err_vs_cpu")->number(),
-                        tv->workspace(s), best.algo.workspace});
+                        r.err_atol[top.name], tv->workspace(s), best.algo.workspace});
   }
   for (const auto& b : rows) r.res.add(b);
   if (r.o.wanted(5) && r.b.ws_bytes)
@@ -529,8 +552,8 @@ static bool run_shape(Run& r, const ConvShape& s, bool save_npy_here) {
 // 120% at both and level at every ResNet-18/34 3x3 layer at batch 32.
 static void report_layers(Run& r) {
   if (r.layers.empty()) return;
-  std::printf("\n%-28s %-34s %9s %-18s %9s %21s %17s %21s\n", "shape", "our fastest", "us", "cuDNN best", "us",
-              "% of cuDNN (min..max)", "workspace MB", "max |err| ours/cuDNN");
+  std::printf("\n%-28s %-34s %9s %-18s %9s %21s %17s %21s %9s\n", "shape", "our fastest", "us", "cuDNN best", "us",
+              "% of cuDNN (min..max)", "workspace MB", "max |err| ours/cuDNN", "err/atol");
   json::Value table = json::Value::array();
   auto pct_at = [&](const ConvShape& s) {
     for (const LayerRow& l : r.layers)
@@ -538,14 +561,15 @@ static void report_layers(Run& r) {
     return double(NAN);
   };
   for (const LayerRow& l : r.layers) {
-    std::printf("%-28s %-34s %9.1f %-18s %9.1f %8.1f (%5.1f..%5.1f) %8.1f /%7.1f %10.2e /%9.2e\n", l.s.str().c_str(),
-                l.ours.c_str(), l.ours_ms * 1e3, l.cudnn.c_str(), l.cudnn_ms * 1e3, l.pct, l.pct_min, l.pct_max,
-                l.ours_ws / 1e6, l.cudnn_ws / 1e6, l.ours_err, l.cudnn_err);
+    std::printf("%-28s %-34s %9.1f %-18s %9.1f %8.1f (%5.1f..%5.1f) %8.1f /%7.1f %10.2e /%9.2e %9.3f\n",
+                l.s.str().c_str(), l.ours.c_str(), l.ours_ms * 1e3, l.cudnn.c_str(), l.cudnn_ms * 1e3, l.pct, l.pct_min,
+                l.pct_max, l.ours_ws / 1e6, l.cudnn_ws / 1e6, l.ours_err, l.cudnn_err, l.ours_err_atol);
     json::Value j = json::Value::object();
     j["shape"] = l.s.str(), j["ours"] = l.ours, j["ours_ms"] = l.ours_ms, j["cudnn"] = l.cudnn;
     j["cudnn_ms"] = l.cudnn_ms, j["pct_of_cudnn"] = l.pct, j["pct_min"] = l.pct_min, j["pct_max"] = l.pct_max;
     j["ours_workspace_bytes"] = (long long)l.ours_ws, j["cudnn_workspace_bytes"] = (long long)l.cudnn_ws;
     j["ours_max_abs_err"] = l.ours_err, j["cudnn_max_abs_err"] = l.cudnn_err;
+    j["ours_max_abs_err_over_atol"] = l.ours_err_atol;  // the larger of its checks vs CPU and vs cuDNN
     table.push(j);
   }
   r.res.config["layers"] = table;

@@ -10,10 +10,12 @@
 // "Transformed tiles on chip", with L2 as the chip memory instead of shared memory.
 //
 // The price: a slice has fewer tiles, so each GEMM launch has fewer blocks (at 8 images of 56x56,
-// T = 1568 tiles, a 64 x 128 block tile gives 13 x 36 = 468 blocks, one wave on 132 SMs), and three
-// launches per slice instead of three in all. The L2 budget for V + M is a parameter; the program
-// times two budgets with three block tiles. Layers whose V and M fit the budget whole (14x14, 7x7)
-// run as one slice, i.e. exactly variant 9. The workspace shrinks with the slice.
+// T = 1568 tiles, a 64 x 64 block tile gives 25 x 36 = 900 blocks, less than one wave of 8 per SM
+// on 132 SMs), each launch ends with a tail where SMs idle, and there are three launches per slice
+// instead of three in all. The L2 budget for V + M is a parameter; the program times two budgets
+// at the 64 x 64 tile and records each layer's slices, launches and GEMM blocks beside its time.
+// A layer whose V and M fit the budget whole runs as one slice, i.e. exactly variant 9. The
+// workspace shrinks with the slice.
 #pragma once
 #include <algorithm>
 

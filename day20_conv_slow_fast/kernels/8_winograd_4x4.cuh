@@ -1,7 +1,7 @@
 // Variant 8: Winograd F(4x4, 3x3), non-fused: three transform kernels around 36 batched GEMMs
 // done by cuBLAS (cublasSgemmStridedBatched, pure fp32: the handle is in CUBLAS_DEFAULT_MATH).
-// The matrices, the layout and the error bound are in 8_winograd_4x4.h; variants 9 and 10 reuse the
-// transform kernels.
+// The matrices, the layout and the error model are in 8_winograd_4x4.h; variants 9 to 11 reuse
+// the transform kernels.
 //
 // Compared with variant 7 (F(2x2)): 36 products per 16 outputs instead of 16 per 4, so the GEMMs
 // do 36/16 / (16/4) = 0.5625x the multiply-adds, and the transformed input V and products M are
@@ -76,20 +76,11 @@ __global__ void wino4_input_transform(ConvShape s, const float* __restrict__ x, 
   for (int e = 0; e < 36; ++e) V[e * CT + i] = v[e];
 }
 
-// y = A^T M A: the 4x4 outputs of one (k, t). Rows of 4 go out as one float4 when Q % 4 == 0
-// (then every row starts 16-byte aligned and lies inside the image).
-__global__ void wino4_output_transform(ConvShape s, const float* __restrict__ M, float* __restrict__ y) {
-  const int T = wino4::tiles(s), Tp = wino4::tiles_padded(s), TP = wino4::tiles_p(s), TQ = wino4::tiles_q(s);
-  const int P = s.P(), Q = s.Q();
-  const size_t KT = size_t(s.K) * Tp;
-  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  if (i >= KT) return;
-  const int t = int(i % Tp), k = int(i / Tp);
-  if (t >= T) return;
-  float m[36], o[16];
-#pragma unroll
-  for (int e = 0; e < 36; ++e) m[e] = M[e * KT + i];
-  wino4::output_2d(m, o);
+// Stores the 4x4 outputs o of (k, t), those inside P x Q. Rows of 4 go out as one float4 when
+// Q % 4 == 0 (then every row starts 16-byte aligned and lies inside the image).
+__device__ __forceinline__ void wino4_store_tile(const ConvShape& s, int k, int t, const float* o,
+                                                 float* __restrict__ y) {
+  const int TP = wino4::tiles_p(s), TQ = wino4::tiles_q(s), P = s.P(), Q = s.Q();
   const int tq = t % TQ, tp = (t / TQ) % TP, n = t / (TQ * TP);
   const int p0 = 4 * tp, q0 = 4 * tq;
   float* yk = y + (size_t(n) * s.K + k) * P * Q;
@@ -106,6 +97,21 @@ __global__ void wino4_output_transform(ConvShape s, const float* __restrict__ M,
         if (q0 + b < Q) row[b] = o[a * 4 + b];
     }
   }
+}
+
+// y = A^T M A: the 4x4 outputs of one (k, t).
+__global__ void wino4_output_transform(ConvShape s, const float* __restrict__ M, float* __restrict__ y) {
+  const int T = wino4::tiles(s), Tp = wino4::tiles_padded(s);
+  const size_t KT = size_t(s.K) * Tp;
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= KT) return;
+  const int t = int(i % Tp), k = int(i / Tp);
+  if (t >= T) return;
+  float m[36], o[16];
+#pragma unroll
+  for (int e = 0; e < 36; ++e) m[e] = M[e * KT + i];
+  wino4::output_2d(m, o);
+  wino4_store_tile(s, k, t, o, y);
 }
 
 inline bool supports_08(const ConvShape& s, std::string* why) {

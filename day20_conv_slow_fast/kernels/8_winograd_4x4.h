@@ -1,5 +1,5 @@
-// Winograd F(4x4, 3x3): the transforms, the transformed layout and the error bound, shared by
-// variants 8, 9 and 10 and by the host test (this header builds with plain g++ too).
+// Winograd F(4x4, 3x3): the transforms, the transformed layout and the error model, shared by
+// variants 8 to 11 and by the host test (this header builds with plain g++ too).
 //
 // The idea is variant 7's with a bigger tile. A 4x4 block of outputs of a 3x3 filter needs a
 // 6x6 input patch d, and (Lavin & Gray 2015, interpolation points 0, +-1, +-2 and infinity)
@@ -106,33 +106,55 @@ CONV_HD inline void output_2d(const float* m, float* y) {
   for (int r = 0; r < 4; ++r) output_1d(t[r][0], t[r][1], t[r][2], t[r][3], t[r][4], t[r][5], y + 4 * r);
 }
 
-// How much larger the rounding error of F(4x4, 3x3) is than the direct method's, for the same
-// inputs. One output is sum_i A^T[a][i] (G g)_i (B^T d)_i per dimension: every product carries a
-// relative rounding error of order eps, and the error of the output is those errors weighted by
-// |A^T[a][i]| and the sizes of the transformed values, which grow like the rows of G and B^T.
-// Rounding errors of random data add like a random walk, so the weights add in quadrature: for one
-// dimension, the error grows by
-//     gamma = max_a sqrt( sum_i A^T[a][i]^2 * |G_i|^2 * |B^T_i|^2 / 3 )
-// against a direct 3-tap dot product of the same O(1) values (|x|^2 = sum of squares over the
-// row). gamma = 5.6 here (variant 7's F(2x2) has 1.3), and the 2D algorithm squares it: about 31x
-// the direct method's error (F(2x2): about 1.7x). The worst case, with the absolute values
-// summed instead, would be 16 per dimension (256 in 2D); a lost index or a wrong coefficient
-// makes errors of the size of the outputs themselves, far above either. The tolerance scales
-// the direct method's atol by gamma^2; the host test checks the bound against the CPU emulation.
-inline double error_growth_2d() {
+// The rounding error of F(4x4, 3x3), predicted, and the tolerance built from the prediction.
+//
+// Each GEMM M[ij] = sum_c U[ij][c] V[ij][c] runs as a chain of C fused multiply-adds, each
+// rounding the running sum S by a relative error uniform in [-u, u] (u = 2^-24, variance
+// u^2/3). The running sum after c terms has variance c * sigma_ij^2, sigma_ij the rms of one
+// term U V, so the chain's error has variance (u^2/3) sigma_ij^2 (1 + 2 + ... + C) ~ (u^2/3)
+// sigma_ij^2 C^2/2: it grows like C, not sqrt(C), because the sum being rounded grows. The
+// transforms round U and V too, a few relative errors of size u per term that add like a random
+// walk: 3C more in the same units. The terms' size follows the transforms' rows: for random
+// filters and inputs of rms sigma_w and sigma_x, U[ij] has rms |G_i||G_j| sigma_w and V[ij]
+// |B_i||B_j| sigma_x (|row| = its Euclidean length), and output (a, b) weighs M[ij] by
+// A^T[a][i] A^T[b][j]. So the error of output (a, b) has rms
+//     u sigma_x sigma_w sqrt(s_a s_b) sqrt((C^2/2 + 3C) / 3),   s_a = sum_i A^T[a][i]^2 |G_i|^2 |B_i|^2
+// s_a is largest for the last output row (a = 3: weights 8 and -8 on the rows of G and B^T that
+// the points +-2 make large): s_3 = 94.3, s_0 = 9.0. The host test measures this rms on the CPU
+// emulation and finds the prediction (test_winograd_4x4.cpp).
+//
+// The tolerance is that rms at the worst output (a = b = 3) times z = 6 * sqrt(2) * 3:
+//   6        the largest of up to 10^8 normal errors lies within 6 standard deviations;
+//   sqrt(2)  the check against cuDNN compares two results that each carry an error of this size;
+//   3        a margin for what the model leaves out (cuBLAS's summation order, the output
+//            transform's roundings, tails heavier than normal).
+// A lost index, a wrong coefficient or a missing channel changes an output by about one
+// channel's contribution (rms 3 sigma_x sigma_w, 1 for data uniform in [-1, 1)), orders of
+// magnitude above the tolerance.
+constexpr double kUnitRoundoff = 1.0 / 16777216.0;  // 2^-24, fp32 round-to-nearest
+constexpr double kToleranceSigmas = 6.0 * 1.41421356237 * 3.0;
+
+inline double row_weight(int a) {  // s_a above
   const double AT[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
   const double G2[6] = {
       1.0 / 16, 3.0 / 36, 3.0 / 36, 1.0 / 576 + 1.0 / 144 + 1.0 / 36, 1.0 / 576 + 1.0 / 144 + 1.0 / 36,
       1};  // |row of G|^2
   const double B2[6] = {16 + 25 + 1,   16 + 16 + 1 + 1, 16 + 16 + 1 + 1,
                         4 + 1 + 4 + 1, 4 + 1 + 4 + 1,   16 + 25 + 1};  // |row of B^T|^2
-  double worst = 0;
-  for (int a = 0; a < 4; ++a) {
-    double s = 0;
-    for (int i = 0; i < 6; ++i) s += AT[a][i] * AT[a][i] * G2[i] * B2[i];
-    worst = std::fmax(worst, s / 3);
-  }
-  return worst;  // gamma^2: sqrt per dimension, squared for two dimensions
+  double s = 0;
+  for (int i = 0; i < 6; ++i) s += AT[a][i] * AT[a][i] * G2[i] * B2[i];
+  return s;
+}
+// Predicted rms error of output (a, b) of a tile, for C channels of inputs and filters of rms
+// sigma_x and sigma_w.
+inline double predicted_rms_error(int C, double sigma_x, double sigma_w, int a, int b) {
+  const double c = C;
+  return kUnitRoundoff * sigma_x * sigma_w * std::sqrt(row_weight(a) * row_weight(b)) *
+         std::sqrt((c * c / 2 + 3 * c) / 3);
+}
+// The check's atol (its rtol stays fp32's): the worst output's predicted rms times z.
+inline double tolerance_atol(int C, double sigma_x, double sigma_w) {
+  return kToleranceSigmas * predicted_rms_error(C, sigma_x, sigma_w, 3, 3);
 }
 
 }  // namespace wino4

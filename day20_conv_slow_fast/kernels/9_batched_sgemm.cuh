@@ -38,20 +38,29 @@ __device__ __forceinline__ void cp_async_wait_all_but_one() { asm volatile("cp.a
 }  // namespace bgemm
 
 // C[b] (M x N, row-major) = At[b]^T * B[b], with At (K x lda, row-major: A transposed, lda >= M
-// and lda % 4 == 0) and B (K x N, row-major), b = blockIdx.z, consecutive GEMMs sA, sB, sC floats
-// apart. Needs K % 16 == 0, N % 4 == 0 and 16-byte aligned bases.
-template <int BM, int BN, int MINB>
+// and lda % 4 == 0) and B (K x N, row-major), consecutive GEMMs sA, sB, sC floats apart. Needs
+// K % 16 == 0, kchunk % 16 == 0, N % 4 == 0 and 16-byte aligned bases.
+// SPLIT (variant 11): blockIdx.z = part * batch + b does GEMM b's reduction rows
+// [part * kchunk, (part + 1) * kchunk) and writes its partial product to C + blockIdx.z * sC.
+// Without SPLIT (variant 9) blockIdx.z = b and batch, kchunk are unused. The two are kept apart
+// because ptxas gives the SPLIT kernel about 150 registers where it can (-Xptxas -v), and at the
+// 128 that 8 blocks of 64 threads per SM leave, it spills; variant 9 keeps its 128 and no spills,
+// variant 11 runs fewer blocks per SM instead (its MINB).
+template <int BM, int BN, int MINB, bool SPLIT = false>
 __global__ void __launch_bounds__(BM* BN / 64, MINB)
     sgemm_09_batched(int M, int N, int K, const float* __restrict__ At, int lda, long long sA,
-                     const float* __restrict__ B, long long sB, float* __restrict__ C, long long sC) {
+                     const float* __restrict__ B, long long sB, float* __restrict__ C, long long sC, int batch,
+                     int kchunk) {
   using namespace bgemm;
   constexpr int NT = BM * BN / 64;
   constexpr int A4 = BK * BM / 4 / NT, B4 = BK * BN / 4 / NT;  // 16-byte copies per thread per k step
   static_assert(A4 * NT * 4 == BM * BK && B4 * NT * 4 == BK * BN, "whole float4 copies per thread");
   __shared__ __align__(16) float As[2][BK][BM];  // As[k][m]
   __shared__ __align__(16) float Bs[2][BK][BN];  // Bs[k][n]
-  At += blockIdx.z * sA;
-  B += blockIdx.z * sB;
+  const int g = SPLIT ? int(blockIdx.z) % batch : int(blockIdx.z);
+  const int k_begin = SPLIT ? int(blockIdx.z) / batch * kchunk : 0;
+  At += g * sA + size_t(k_begin) * lda;
+  B += g * sB + size_t(k_begin) * N;
   C += blockIdx.z * sC;
   const int tid = threadIdx.x, tx = tid % (BN / 8), ty = tid / (BN / 8);
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
@@ -73,8 +82,9 @@ __global__ void __launch_bounds__(BM* BN / 64, MINB)
   };
 
   float acc[8][8] = {{0.f}};
-  const int ktiles = K / BK;
-  load(0, 0);
+  // A part past the end (C not a multiple of the parts) has no k steps and writes zeros.
+  const int ktiles = SPLIT ? max(0, min(kchunk, K - k_begin)) / BK : K / BK;
+  if (!SPLIT || ktiles > 0) load(0, 0);
   for (int kt = 0; kt < ktiles; ++kt) {
     const int cur = kt & 1;
     // The next tile goes into the other buffer, which every thread finished reading before the
@@ -113,6 +123,12 @@ __global__ void __launch_bounds__(BM* BN / 64, MINB)
   }
 }
 
+// Blocks of one launch of the 36 GEMMs (the results report it: a layer with few tiles has few).
+template <int BM, int BN>
+inline long long gemm_blocks(const ConvShape& s) {
+  return 36LL * ceil_div(wino4::tiles_padded(s), BN) * ceil_div(s.K, BM);
+}
+
 // The 36 GEMMs M[ij] (K x Tp) = U[ij]^T (K x Cp) * V[ij] (Cp x Tp) in one launch.
 template <int BM, int BN, int MINB>
 inline void wino4_gemm_own(const ConvShape& s, const Wino4Bufs& b, cudaStream_t st) {
@@ -120,7 +136,7 @@ inline void wino4_gemm_own(const ConvShape& s, const Wino4Bufs& b, cudaStream_t 
   const dim3 grid(unsigned(ceil_div(Tp, BN)), unsigned(ceil_div(s.K, BM)), 36);
   const int Kp = wino4::k_padded(s);
   sgemm_09_batched<BM, BN, MINB><<<grid, BM * BN / 64, 0, st>>>(s.K, Tp, Cp, b.U, Kp, (long long)Cp * Kp, b.V,
-                                                                (long long)Cp * Tp, b.M, (long long)s.K * Tp);
+                                                                (long long)Cp * Tp, b.M, (long long)s.K * Tp, 36, Cp);
   LAUNCH_CHECK();
 }
 
