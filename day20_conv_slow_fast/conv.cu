@@ -39,6 +39,7 @@
 #include <memory>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ceilings.cuh"
@@ -458,13 +459,15 @@ static results::Bench headline(Run& r, const ConvShape& s, dnn::ConvDesc& dd, co
   return *fastest;
 }
 
-// Variants 8 and 9 transform the filter inside every call (as cuDNN does); this is that part alone,
-// so that the notes can say what a network that transforms its weights once would save.
-static double wino4_filter_ms(Run& r, const ConvShape& s, const std::vector<const Variant*>& vs) {
+// Variants 8-11 transform the filter inside every call (as cuDNN does); this is that part alone,
+// so that the notes can say what a network that transforms its weights once would save, and the
+// first version's kernel beside it (uncoalesced loads, 8_winograd_4x4.cuh). {NaN, NaN}: none ran.
+static std::pair<double, double> wino4_filter_ms(Run& r, const ConvShape& s, const std::vector<const Variant*>& vs) {
   const bool any = std::any_of(vs.begin(), vs.end(), [](const Variant* v) { return v->id >= 8; });
-  if (!any) return NAN;
+  if (!any) return {NAN, NAN};
   const Wino4Bufs b(s, r.b.ws);
-  return timing::time_gpu([&] { wino4_filter(s, r.b.w, b.U, 0); }, r.topt).median_ms;
+  return {timing::time_gpu([&] { wino4_filter(s, r.b.w, b.U, 0); }, r.topt).median_ms,
+          timing::time_gpu([&] { wino4_filter_per_thread(s, r.b.w, b.U, 0); }, r.topt).median_ms};
 }
 
 // Timing: cuDNN's best first (the denominator), then every variant, each re-checked afterwards.
@@ -494,7 +497,7 @@ static void time_shape(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const Shap
     fe["note"] = "cudaMemcpy of x into y: the same bytes moved, nothing computed";
     add(make_row(r, s, "copy_floor [cudaMemcpy same bytes]", tf, ref, tc, fe));
   }
-  const double filter_ms = wino4_filter_ms(r, s, ok_variants);
+  const std::pair<double, double> filter_ms = wino4_filter_ms(r, s, ok_variants);
   for (const Variant* v : ok_variants) {
     v->prepare(s, r.b);
     poison(r.b.y, s.y_elems() * 4);
@@ -506,7 +509,10 @@ static void time_shape(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const Shap
     e["atol"] = tol_of(*v, s, sd).atol;
     e["max_abs_err_over_atol"] = r.err_atol[v->name];  // the larger of the checks vs CPU and vs cuDNN
     v->describe(s, e);
-    if (v->id >= 8) e["filter_transform_ms"] = filter_ms;
+    if (v->id >= 8) {
+      e["filter_transform_ms"] = filter_ms.first;
+      e["filter_transform_per_thread_ms"] = filter_ms.second;
+    }
     add(make_row(r, s, v->name, t, ref, tc, e));
     CUDA_CHECK(cudaDeviceSynchronize());
     verify::Check ck = verify::compare(v->name + " " + s.str() + " after timing vs cuDNN",

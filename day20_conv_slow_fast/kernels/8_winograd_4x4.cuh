@@ -20,10 +20,14 @@
 #include "check.cuh"
 #include "conv_shape.h"
 
-// U[ij][c][k] = (G g G^T)[ij] of filter (k, c); 0 in the padding up to Cp and Kp. One thread
-// per (c, k), k fastest: the 36 stores of a warp are coalesced (its loads of the 9 weights are
-// not, but the weights are the smallest array here).
-__global__ void wino4_filter_transform(ConvShape s, const float* __restrict__ w, float* __restrict__ U) {
+// U[ij][c][k] = (G g G^T)[ij] of filter (k, c); 0 in the padding up to Cp and Kp.
+//
+// First version, kept for comparison (the program times both alone): one thread per (c, k), k
+// fastest, so the 36 stores of a warp are coalesced but its loads are not: neighbouring threads
+// read filters 9*C floats apart. The weights looked like the smallest array, but at 7x7 x 512
+// channels they are 9.4 MB, U is 4x that, and the filter transform is a sizeable part of the
+// call (filter_transform_ms in the results).
+__global__ void wino4_filter_transform_per_thread(ConvShape s, const float* __restrict__ w, float* __restrict__ U) {
   const int Kp = wino4::k_padded(s);
   const size_t KC = size_t(wino4::c_padded(s)) * Kp;
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
@@ -40,6 +44,40 @@ __global__ void wino4_filter_transform(ConvShape s, const float* __restrict__ w,
 #pragma unroll
     for (int e = 0; e < 36; ++e) u[e] = 0.f;
   }
+#pragma unroll
+  for (int e = 0; e < 36; ++e) U[e * KC + i] = u[e];
+}
+
+// The one in use: both sides coalesced through shared memory. A block of 256 threads takes 32
+// output channels x 8 input channels. It first copies their weights: for each of the 32 k, the 8
+// filters w[k][c0..c0+7] are 72 consecutive floats, read by consecutive threads. Then thread
+// (k, c), k fastest, transforms its filter from shared memory and stores as before (a warp's 32 k
+// are one 128-byte line per e). A row of 73 floats puts the 32 k of a warp in 32 different banks
+// (73 = 9 mod 32, odd). Channels past C and K load as 0 and transform to zeros (some of them
+// -0.0, which add like 0).
+namespace wino4 {
+constexpr int kFtK = 32, kFtC = 8;  // output x input channels per block: 256 threads
+}
+__global__ void __launch_bounds__(256)
+    wino4_filter_transform(ConvShape s, const float* __restrict__ w, float* __restrict__ U) {
+  using wino4::kFtC;
+  using wino4::kFtK;
+  __shared__ float g[kFtK][kFtC * 9 + 1];
+  const int Kp = wino4::k_padded(s), Cp = wino4::c_padded(s);
+  const size_t KC = size_t(Cp) * Kp;
+  const int k0 = blockIdx.x * kFtK, c0 = blockIdx.y * kFtC;
+  for (int i = threadIdx.x; i < kFtK * kFtC * 9; i += blockDim.x) {
+    const int kk = i / (kFtC * 9), j = i % (kFtC * 9);
+    const int k = k0 + kk, c = c0 + j / 9;
+    g[kk][j] = k < s.K && c < s.C ? __ldg(w + (size_t(k) * s.C + c0) * 9 + j) : 0.f;
+  }
+  __syncthreads();
+  const int kk = threadIdx.x % kFtK, cc = threadIdx.x / kFtK;
+  const int k = k0 + kk, c = c0 + cc;
+  if (k >= Kp || c >= Cp) return;  // the last block's k past the padding (no barrier follows)
+  float u[36];
+  wino4::filter_2d(&g[kk][cc * 9], u);
+  const size_t i = size_t(c) * Kp + k;
 #pragma unroll
   for (int e = 0; e < 36; ++e) U[e * KC + i] = u[e];
 }
@@ -130,8 +168,14 @@ struct Wino4Bufs {
   Wino4Bufs(float* u, float* v, float* m) : U(u), V(v), M(m) {}
 };
 inline void wino4_filter(const ConvShape& s, const float* w, float* U, cudaStream_t st) {
+  static_assert(wino4::kCpad % wino4::kFtC == 0, "the blocks cover the padded channels exactly");
+  const dim3 grid(unsigned(ceil_div(wino4::k_padded(s), wino4::kFtK)), unsigned(wino4::c_padded(s) / wino4::kFtC));
+  wino4_filter_transform<<<grid, wino4::kFtK * wino4::kFtC, 0, st>>>(s, w, U);
+  LAUNCH_CHECK();
+}
+inline void wino4_filter_per_thread(const ConvShape& s, const float* w, float* U, cudaStream_t st) {
   const size_t n = size_t(wino4::k_padded(s)) * wino4::c_padded(s);
-  wino4_filter_transform<<<unsigned(ceil_div<size_t>(n, 256)), 256, 0, st>>>(s, w, U);
+  wino4_filter_transform_per_thread<<<unsigned(ceil_div<size_t>(n, 256)), 256, 0, st>>>(s, w, U);
   LAUNCH_CHECK();
 }
 inline void wino4_input(const ConvShape& s, const float* x, float* V, cudaStream_t st) {
