@@ -164,9 +164,9 @@ static std::vector<Variant> make_variants() {
   };
   sliced(16, "64x64", run_10_winograd4_sliced<64, 64, 8>, gemm_blocks<64, 64>, 64);
   sliced(32, "64x64", run_10_winograd4_sliced<64, 64, 8>, gemm_blocks<64, 64>, 64);
-  // Variant 11: variant 9 with the channel sum split over 2 or 4 blocks per output tile. Fewer
-  // blocks per SM than variant 9's tiles (6 and 3): the split kernel needs more registers
-  // (9_batched_sgemm.cuh).
+  // Variant 11: variant 9 with the channel sum split over 2 or 4 blocks per output tile, at three
+  // block tiles. Fewer blocks per SM than variant 9's (6 and 3): the split kernel needs more
+  // registers (9_batched_sgemm.cuh).
   auto split = [&](int splits, std::string cfg,
                    void (*fn)(const ConvShape&, const float*, const float*, float*, float*, int, cudaStream_t),
                    long long (*blocks)(const ConvShape&), int threads) {
@@ -190,5 +190,7 @@ static std::vector<Variant> make_variants() {
   split(4, "64x64", run_11_winograd4_splitk<64, 64, 6>, gemm_blocks<64, 64>, 64);
   split(2, "64x128", run_11_winograd4_splitk<64, 128, 3>, gemm_blocks<64, 128>, 128);
   split(4, "64x128", run_11_winograd4_splitk<64, 128, 3>, gemm_blocks<64, 128>, 128);
+  split(2, "128x64", run_11_winograd4_splitk<128, 64, 3>, gemm_blocks<128, 64>, 128);
+  split(4, "128x64", run_11_winograd4_splitk<128, 64, 3>, gemm_blocks<128, 64>, 128);
   return v;
 }
