@@ -1,7 +1,7 @@
 // day20_conv_slow_fast/test_winograd_4x4.cpp: host tests of Winograd F(4x4, 3x3)'s transforms
 // (kernels/8_winograd_4x4.h, the functions the GPU kernels call) and of its error model.
 //
-// The GPU kernels of variants 8 and 9 are checked on the GPU against the CPU reference; here the
+// The GPU kernels of variants 8 to 11 are checked on the GPU against the CPU reference; here the
 // same transforms run the whole algorithm on the CPU (tile by tile, channel sums in float as the
 // GEMMs do them), so a wrong coefficient, a wrong tile origin or a wrong padding rule shows up
 // without a GPU, and the error model behind the program's tolerance is measured.
@@ -41,7 +41,7 @@ TEST(one_tile_matches_direct) {
   EXPECT(worst <= wino4::tolerance_atol(1, kRmsUniform, kRmsUniform));
 }
 
-// The whole convolution the way variants 8 and 9 compute it: every tile at (4*tp - pad, 4*tq - pad),
+// The whole convolution the way variants 8 to 11 compute it: every tile at (4*tp - pad, 4*tq - pad),
 // zeros outside the image, the 36 channel sums in float, outputs past P x Q dropped.
 static std::vector<float> winograd4_cpu(const ConvShape& s, const std::vector<float>& x, const std::vector<float>& w) {
   const int P = s.P(), Q = s.Q(), TP = wino4::tiles_p(s), TQ = wino4::tiles_q(s);

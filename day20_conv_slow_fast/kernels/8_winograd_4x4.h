@@ -119,12 +119,12 @@ CONV_HD inline void output_2d(const float* m, float* y) {
 // |B_i||B_j| sigma_x (|row| = its Euclidean length), and output (a, b) weighs M[ij] by
 // A^T[a][i] A^T[b][j]. So the error of output (a, b) has rms
 //     u sigma_x sigma_w sqrt(s_a s_b) sqrt((C^2/2 + 3C) / 3),   s_a = sum_i A^T[a][i]^2 |G_i|^2 |B_i|^2
-// s_a is largest for the last output row (a = 3: weights 8 and -8 on the rows of G and B^T that
-// the points +-2 make large): s_3 = 94.3, s_0 = 9.0. The host test measures this rms on the CPU
-// emulation and finds the prediction (test_winograd_4x4.cpp).
+// s_a is largest for the last output row (a = 3: A^T's weights 8 and -8 on the points +-2, and
+// the point at infinity, whose rows of G and B^T are the largest): s_3 = 94.3, s_0 = 9.0. The host test measures this
+// rms on the CPU emulation and finds the prediction (test_winograd_4x4.cpp).
 //
 // The tolerance is that rms at the worst output (a = b = 3) times z = 6 * sqrt(2) * 3:
-//   6        the largest of up to 10^8 normal errors lies within 6 standard deviations;
+//   6        the largest of 10^8 normal errors is about 6 standard deviations (sqrt(2 ln 10^8));
 //   sqrt(2)  the check against cuDNN compares two results that each carry an error of this size;
 //   3        a margin for what the model leaves out (cuBLAS's summation order, the output
 //            transform's roundings, tails heavier than normal).
