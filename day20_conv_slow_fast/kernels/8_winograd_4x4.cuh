@@ -52,7 +52,7 @@ __global__ void wino4_filter_transform_per_thread(ConvShape s, const float* __re
 // output channels x 8 input channels. It first copies their weights: for each of the 32 k, the 8
 // filters w[k][c0..c0+7] are 72 consecutive floats, read by consecutive threads. Then thread
 // (k, c), k fastest, transforms its filter from shared memory and stores as before (a warp's 32 k
-// are one 128-byte line per e). A row of 73 floats puts the 32 k of a warp in 32 different banks
+// are one 128-byte span per e). A row of 73 floats puts the 32 k of a warp in 32 different banks
 // (73 = 9 mod 32, odd). Channels past C and K load as 0 and transform to zeros (some of them
 // -0.0, which add like 0).
 namespace wino4 {
