@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ceilings.cuh"
 #include "generate.cuh"
 #include "json.h"
 #include "quality.cuh"
@@ -89,27 +90,144 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
                 100.0 * phase_ms[size_t(p)] / total);
 }
 
-// Generation from `params`: timed with CUDA graphs and without (kernels launched one by one, the host
-// waiting per token); both must write the same bytes.
+// ---- Generation, each step of the lesson at batch 1 ----------------------------------------------
+// One generator variant's speed: `reps` runs of n bytes from the same prompt and draws (after one
+// warm-up run), each timed by events around generate(n) alone; its bytes (the last run's).
+struct GenVariant {
+  const char* name;
+  bool bf;  // bf16 weights (else fp32)
+  DecodePath path;
+  bool per_token;     // persistent: one launch per token
+  int blocks_per_sm;  // persistent: blocks resident per SM (at most what fits)
+  bool prefetch;      // persistent: the next stage's weights asked for before each barrier
+};
+struct GenTiming {
+  std::vector<double> ms_per_token;
+  std::string text;
+  size_t weight_bytes = 0;
+  int blocks = 0;
+};
+template <class W>
+GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>& params, const std::string& prompt,
+                               int n, double temperature, int top_k, uint64_t seed, const GenVariant& v, int reps) {
+  std::vector<int> pr;
+  for (char ch : prompt) pr.push_back(int(static_cast<unsigned char>(ch)));
+  verify::Rng rng(seed);  // the draws generate() makes from the same seed
+  std::vector<double> u(static_cast<size_t>(n));
+  for (auto& x : u) x = double(rng.next() >> 11) / 9007199254740992.0;
+  FastDecoder<W> d(cfg, params, n, v.path, v.blocks_per_sm);
+  d.per_token = v.per_token, d.net.prefetch = v.prefetch;
+  d.prepare(u, temperature, top_k);
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  GenTiming g;
+  for (int r = 0; r <= reps; ++r) {
+    d.reset();
+    d.feed(pr);  // waits: the clock starts on an idle stream
+    CUDA_CHECK(cudaEventRecord(a, d.stream));
+    d.generate(n);
+    CUDA_CHECK(cudaEventRecord(b, d.stream));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (r > 0) g.ms_per_token.push_back(double(ms) / n);  // run 0: warm-up
+  }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  g.text = prompt;
+  for (int t : d.bytes(n)) g.text.push_back(char(t));
+  g.weight_bytes = d.weight_bytes(), g.blocks = d.blocks;
+  return g;
+}
+
+// One results row: tokens/s at the median ms per token, and the share of the memory floor (the weight
+// bytes one token reads, at the measured copy bandwidth) that this time is.
+inline results::Bench generation_row(const gpt::Config& cfg, const std::string& name, const char* dtype,
+                                     const std::vector<double>& ms_per_token, size_t weight_bytes, double copy_gbps) {
+  results::Bench g;
+  g.name = name, g.dtype = dtype;
+  g.shape = {cfg.layers, cfg.heads, cfg.width, cfg.context, 1};
+  const timing::Stats s = timing::summarize(ms_per_token);
+  g.ms = s.median_ms, g.min_ms = s.min_ms, g.max_ms = s.max_ms, g.reps = s.reps;
+  g.tokens_per_s = 1e3 / g.ms;
+  json::Value ex = json::Value::object();
+  ex["weight_mb"] = double(weight_bytes) / 1e6;
+  const double floor_ms = double(weight_bytes) / (copy_gbps * 1e9) * 1e3;
+  ex["memory_floor_ms"] = floor_ms;
+  ex["pct_of_memory_floor"] = 100.0 * floor_ms / g.ms;
+  g.extra = ex;
+  return g;
+}
+
+// Generation from `params`, every step of the lesson: the current generator (kernels launched one by
+// one with the host waiting per token; one CUDA graph per token), then FastDecoder (run/generate.cuh):
+// the fused stages as a CUDA graph, and the persistent kernel (one launch for all the bytes; one per
+// byte; 2 blocks per SM), each with fp32 and bf16 weights. The same prompt, 200 bytes, draws and
+// sampling everywhere: the fp32 variants must write the current generator's bytes.
 inline void bench_generation(results::Results& res, const gpt::Config& cfg, const std::vector<float>& params,
                              uint64_t seed, const std::string& title) {
-  const Sampled s = generate(cfg, params, "The GPU ", 200, 0.8, 40, seed);
+  const std::string prompt = "The GPU ";
+  const int n = 200, reps = 5;
+  const double temperature = 0.8;
+  const int top_k = 40;
+  const Sampled s = generate(cfg, params, prompt, n, temperature, top_k, seed);
   std::printf("\n%s:\n%s\n(%d tokens in %.3f s: %.0f tokens/s)\n", title.c_str(), s.text.c_str(), s.made, s.seconds,
               s.made / s.seconds);
   res.config["sample"] = s.text;
-  const Sampled plain = generate(cfg, params, "The GPU ", 200, 0.8, 40, seed, false);
+  const Sampled plain = generate(cfg, params, prompt, n, temperature, top_k, seed, false);
   res.add(verify::fact("generation with and without CUDA graphs writes the same bytes", plain.text == s.text));
+  // The memory floor: the bf16 weights (~21 MB at the default size) at the copy bandwidth measured now.
+  const ceilings::Copy cp = ceilings::copy_bandwidth(size_t(256) << 20);
+  const double gbps = cp.best();
+  const size_t fp32_weights =
+      FastDecoder<float>::supported(cfg)
+          ? (size_t(12) * cfg.layers * cfg.width * cfg.width + size_t(cfg.vocab) * cfg.width) * 4
+          : 0;
   for (const Sampled* r : {&plain, &s}) {
-    results::Bench g;
-    g.name = r == &s ? "generate, batch 1, KV cache" : "generate, batch 1, KV cache, no CUDA graph";
-    g.dtype = "fp32";
-    g.shape = {cfg.layers, cfg.heads, cfg.width, cfg.context, 1};
-    g.ms = 1e3 * r->seconds / r->made;
-    g.min_ms = g.max_ms = g.ms, g.reps = r->made;
-    g.tokens_per_s = r->made / r->seconds;
-    res.add(g);
+    const std::string name = r == &s ? "generate, batch 1, KV cache" : "generate, batch 1, KV cache, no CUDA graph";
+    res.add(generation_row(cfg, name, "fp32", {1e3 * r->seconds / r->made}, fp32_weights, gbps));
   }
   std::printf("generation without CUDA graphs: %.0f tokens/s\n", plain.made / plain.seconds);
+  if (!FastDecoder<float>::supported(cfg) || int(prompt.size()) + n > cfg.context) {
+    std::printf("(the fused decoders not run: heads wider than %d, width too large, or %d bytes past the context)\n",
+                k::dec::kMaxHead, int(prompt.size()) + n);
+    return;
+  }
+  std::printf("memory floor: weight bytes / %.0f GB/s (device copy, bytes read + written, measured now)\n", gbps);
+  const std::vector<GenVariant> variants = {
+      {"generate fp32, batch 1, fused stages, CUDA graph", false, DecodePath::kStages, false, 1, false},
+      {"generate bf16, batch 1, fused stages, CUDA graph", true, DecodePath::kStages, false, 1, false},
+      {"generate fp32, batch 1, persistent kernel", false, DecodePath::kPersistent, false, 1, true},
+      {"generate bf16, batch 1, persistent kernel", true, DecodePath::kPersistent, false, 1, true},
+      {"generate bf16, batch 1, persistent kernel, no weight prefetch", true, DecodePath::kPersistent, false, 1, false},
+      {"generate bf16, batch 1, persistent kernel, one launch per token", true, DecodePath::kPersistent, true, 1, true},
+      {"generate bf16, batch 1, persistent kernel, 2 blocks per SM", true, DecodePath::kPersistent, false, 2, true},
+  };
+  std::printf("%-66s %10s %9s %8s %7s  %s\n", "generator", "tokens/s", "ms/token", "% floor", "blocks", "bytes");
+  double best_bf16 = 0;
+  for (const GenVariant& v : variants) {
+    const GenTiming g = v.bf ? time_fast_generation<bf16>(cfg, params, prompt, n, temperature, top_k, seed, v, reps)
+                             : time_fast_generation<float>(cfg, params, prompt, n, temperature, top_k, seed, v, reps);
+    results::Bench row = generation_row(cfg, v.name, v.bf ? "bf16" : "fp32", g.ms_per_token, g.weight_bytes, gbps);
+    size_t same = 0;  // bytes equal to the current generator's before the first difference
+    while (same < g.text.size() && same < s.text.size() && g.text[same] == s.text[same]) ++same;
+    same -= std::min(same, prompt.size());
+    row.extra["blocks"] = g.blocks;
+    row.extra["bytes_equal_to_current"] = double(same);
+    if (v.bf) best_bf16 = std::max(best_bf16, row.tokens_per_s);
+    res.add(row);
+    if (!v.bf)
+      res.add(verify::fact(std::string(v.name) + ": the current generator's bytes", g.text == s.text, "exact", "",
+                           size_t(n), size_t(n) - same));
+    std::printf("%-66s %10.0f %9.4f %7.1f%% %7d  %s\n", v.name, row.tokens_per_s, row.ms,
+                row.extra.find("pct_of_memory_floor")->number(), g.blocks,
+                g.text == s.text ? "= current" : (std::to_string(same) + " equal, then differ").c_str());
+  }
+  // Issue 25's goals for batch-1 generation (the fastest bf16 generator; the peer's ratio is
+  // torch_peer.py's).
+  res.add_goal("generation (" + title + "): batch-1 bf16 >= 10,000 tokens/s", best_bf16, best_bf16 >= 10000);
+  res.add_goal("generation (" + title + "): batch-1 bf16 >= 20,000 tokens/s (moonshot)", best_bf16, best_bf16 >= 20000);
 }
 
 // --bench on one GPU: the parts --bench-part names, in this order.

@@ -1,0 +1,37 @@
+// day50_gpt/nn/kernels/decode_persistent.cuh: the whole generation as one kernel. Every block stays
+// resident (a cooperative launch: as many blocks as fit on the GPU at once) and walks the same stages
+// as the CUDA-graph path (decode_stages.cuh), with a grid-wide barrier between two stages instead of a
+// kernel boundary; the tokens follow each other inside the kernel, so the host launches once for all
+// of them.
+//
+// Why it is faster: a kernel boundary costs the launch, the ramp-up of a new grid and the tail of the
+// old one, a few microseconds each even inside a CUDA graph; a grid barrier is one atomic per block
+// and a spin on one flag. The weights are read once per token either way (about 21 MB in bf16, which
+// the 50 MB L2 of an H100/H200 can hold from one token to the next).
+#pragma once
+#include <cooperative_groups.h>
+
+#include "decode_stages.cuh"
+
+namespace k {
+namespace dec {
+
+// Tokens start .. start + steps - 1 (positions), draws count0 .. count0 + steps - 1 when sampling.
+// 5L + 1 barriers a token: the last one after the head, because the next token's sampling reads the
+// logits every block wrote a part of.
+template <class W>
+__global__ void __launch_bounds__(kThreads) decode_persistent(Net<W> n, int start, int count0, int steps) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float red[kWarps];
+  cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  const int stages = n.L * kStagesPerLayer + 1;
+  for (int i = 0; i < steps; ++i)
+    for (int s = 0; s < stages; ++s) {
+      run_stage(n, s, start + i, count0 + i, smem, red);
+      if (n.prefetch) prefetch_stage(n, s + 1 == stages ? 0 : s + 1);
+      grid.sync();  // makes every block's writes of this stage visible to the next stage's readers
+    }
+}
+
+}  // namespace dec
+}  // namespace k

@@ -1,0 +1,176 @@
+// day50_gpt/run/verify_decode.cuh: gpt --verify's "decode" checks: each faster generator (FastDecoder in
+// run/generate.cuh: the fused stages as a CUDA graph, the persistent kernel; weights in fp32 and bf16)
+// against the current one (Generator, fp32, itself checked against the CPU by verify_generate):
+//   - teacher-forced: a few fixed random byte sequences, the whole context each; the logits at every
+//     position within the precision's tolerance;
+//   - greedy: at every position where no near-tie decides, the same argmax byte. A near-tie: the
+//     current generator's top-2 logit gap is at most twice the tolerance at its top logit (errors
+//     within the tolerance could then swap the two); those positions are skipped and counted, and at
+//     least 200 decided positions are required (a quarter of them on the small models);
+//   - sampling (fp32 weights): the same bytes as the current generator from the same draws,
+//     temperature and top-k, one launch per token and one for all of them.
+#pragma once
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../gpt_ref.h"
+#include "generate.cuh"
+#include "results.h"
+#include "verify.h"
+
+// The logits after every byte of every sequence ([S][T][V]) from the current generator.
+inline std::vector<double> decode_reference(const gpt::Config& c, const std::vector<float>& p,
+                                            const std::vector<std::vector<int>>& seqs) {
+  std::vector<double> ref;
+  for (const auto& s : seqs) {
+    Generator g(c, p, c.context, 0);  // history room for T fed bytes; no sliding window
+    for (int t : s) {
+      g.feed(t);
+      const std::vector<float> l = g.logits_now();
+      ref.insert(ref.end(), l.begin(), l.end());
+    }
+  }
+  return ref;
+}
+
+// Greedy agreement: positions decided (no near-tie) and those among them whose argmax differs.
+struct Greedy {
+  size_t decided = 0, ties = 0, differ = 0;
+};
+inline Greedy greedy_agreement(const std::vector<float>& got, const std::vector<double>& ref, int V,
+                               const verify::Tol& tol) {
+  Greedy r;
+  for (size_t at = 0; at + size_t(V) <= ref.size(); at += size_t(V)) {
+    int a = 0, b = -1, mine = 0;
+    for (int v = 1; v < V; ++v) {
+      if (ref[at + size_t(v)] > ref[at + size_t(a)])
+        b = a, a = v;
+      else if (b < 0 || ref[at + size_t(v)] > ref[at + size_t(b)])
+        b = v;
+      if (got[at + size_t(v)] > got[at + size_t(mine)]) mine = v;
+    }
+    const double top = ref[at + size_t(a)], gap = top - ref[at + size_t(b)];
+    if (!(gap > 2 * (tol.atol + tol.rtol * std::fabs(top)))) {
+      ++r.ties;
+      continue;
+    }
+    ++r.decided;
+    r.differ += mine != a;
+  }
+  return r;
+}
+
+// One weight type and path against the current generator's logits, teacher-forced.
+template <class W>
+void verify_decode_forced(results::Results& res, const std::string& tag, const gpt::Config& c,
+                          const std::vector<float>& p, const std::vector<std::vector<int>>& seqs,
+                          const std::vector<double>& ref, DecodePath path, const char* path_name) {
+  const bool bf = std::is_same<W, bf16>::value;
+  double zmax = 0;
+  for (double z : ref) zmax = std::max(zmax, std::fabs(z));
+  // fp32: summation order only (the GEMVs add in another order than gemv_bias). bf16: each weight
+  // rounded to 8 significant bits (relative 2^-9), through L blocks and the head; activations stay fp32.
+  const verify::Tol tol =
+      bf ? verify::Tol{0.02, 0.02, "bf16 weights"}.scaled(zmax) : verify::Tol{1e-4, 1e-4, "fp32"}.scaled(zmax);
+  const std::string name = "decode " + std::string(Types<W>::name()) + " " + path_name + " (" + tag + ")";
+  std::vector<float> got;
+  {
+    FastDecoder<W> d(c, p, 1, path, 1, true);
+    for (const auto& s : seqs) {
+      d.reset();
+      d.feed(s);
+      const std::vector<float> l = d.logits_at(c.context);
+      got.insert(got.end(), l.begin(), l.end());
+    }
+  }
+  res.add(verify::compare(name + ": logits at every position vs the current generator (teacher-forced)", got.data(),
+                          ref.data(), ref.size(), tol));
+  const Greedy g = greedy_agreement(got, ref, c.vocab, tol);
+  const size_t positions = ref.size() / size_t(c.vocab), need = std::min<size_t>(200, positions / 4);
+  res.add(verify::fact(name + ": greedy bytes == the current generator's where no near-tie decides",
+                       g.differ == 0 && g.decided >= need, "exact",
+                       std::to_string(g.decided) + " positions decided (at least " + std::to_string(need) +
+                           " needed), " + std::to_string(g.ties) + " near-ties skipped, " + std::to_string(g.differ) +
+                           " differ",
+                       g.decided, g.differ));
+}
+
+// fp32 weights: the bytes sampled from the same draws equal the current generator's.
+inline void verify_decode_sampling(results::Results& res, const std::string& tag, const gpt::Config& c,
+                                   const std::vector<float>& p, uint64_t seed) {
+  verify::Rng rng(seed);
+  const std::vector<int> prompt = {int(rng.next() % 256), int(rng.next() % 256), int(rng.next() % 256)};
+  const int n = std::min(200, c.context - int(prompt.size()));
+  std::vector<double> u(static_cast<size_t>(n));
+  for (auto& x : u) x = double(rng.next() >> 11) / 9007199254740992.0;
+  const double temperature = 0.8;
+  const int top_k = 40;
+  Generator g(c, p, n, int(prompt.size()));
+  for (int t : prompt) g.feed(t);
+  g.prepare(u, temperature, top_k);
+  const std::vector<int> want = g.generate();
+  struct Way {
+    DecodePath path;
+    bool per_token;
+    const char* name;
+  };
+  for (const Way w : {Way{DecodePath::kStages, false, "fused stages (CUDA graph)"},
+                      Way{DecodePath::kPersistent, false, "persistent kernel, one launch"},
+                      Way{DecodePath::kPersistent, true, "persistent kernel, one launch per token"}}) {
+    FastDecoder<float> d(c, p, n, w.path);
+    d.per_token = w.per_token;
+    d.feed(prompt);
+    d.prepare(u, temperature, top_k);
+    d.generate(n);
+    const std::vector<int> got = d.bytes(n);
+    size_t differ = 0;
+    for (int i = 0; i < n; ++i) differ += got[size_t(i)] != want[size_t(i)];
+    res.add(verify::fact("decode fp32 " + std::string(w.name) + " (" + tag + "): " + std::to_string(n) +
+                             " sampled bytes == the current generator's (same draws, top-k 40)",
+                         differ == 0, "exact", "", size_t(n), differ));
+  }
+}
+
+// Every check above on one configuration: weights at 3x GPT-2's initialization (the probabilities
+// spread, so that greedy and sampled bytes are real choices), `nseq` random byte sequences.
+inline void verify_decode_config(results::Results& res, uint64_t seed, const gpt::Config& c, int nseq) {
+  const std::string tag = std::to_string(c.layers) + "L C=" + std::to_string(c.width) +
+                          " H=" + std::to_string(c.heads) + " T=" + std::to_string(c.context);
+  if (!FastDecoder<float>::supported(c)) {
+    std::printf("  (decode checks not run for %s: head or width beyond the fused decoder's limits)\n", tag.c_str());
+    return;
+  }
+  verify::Rng rng(seed);
+  std::vector<float> p = gpt::init_params(c, rng);
+  for (auto& w : p) w *= 3.f;
+  std::vector<std::vector<int>> seqs(static_cast<size_t>(nseq), std::vector<int>(size_t(c.context)));
+  for (auto& s : seqs)
+    for (auto& t : s) t = int(rng.next() % 256);
+  const std::vector<double> ref = decode_reference(c, p, seqs);
+  for (DecodePath path : {DecodePath::kStages, DecodePath::kPersistent}) {
+    const char* pn = path == DecodePath::kStages ? "fused stages (CUDA graph)" : "persistent kernel";
+    verify_decode_forced<float>(res, tag, c, p, seqs, ref, path, pn);
+    verify_decode_forced<bf16>(res, tag, c, p, seqs, ref, path, pn);
+  }
+  verify_decode_sampling(res, tag, c, p, seed + 1);
+}
+
+// Called by verify_generate for each of its configurations (heads 16 and 256 wide); the first call also
+// checks the benchmark's size (6 layers, 384 wide, 6 heads, T = 256: 8 attention chunks, 200 sampled
+// bytes) and an odd one (width 45, heads 15 wide, T = 45: the scalar GEMV and attention loops, a partial
+// second chunk).
+inline void verify_decode(results::Results& res, uint64_t seed, const gpt::Config& c) {
+  static bool first = true;
+  if (first) {
+    first = false;
+    gpt::Config full, odd;
+    full.vocab = odd.vocab = 256;
+    full.layers = 6, full.heads = 6, full.width = 384, full.context = 256;
+    odd.layers = 2, odd.heads = 3, odd.width = 45, odd.context = 45;
+    verify_decode_config(res, seed + 100, full, 4);
+    verify_decode_config(res, seed + 101, odd, 4);
+  }
+  verify_decode_config(res, seed + 102, c, 4);
+}
