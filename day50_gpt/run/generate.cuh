@@ -457,3 +457,31 @@ struct FastDecoder {
     return to_host(logits_all.as<float>(), size_t(positions) * size_t(c.vocab));
   }
 };
+
+// generate() through a FastDecoder: the same bytes' distribution (the same draws; with fp32 weights the
+// same bytes), for a --sample flag to pick. Past the context it falls back to generate() (the sliding
+// window), which is the only generator that goes there.
+template <class W>
+Sampled generate_fast(const gpt::Config& cfg, const std::vector<float>& params, const std::string& prompt, int n,
+                      double temperature, int top_k, uint64_t seed, DecodePath path) {
+  const int want = std::max(0, n);
+  if (!FastDecoder<W>::supported(cfg) || int(prompt.size()) + want > cfg.context)
+    return generate(cfg, params, prompt, n, temperature, top_k, seed);
+  std::vector<int> pr;
+  for (char ch : prompt) pr.push_back(int(static_cast<unsigned char>(ch)));
+  verify::Rng rng(seed);
+  std::vector<double> u(static_cast<size_t>(want));
+  for (auto& x : u) x = double(rng.next() >> 11) / 9007199254740992.0;
+  FastDecoder<W> d(cfg, params, want, path);
+  d.feed(pr);
+  d.prepare(u, temperature, top_k);
+  Sampled s;
+  s.text = prompt;
+  const auto t0 = std::chrono::steady_clock::now();
+  d.generate(want);
+  const std::vector<int> toks = d.bytes(want);
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int t : toks) s.text.push_back(char(t));
+  s.made = want;
+  return s;
+}

@@ -131,6 +131,13 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
                              " sampled bytes == the current generator's (same draws, top-k 40)",
                          differ == 0, "exact", "", size_t(n), differ));
   }
+  // The helper a --sample flag would call: the same text as generate() from the same seed.
+  std::string text;
+  for (int t : prompt) text.push_back(char(t));
+  const Sampled a = generate(c, p, text, n, temperature, top_k, seed),
+                b = generate_fast<float>(c, p, text, n, temperature, top_k, seed, DecodePath::kPersistent);
+  res.add(verify::fact("decode fp32 generate_fast (persistent kernel) (" + tag + ") == generate(), same seed",
+                       a.text == b.text && b.made == n, "exact"));
 }
 
 // Every check above on one configuration: weights at 3x GPT-2's initialization (the probabilities

@@ -237,6 +237,7 @@ __device__ void stage_attention(const Net<W>& n, int l, int t, unsigned char* sm
       const float* kr = kc + size_t(s) * C + h * hs;
       float d = 0;
       if (hs % 4 == 0 && C % 4 == 0) {
+#pragma unroll 8
         for (int i = 0; i < hs; i += 4) {
           const float4 kv = *reinterpret_cast<const float4*>(kr + i);
           d += qs[i] * kv.x + qs[i + 1] * kv.y + qs[i + 2] * kv.z + qs[i + 3] * kv.w;
@@ -251,6 +252,9 @@ __device__ void stage_attention(const Net<W>& n, int l, int t, unsigned char* sm
     const float lsum = warp_sum(p);
     float acc[kMaxHead / kWarp] = {};
     const int nj = min(kChunk, t - c * kChunk + 1);
+    // Unrolled so that several positions' v loads are in flight at once: one at a time, the 32 L2
+    // round trips of a chunk would follow each other.
+#pragma unroll 8
     for (int j = 0; j < nj; ++j) {
       const float pj = __shfl_sync(0xffffffffu, p, j);
       const float* vr = vc + size_t(c * kChunk + j) * C + h * hs;
@@ -279,6 +283,7 @@ __device__ void stage_proj(const Net<W>& n, int l, int t, unsigned char* smem) {
     float M = -INFINITY;
     for (int c = 0; c < nck; ++c) M = fmaxf(M, ph[size_t(c) * (hs + 2) + hs]);
     float L = 0, o = 0;
+#pragma unroll 4
     for (int c = 0; c < nck; ++c) {
       const float* pc = ph + size_t(c) * (hs + 2);
       const float e = __expf(pc[hs] - M);
