@@ -106,7 +106,33 @@ struct GenTiming {
   std::string text;
   size_t weight_bytes = 0;
   int blocks = 0;
+  json::Value stage_us;  // persistent kernel: mean microseconds per stage of each kind (barrier included)
 };
+
+// One more run of a persistent decoder with the per-stage time stamps on: the mean time of each kind
+// of stage (its work, the prefetch and the barrier after it), over every layer and token.
+template <class W>
+json::Value stage_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, int n) {
+  d.enable_trace(n);
+  d.reset();
+  d.feed(prompt);
+  d.generate(n);
+  CUDA_CHECK(cudaStreamSynchronize(d.stream));
+  const int L = d.c.layers, S = L * k::dec::kStagesPerLayer + 1;
+  const std::vector<unsigned long long> tr = to_host(d.trace.template as<unsigned long long>(), size_t(n) * S + 1);
+  static const char* kKind[] = {"qkv", "attention", "proj", "fc", "fc2", "head"};
+  double sum[6] = {};
+  for (int i = 0; i < n; ++i)
+    for (int s = 0; s < S; ++s) {
+      const size_t at = size_t(i) * S + size_t(s);
+      sum[s == S - 1 ? 5 : s % k::dec::kStagesPerLayer] += double(tr[at + 1] - tr[at]) * 1e-3;
+    }
+  json::Value v = json::Value::object();
+  for (int kk = 0; kk < 6; ++kk) v[kKind[kk]] = sum[kk] / (double(n) * (kk == 5 ? 1 : L));
+  v["token"] = double(tr[size_t(n) * S] - tr[0]) * 1e-3 / n;
+  d.net.trace = nullptr;
+  return v;
+}
 template <class W>
 GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>& params, const std::string& prompt,
                                int n, double temperature, int top_k, uint64_t seed, const GenVariant& v, int reps) {
@@ -138,6 +164,7 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   g.text = prompt;
   for (int t : d.bytes(n)) g.text.push_back(char(t));
   g.weight_bytes = d.weight_bytes(), g.blocks = d.blocks;
+  if (v.path == DecodePath::kPersistent && !v.per_token) g.stage_us = stage_breakdown(d, pr, n);
   return g;
 }
 
@@ -215,6 +242,7 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
     same -= std::min(same, prompt.size());
     row.extra["blocks"] = g.blocks;
     row.extra["bytes_equal_to_current"] = double(same);
+    if (g.stage_us.kind() != json::Value::Null) row.extra["stage_us"] = g.stage_us;
     if (v.bf) best_bf16 = std::max(best_bf16, row.tokens_per_s);
     res.add(row);
     if (!v.bf)
@@ -223,6 +251,12 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
     std::printf("%-66s %10.0f %9.4f %7.1f%% %7d  %s\n", v.name, row.tokens_per_s, row.ms,
                 row.extra.find("pct_of_memory_floor")->number(), g.blocks,
                 g.text == s.text ? "= current" : (std::to_string(same) + " equal, then differ").c_str());
+    if (g.stage_us.kind() != json::Value::Null) {
+      std::printf("    us per stage (work + barrier):");
+      for (const char* kk : {"qkv", "attention", "proj", "fc", "fc2", "head", "token"})
+        std::printf(" %s %.2f", kk, g.stage_us.find(kk)->number());
+      std::printf("\n");
+    }
   }
   // Issue 25's goals for batch-1 generation (the fastest bf16 generator; the peer's ratio is
   // torch_peer.py's).

@@ -327,7 +327,7 @@ struct FastDecoder {
     net.logits = logits.as<float>(), net.logits_all = keep_logits ? logits_all.as<float>() : nullptr;
     net.forced = seq.as<int>(), net.u = draws.as<double>(), net.out = out.as<int>();
     net.temperature = 1.0, net.top_k = 1, net.state = state.as<int>(), net.done = done.as<unsigned>();
-    net.prefetch = true;
+    net.prefetch = true, net.trace = nullptr;
     smem = k::dec::smem_bytes(c.width, c.heads, c.vocab);
     int dev = 0, sms = 0, occ = 0, coop = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
@@ -377,6 +377,12 @@ struct FastDecoder {
     to_device(vec.as<float>(), v);
     to_device(wpe.as<float>(),
               std::vector<float>(p.begin() + long(lay.wpe), p.begin() + long(lay.wpe + c.context * C)));
+  }
+  // kPersistent: stamp the time after every stage of the next calls (up to `steps` tokens a call).
+  DeviceBuffer trace;
+  void enable_trace(int steps) {
+    trace.alloc((size_t(steps) * (c.layers * k::dec::kStagesPerLayer + 1) + 1) * 8);
+    net.trace = trace.as<unsigned long long>();
   }
   // The bytes of weights one token reads: every matrix once (the memory floor's numerator).
   size_t weight_bytes() const { return mat.bytes(); }

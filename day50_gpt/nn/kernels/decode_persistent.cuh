@@ -16,6 +16,12 @@
 namespace k {
 namespace dec {
 
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // Tokens start .. start + steps - 1 (positions), draws count0 .. count0 + steps - 1 when sampling.
 // 5L + 1 barriers a token: the last one after the head, because the next token's sampling reads the
 // logits every block wrote a part of.
@@ -25,11 +31,14 @@ __global__ void __launch_bounds__(kThreads) decode_persistent(Net<W> n, int star
   __shared__ float red[kWarps];
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   const int stages = n.L * kStagesPerLayer + 1;
+  const bool stamp = n.trace && blockIdx.x == 0 && threadIdx.x == 0;
+  if (stamp) n.trace[0] = global_ns();
   for (int i = 0; i < steps; ++i)
     for (int s = 0; s < stages; ++s) {
       run_stage(n, s, start + i, count0 + i, smem, red);
       if (n.prefetch) prefetch_stage(n, s + 1 == stages ? 0 : s + 1);
       grid.sync();  // makes every block's writes of this stage visible to the next stage's readers
+      if (stamp) n.trace[1 + size_t(i) * stages + s] = global_ns();
     }
 }
 

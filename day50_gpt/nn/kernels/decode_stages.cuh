@@ -60,6 +60,9 @@ struct Net {
   // Persistent kernel only: before each grid barrier, ask L1 for the weight rows this block's warps
   // read in the next stage, so that the wait at the barrier and the weights' trip from L2 overlap.
   bool prefetch;
+  // Persistent kernel, when set: block 0 stamps the GPU's global timer (ns) at the launch (trace[0]) and
+  // after every barrier (trace[1 + token * (5L + 1) + stage]): where a token's time goes, stage by stage.
+  unsigned long long* trace;
 
   __device__ size_t mat_stride() const { return size_t(12) * C * C; }
   __device__ const W* qkv_w(int l) const { return mat + l * mat_stride(); }
