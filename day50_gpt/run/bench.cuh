@@ -100,6 +100,7 @@ struct GenVariant {
   bool per_token;     // persistent: one launch per token
   int blocks_per_sm;  // persistent: blocks resident per SM (at most what fits)
   bool prefetch;      // persistent: the next stage's weights asked for before each barrier
+  bool merge;         // persistent: attention waits for its head's qkv rows, not for a barrier
 };
 struct GenTiming {
   std::vector<double> ms_per_token;
@@ -142,7 +143,7 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   std::vector<double> u(static_cast<size_t>(n));
   for (auto& x : u) x = double(rng.next() >> 11) / 9007199254740992.0;
   FastDecoder<W> d(cfg, params, n, v.path, v.blocks_per_sm);
-  d.per_token = v.per_token, d.net.prefetch = v.prefetch;
+  d.per_token = v.per_token, d.net.prefetch = v.prefetch, d.merge = v.merge;
   d.prepare(u, temperature, top_k);
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
@@ -223,13 +224,20 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
   }
   std::printf("memory floor: weight bytes / %.0f GB/s (device copy, bytes read + written, measured now)\n", gbps);
   const std::vector<GenVariant> variants = {
-      {"generate fp32, batch 1, fused stages, CUDA graph", false, DecodePath::kStages, false, 1, false},
-      {"generate bf16, batch 1, fused stages, CUDA graph", true, DecodePath::kStages, false, 1, false},
-      {"generate fp32, batch 1, persistent kernel", false, DecodePath::kPersistent, false, 1, true},
-      {"generate bf16, batch 1, persistent kernel", true, DecodePath::kPersistent, false, 1, true},
-      {"generate bf16, batch 1, persistent kernel, no weight prefetch", true, DecodePath::kPersistent, false, 1, false},
-      {"generate bf16, batch 1, persistent kernel, one launch per token", true, DecodePath::kPersistent, true, 1, true},
-      {"generate bf16, batch 1, persistent kernel, 2 blocks per SM", true, DecodePath::kPersistent, false, 2, true},
+      {"generate fp32, batch 1, fused stages, CUDA graph", false, DecodePath::kStages, false, 1, false, false},
+      {"generate bf16, batch 1, fused stages, CUDA graph", true, DecodePath::kStages, false, 1, false, false},
+      {"generate fp32, batch 1, persistent kernel", false, DecodePath::kPersistent, false, 1, true, false},
+      {"generate bf16, batch 1, persistent kernel", true, DecodePath::kPersistent, false, 1, true, false},
+      {"generate bf16, batch 1, persistent kernel, no weight prefetch", true, DecodePath::kPersistent, false, 1, false,
+       false},
+      {"generate bf16, batch 1, persistent kernel, one launch per token", true, DecodePath::kPersistent, true, 1, true,
+       false},
+      {"generate bf16, batch 1, persistent kernel, 2 blocks per SM", true, DecodePath::kPersistent, false, 2, true,
+       false},
+      {"generate fp32, batch 1, persistent kernel, qkv + attention merged", false, DecodePath::kPersistent, false, 1,
+       true, true},
+      {"generate bf16, batch 1, persistent kernel, qkv + attention merged", true, DecodePath::kPersistent, false, 1,
+       true, true},
   };
   std::printf("%-66s %10s %9s %8s %7s  %s\n", "generator", "tokens/s", "ms/token", "% floor", "blocks", "bytes");
   double best_bf16 = 0;

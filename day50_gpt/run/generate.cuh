@@ -274,7 +274,8 @@ inline Sampled generate(const gpt::Config& cfg, const std::vector<float>& params
 //                position and the draw count live on the device, so the graph replays for every token
 //   kPersistent  one cooperative kernel (nn/kernels/decode_persistent.cuh) for all the tokens of a
 //                call, grid-wide barriers between the stages (per_token: one launch per token instead;
-//                net.prefetch false: without asking L1 for the next stage's weights before a barrier)
+//                net.prefetch false: without asking L1 for the next stage's weights before a barrier;
+//                merge: attention waits for its own head's qkv rows instead of a barrier)
 // The sampled bytes use the same draws u[i] (verify::Rng on the host, uploaded before the clock starts)
 // and the same ranking and double arithmetic as k::sample_top_k, so with fp32 weights the bytes are
 // the current generator's. Only inside the context: past it, Generator's sliding window (above).
@@ -285,6 +286,7 @@ struct FastDecoder {
   gpt::Config c;
   DecodePath path;
   bool per_token = false;
+  bool merge = false;  // kPersistent: no barrier between qkv and attention (per-head counts instead)
   cudaStream_t stream;
   int blocks = 0, pos = 0;
   size_t smem = 0;
@@ -314,7 +316,7 @@ struct FastDecoder {
     x.alloc(C * 4), q.alloc(C * 4), h.alloc(4 * C * 4), part.alloc(size_t(c.heads) * nck * (hs + 2) * 4);
     logits.alloc(V * 4), logits_all.alloc(keep_logits ? T * V * 4 : 0);
     seq.alloc(T * 4), draws.alloc(size_t(std::max(1, max_new)) * 8), out.alloc(size_t(std::max(1, max_new)) * 4);
-    state.alloc(8), done.alloc(4);
+    state.alloc(8), done.alloc(4), ready.alloc(size_t(c.heads + 1) * 4);
     // Every buffer starts as NaN: a stage that reads what no stage wrote poisons the logits.
     for (auto* b : {&kc, &vc, &x, &q, &h, &part, &logits, &logits_all, &out})
       if (b->bytes()) poison(b->as(), b->bytes());
@@ -327,7 +329,7 @@ struct FastDecoder {
     net.logits = logits.as<float>(), net.logits_all = keep_logits ? logits_all.as<float>() : nullptr;
     net.forced = seq.as<int>(), net.u = draws.as<double>(), net.out = out.as<int>();
     net.temperature = 1.0, net.top_k = 1, net.state = state.as<int>(), net.done = done.as<unsigned>();
-    net.prefetch = true, net.trace = nullptr;
+    net.prefetch = true, net.trace = nullptr, net.ready = nullptr;
     smem = k::dec::smem_bytes(c.width, c.heads, c.vocab);
     int dev = 0, sms = 0, occ = 0, coop = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
@@ -379,7 +381,12 @@ struct FastDecoder {
               std::vector<float>(p.begin() + long(lay.wpe), p.begin() + long(lay.wpe + c.context * C)));
   }
   // kPersistent: stamp the time after every stage of the next calls (up to `steps` tokens a call).
-  DeviceBuffer trace;
+  DeviceBuffer trace, ready;
+  // Merged stages: whether a wait for a head's rows ever gave up in the last launch (a bug: never expected).
+  bool gave_up() {
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return merge && to_host(ready.as<unsigned>() + c.heads, 1)[0] != 0;
+  }
   void enable_trace(int steps) {
     trace.alloc((size_t(steps) * (c.layers * k::dec::kStagesPerLayer + 1) + 1) * 8);
     net.trace = trace.as<unsigned long long>();
@@ -406,6 +413,10 @@ struct FastDecoder {
     }
   }
   void launch_persistent(k::dec::Net<W> n, int start, int count0, int steps) {
+    if (merge) {  // the per-head counts start at 0 every launch (and the gave-up flag after them)
+      CUDA_CHECK(cudaMemsetAsync(ready.as(), 0, ready.bytes(), stream));
+      n.ready = ready.as<unsigned>();
+    }
     void* args[] = {&n, &start, &count0, &steps};
     CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&k::dec::decode_persistent<W>), dim3(blocks),
                                            dim3(k::dec::kThreads), args, smem, stream));

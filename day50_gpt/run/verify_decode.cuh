@@ -66,7 +66,7 @@ inline Greedy greedy_agreement(const std::vector<float>& got, const std::vector<
 template <class W>
 void verify_decode_forced(results::Results& res, const std::string& tag, const gpt::Config& c,
                           const std::vector<float>& p, const std::vector<std::vector<int>>& seqs,
-                          const std::vector<double>& ref, DecodePath path, const char* path_name) {
+                          const std::vector<double>& ref, DecodePath path, bool merge, const char* path_name) {
   const bool bf = std::is_same<W, bf16>::value;
   double zmax = 0;
   for (double z : ref) zmax = std::max(zmax, std::fabs(z));
@@ -78,12 +78,16 @@ void verify_decode_forced(results::Results& res, const std::string& tag, const g
   std::vector<float> got;
   {
     FastDecoder<W> d(c, p, 1, path, 1, true);
+    d.merge = merge;
+    bool gave_up = false;
     for (const auto& s : seqs) {
       d.reset();
       d.feed(s);
       const std::vector<float> l = d.logits_at(c.context);
       got.insert(got.end(), l.begin(), l.end());
+      gave_up = gave_up || d.gave_up();
     }
+    if (merge) res.add(verify::fact(name + ": every wait for a head's qkv rows ended by the count", !gave_up));
   }
   res.add(verify::compare(name + ": logits at every position vs the current generator (teacher-forced)", got.data(),
                           ref.data(), ref.size(), tol));
@@ -113,14 +117,15 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
   const std::vector<int> want = g.generate();
   struct Way {
     DecodePath path;
-    bool per_token;
+    bool per_token, merge;
     const char* name;
   };
-  for (const Way w : {Way{DecodePath::kStages, false, "fused stages (CUDA graph)"},
-                      Way{DecodePath::kPersistent, false, "persistent kernel, one launch"},
-                      Way{DecodePath::kPersistent, true, "persistent kernel, one launch per token"}}) {
+  for (const Way w : {Way{DecodePath::kStages, false, false, "fused stages (CUDA graph)"},
+                      Way{DecodePath::kPersistent, false, false, "persistent kernel, one launch"},
+                      Way{DecodePath::kPersistent, true, false, "persistent kernel, one launch per token"},
+                      Way{DecodePath::kPersistent, true, true, "persistent kernel, merged, one launch per token"}}) {
     FastDecoder<float> d(c, p, n, w.path);
-    d.per_token = w.per_token;
+    d.per_token = w.per_token, d.merge = w.merge;
     d.feed(prompt);
     d.prepare(u, temperature, top_k);
     d.generate(n);
@@ -156,10 +161,16 @@ inline void verify_decode_config(results::Results& res, uint64_t seed, const gpt
   for (auto& s : seqs)
     for (auto& t : s) t = int(rng.next() % 256);
   const std::vector<double> ref = decode_reference(c, p, seqs);
-  for (DecodePath path : {DecodePath::kStages, DecodePath::kPersistent}) {
-    const char* pn = path == DecodePath::kStages ? "fused stages (CUDA graph)" : "persistent kernel";
-    verify_decode_forced<float>(res, tag, c, p, seqs, ref, path, pn);
-    verify_decode_forced<bf16>(res, tag, c, p, seqs, ref, path, pn);
+  struct Way {
+    DecodePath path;
+    bool merge;
+    const char* name;
+  };
+  for (const Way w : {Way{DecodePath::kStages, false, "fused stages (CUDA graph)"},
+                      Way{DecodePath::kPersistent, false, "persistent kernel"},
+                      Way{DecodePath::kPersistent, true, "persistent kernel, qkv + attention merged"}}) {
+    verify_decode_forced<float>(res, tag, c, p, seqs, ref, w.path, w.merge, w.name);
+    verify_decode_forced<bf16>(res, tag, c, p, seqs, ref, w.path, w.merge, w.name);
   }
   verify_decode_sampling(res, tag, c, p, seed + 1);
 }

@@ -35,9 +35,11 @@ __global__ void __launch_bounds__(kThreads) decode_persistent(Net<W> n, int star
   if (stamp) n.trace[0] = global_ns();
   for (int i = 0; i < steps; ++i)
     for (int s = 0; s < stages; ++s) {
-      run_stage(n, s, start + i, count0 + i, smem, red);
+      run_stage(n, s, start + i, count0 + i, i, smem, red);
       if (n.prefetch) prefetch_stage(n, s + 1 == stages ? 0 : s + 1);
-      grid.sync();  // makes every block's writes of this stage visible to the next stage's readers
+      // Makes every block's writes of this stage visible to the next stage's readers; merged, attention
+      // waits on its head's rows instead (L barriers a token fewer).
+      if (!(n.ready && s % kStagesPerLayer == 0 && s != stages - 1)) grid.sync();
       if (stamp) n.trace[1 + size_t(i) * stages + s] = global_ns();
     }
 }

@@ -63,6 +63,10 @@ struct Net {
   // Persistent kernel, when set: block 0 stamps the GPU's global timer (ns) at the launch (trace[0]) and
   // after every barrier (trace[1 + token * (5L + 1) + stage]): where a token's time goes, stage by stage.
   unsigned long long* trace;
+  // Persistent kernel, when set: no barrier between stage 0 and stage 1. The qkv GEMV's warps count the
+  // rows they finish per head (ready[h], a count that only grows within a launch; ready[H]: set if a
+  // wait ever gave up), and an attention warp waits only for its own head's 3 hs rows.
+  unsigned* ready;
 
   __device__ size_t mat_stride() const { return size_t(12) * C * C; }
   __device__ const W* qkv_w(int l) const { return mat + l * mat_stride(); }
@@ -77,11 +81,14 @@ struct Net {
 // Shared memory a block needs (bytes): the GEMV input (up to 4C floats), the attention's q per warp,
 // or the sampler's logits, ranks and weights.
 inline size_t smem_bytes(int C, int H, int V) {
-  const size_t gemv = size_t(4) * C * 4, att = size_t(kWarps) * (C / H) * 4, samp = size_t(V) * (8 + 4 + 4);
+  const size_t gemv = size_t(4) * C * 4, att = (C + size_t(kWarps) * (C / H)) * 4, samp = size_t(V) * (8 + 4 + 4);
   return std::max(gemv, std::max(att, samp));
 }
 
 // ---- Small helpers -----------------------------------------------------------------------------
+// What one block wrote and another reads within a launch (x, q, h, the cache, the partials, the logits)
+// is loaded with __ldcg: from L2, past this SM's L1, which is not kept coherent with the other SMs'
+// writes. Those values are read once per stage, so L1 would not have helped them anyway.
 __device__ __forceinline__ float block_sum(float v, float* red) {
   v = warp_sum(v);
   __syncthreads();  // red may still be read by the previous call
@@ -152,7 +159,8 @@ __device__ __forceinline__ int sample_block(const float* logits, int V, double t
   float* ls = reinterpret_cast<float*>(w + V);  // [V]
   int* who = reinterpret_cast<int*>(ls + V);    // [k]
   const int k = max(1, min(top_k, V));
-  for (int i = threadIdx.x; i < V; i += kThreads) ls[i] = logits[i], who[i] = 0;  // who: in range even for NaNs
+  for (int i = threadIdx.x; i < V; i += kThreads)
+    ls[i] = __ldcg(logits + i), who[i] = 0;  // who: in range even for NaNs
   __syncthreads();
   for (int i = threadIdx.x; i < V; i += kThreads) {
     const float li = ls[i];
@@ -186,6 +194,7 @@ __device__ __forceinline__ int sample_block(const float* logits, int V, double t
 // of the layer's cache.
 template <class W>
 __device__ void stage_qkv(const Net<W>& n, int l, int t, int count, unsigned char* smem, float* red) {
+  const int hs = n.C / n.H;
   const int C = n.C;
   float* xs = reinterpret_cast<float*>(smem);
   if (l == 0) {
@@ -202,7 +211,7 @@ __device__ void stage_qkv(const Net<W>& n, int l, int t, int count, unsigned cha
       if (blockIdx.x == 0) n.x[i] = xs[i];
     }
   } else {
-    for (int i = threadIdx.x; i < C; i += kThreads) xs[i] = n.x[i];
+    for (int i = threadIdx.x; i < C; i += kThreads) xs[i] = __ldcg(n.x + i);
   }
   const float* v = n.lv(l);
   layernorm_shared(xs, v, v + C, C, red);
@@ -217,6 +226,10 @@ __device__ void stage_qkv(const Net<W>& n, int l, int t, int count, unsigned cha
       krow[o - C] = s;
     else
       vrow[o - 2 * C] = s;
+    if (n.ready) {  // merged with stage 1: publish the row, then count it for its head
+      __threadfence();
+      atomicAdd(n.ready + (o % C) / hs, 1u);
+    }
   });
 }
 
@@ -224,16 +237,36 @@ __device__ void stage_qkv(const Net<W>& n, int l, int t, int count, unsigned cha
 // (h, c) is head h over positions 32c .. 32c + 31: lane j scores position 32c + j, the warp finds the
 // chunk's max m and sum l of exp(score - m), and writes o = sum_j exp(score_j - m) v_j with m and l.
 // Stage 2 combines the chunks. At t = 255 there are 6 heads x 8 chunks = 48 items: one pass of warps.
+//
+// Merged with stage 0 (n.ready set): before an item, lane 0 waits until head h's count reaches
+// epoch * 3 hs (epoch: the qkv stages run so far in this launch, this one included), then acquires.
+// Every block is resident (a cooperative launch), so the rows it waits for are being computed; the wait
+// still gives up after 2^20 polls (well under a second) and flags it, so that a bug fails the checks instead of
+// hanging.
+__device__ __forceinline__ void wait_head(unsigned* ready, int H, int h, unsigned target) {
+  if (threadIdx.x % kWarp == 0) {
+    volatile unsigned* r = ready + h;
+    long long polls = 0;
+    while (*r < target)
+      if (++polls > (1ll << 20)) {
+        ready[H] = 1;
+        break;
+      }
+    __threadfence();
+  }
+  __syncwarp();
+}
 template <class W>
-__device__ void stage_attention(const Net<W>& n, int l, int t, unsigned char* smem) {
+__device__ void stage_attention(const Net<W>& n, int l, int t, int token, unsigned char* smem) {
   const int C = n.C, H = n.H, hs = C / H, nck = t / kChunk + 1, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  float* qs = reinterpret_cast<float*>(smem) + warp * hs;
+  float* qs = reinterpret_cast<float*>(smem) + C + warp * hs;  // after stage 0's input: merged, both live
   const float* kc = n.kc + size_t(l) * n.T * C;
   const float* vc = n.vc + size_t(l) * n.T * C;
   const float scale = rsqrtf(float(hs));
   for (int item = blockIdx.x + gridDim.x * warp; item < H * nck; item += gridDim.x * kWarps) {
     const int h = item / nck, c = item % nck, s = c * kChunk + lane;
-    for (int i = lane; i < hs; i += kWarp) qs[i] = n.q[h * hs + i];
+    if (n.ready) wait_head(n.ready, H, h, unsigned(token * n.L + l + 1) * unsigned(3 * hs));
+    for (int i = lane; i < hs; i += kWarp) qs[i] = __ldcg(n.q + h * hs + i);
     __syncwarp();
     float sc = -INFINITY;
     if (s <= t) {
@@ -242,11 +275,11 @@ __device__ void stage_attention(const Net<W>& n, int l, int t, unsigned char* sm
       if (hs % 4 == 0 && C % 4 == 0) {
 #pragma unroll 8
         for (int i = 0; i < hs; i += 4) {
-          const float4 kv = *reinterpret_cast<const float4*>(kr + i);
+          const float4 kv = __ldcg(reinterpret_cast<const float4*>(kr + i));
           d += qs[i] * kv.x + qs[i + 1] * kv.y + qs[i + 2] * kv.z + qs[i + 3] * kv.w;
         }
       } else {
-        for (int i = 0; i < hs; ++i) d += qs[i] * kr[i];
+        for (int i = 0; i < hs; ++i) d += qs[i] * __ldcg(kr + i);
       }
       sc = d * scale;
     }
@@ -263,7 +296,7 @@ __device__ void stage_attention(const Net<W>& n, int l, int t, unsigned char* sm
       const float* vr = vc + size_t(c * kChunk + j) * C + h * hs;
 #pragma unroll
       for (int r = 0; r < kMaxHead / kWarp; ++r)
-        if (lane + kWarp * r < hs) acc[r] += pj * vr[lane + kWarp * r];
+        if (lane + kWarp * r < hs) acc[r] += pj * __ldcg(vr + lane + kWarp * r);
     }
     float* out = n.part + (size_t(h) * n.chunks() + c) * (hs + 2);
 #pragma unroll
@@ -284,13 +317,13 @@ __device__ void stage_proj(const Net<W>& n, int l, int t, unsigned char* smem) {
     const int h = i / hs, d = i % hs;
     const float* ph = n.part + size_t(h) * n.chunks() * (hs + 2);
     float M = -INFINITY;
-    for (int c = 0; c < nck; ++c) M = fmaxf(M, ph[size_t(c) * (hs + 2) + hs]);
+    for (int c = 0; c < nck; ++c) M = fmaxf(M, __ldcg(ph + size_t(c) * (hs + 2) + hs));
     float L = 0, o = 0;
 #pragma unroll 4
     for (int c = 0; c < nck; ++c) {
       const float* pc = ph + size_t(c) * (hs + 2);
-      const float e = __expf(pc[hs] - M);
-      L += e * pc[hs + 1], o += e * pc[d];
+      const float e = __expf(__ldcg(pc + hs) - M);
+      L += e * __ldcg(pc + hs + 1), o += e * __ldcg(pc + d);
     }
     xs[i] = o / L;
   }
@@ -304,7 +337,7 @@ template <class W>
 __device__ void stage_fc(const Net<W>& n, int l, unsigned char* smem, float* red) {
   const int C = n.C;
   float* xs = reinterpret_cast<float*>(smem);
-  for (int i = threadIdx.x; i < C; i += kThreads) xs[i] = n.x[i];
+  for (int i = threadIdx.x; i < C; i += kThreads) xs[i] = __ldcg(n.x + i);
   const float* v = n.lv(l);
   layernorm_shared(xs, v + 6 * C, v + 7 * C, C, red);
   const float* b = v + 8 * C;
@@ -316,7 +349,7 @@ template <class W>
 __device__ void stage_fc2(const Net<W>& n, int l, unsigned char* smem) {
   const int C = n.C;
   float* xs = reinterpret_cast<float*>(smem);
-  for (int i = threadIdx.x; i < 4 * C; i += kThreads) xs[i] = n.h[i];
+  for (int i = threadIdx.x; i < 4 * C; i += kThreads) xs[i] = __ldcg(n.h + i);
   __syncthreads();
   const float* b = n.lv(l) + 12 * C;
   gemv_rows(n.fc2_w(l), xs, 4 * C, C, [&](int o, float s) { n.x[o] += s + b[o]; });
@@ -328,7 +361,7 @@ template <class W>
 __device__ void stage_head(const Net<W>& n, int t, unsigned char* smem, float* red) {
   const int C = n.C;
   float* xs = reinterpret_cast<float*>(smem);
-  for (int i = threadIdx.x; i < C; i += kThreads) xs[i] = n.x[i];
+  for (int i = threadIdx.x; i < C; i += kThreads) xs[i] = __ldcg(n.x + i);
   const float* v = n.vec + size_t(n.L) * 13 * C;
   layernorm_shared(xs, v, v + C, C, red);
   gemv_rows(n.head_w(), xs, C, n.V, [&](int o, float s) {
@@ -338,15 +371,16 @@ __device__ void stage_head(const Net<W>& n, int t, unsigned char* smem, float* r
 }
 
 // Stage `s` of one token (s = 5l + j for layer l's stage j; s = 5L: the head) at position t, draw `count`.
+// `token`: the token's index within this launch (the merged stages' epochs count from it).
 template <class W>
-__device__ void run_stage(const Net<W>& n, int s, int t, int count, unsigned char* smem, float* red) {
+__device__ void run_stage(const Net<W>& n, int s, int t, int count, int token, unsigned char* smem, float* red) {
   if (s == n.L * kStagesPerLayer) return stage_head(n, t, smem, red);
   const int l = s / kStagesPerLayer;
   switch (s % kStagesPerLayer) {
     case 0:
       return stage_qkv(n, l, t, count, smem, red);
     case 1:
-      return stage_attention(n, l, t, smem);
+      return stage_attention(n, l, t, token, smem);
     case 2:
       return stage_proj(n, l, t, smem);
     case 3:
@@ -397,7 +431,7 @@ __global__ void __launch_bounds__(kThreads) decode_stage(Net<W> n, int s) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float red[kWarps];
   const int t = n.state[0], count = n.state[1];
-  run_stage(n, s, t, count, smem, red);
+  run_stage(n, s, t, count, 0, smem, red);
   if (s != n.L * kStagesPerLayer) return;
   __syncthreads();
   if (threadIdx.x == 0) {
