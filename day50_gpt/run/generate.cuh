@@ -1,6 +1,9 @@
-// day50_gpt/run/generate.cuh: generation with a KV cache, batch 1, fp32: one position at a time through
-// the model (nn/kernels/decode.cuh), captured as CUDA graphs, with top-k sampling on the GPU; past the
-// context length, a sliding window re-prefilled by the training forward (below).
+// day50_gpt/run/generate.cuh: generation with a KV cache, batch 1. Generator (fp32): one position at a time
+// through the model (nn/kernels/decode.cuh), captured as CUDA graphs, with top-k sampling on the GPU;
+// past the context length, a sliding window re-prefilled by the training forward. FastDecoder (below,
+// inside the context; fp32 or bf16 weights): the same model in 5 fused stages a layer
+// (nn/kernels/decode_stages.cuh), as a CUDA graph per token or as one persistent kernel
+// (nn/kernels/decode_persistent.cuh).
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -341,6 +344,8 @@ struct FastDecoder {
       throw std::runtime_error("this GPU cannot launch the persistent decoder (cooperative launch)");
     // The cooperative launch needs every block resident at once: at most occ per SM.
     blocks = sms * std::max(1, std::min(occ, blocks_per_sm));
+    // The poisoning and the zeroing ran on the legacy stream, which `stream` (non-blocking) does not wait for.
+    CUDA_CHECK(cudaDeviceSynchronize());
     if (path == DecodePath::kStages) feed_graph = capture([&] { enqueue_token(net); });
   }
   ~FastDecoder() {
@@ -450,7 +455,7 @@ struct FastDecoder {
     }
   }
   // Samples n bytes (draws 0 .. n-1) from the current logits on, each fed back in; enqueued only (the
-  // caller times and waits). Reset the draw count first: reset() or a fresh decoder.
+  // caller times and waits).
   void generate(int n) {
     if (pos + n > c.context) throw std::runtime_error("FastDecoder::generate past the context");
     k::dec::Net<W> g = net;

@@ -329,7 +329,7 @@ __device__ void stage_proj(const Net<W>& n, int l, int t, unsigned char* smem) {
   }
   __syncthreads();
   const float* b = n.lv(l) + 5 * C;
-  gemv_rows(n.proj_w(l), xs, C, C, [&](int o, float s) { n.x[o] += s + b[o]; });
+  gemv_rows(n.proj_w(l), xs, C, C, [&](int o, float s) { n.x[o] = __ldcg(n.x + o) + s + b[o]; });
 }
 
 // Stage 3: h = gelu(fc(LayerNorm 2 of x)).
@@ -352,7 +352,7 @@ __device__ void stage_fc2(const Net<W>& n, int l, unsigned char* smem) {
   for (int i = threadIdx.x; i < 4 * C; i += kThreads) xs[i] = __ldcg(n.h + i);
   __syncthreads();
   const float* b = n.lv(l) + 12 * C;
-  gemv_rows(n.fc2_w(l), xs, 4 * C, C, [&](int o, float s) { n.x[o] += s + b[o]; });
+  gemv_rows(n.fc2_w(l), xs, 4 * C, C, [&](int o, float s) { n.x[o] = __ldcg(n.x + o) + s + b[o]; });
 }
 
 // The head: logits = wte . LayerNorm_f(x) (no bias), kept for the next token's sampling (and in row t
