@@ -172,7 +172,8 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
 // One results row: tokens/s at the median ms per token, and the share of the memory floor (the weight
 // bytes one token reads, at the measured copy bandwidth) that this time is.
 inline results::Bench generation_row(const gpt::Config& cfg, const std::string& name, const char* dtype,
-                                     const std::vector<double>& ms_per_token, size_t weight_bytes, double copy_gbps) {
+                                     const std::vector<double>& ms_per_token, size_t weight_bytes, double copy_gbps,
+                                     int tokens) {
   results::Bench g;
   g.name = name, g.dtype = dtype;
   g.shape = {cfg.layers, cfg.heads, cfg.width, cfg.context, 1};
@@ -180,6 +181,7 @@ inline results::Bench generation_row(const gpt::Config& cfg, const std::string& 
   g.ms = s.median_ms, g.min_ms = s.min_ms, g.max_ms = s.max_ms, g.reps = s.reps;
   g.tokens_per_s = 1e3 / g.ms;
   json::Value ex = json::Value::object();
+  ex["tokens"] = tokens;  // new bytes per run (reps: timed runs)
   ex["weight_mb"] = double(weight_bytes) / 1e6;
   const double floor_ms = double(weight_bytes) / (copy_gbps * 1e9) * 1e3;
   ex["memory_floor_ms"] = floor_ms;
@@ -214,7 +216,9 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
           : 0;
   for (const Sampled* r : {&plain, &s}) {
     const std::string name = r == &s ? "generate, batch 1, KV cache" : "generate, batch 1, KV cache, no CUDA graph";
-    res.add(generation_row(cfg, name, "fp32", {1e3 * r->seconds / r->made}, fp32_weights, gbps));
+    results::Bench row = generation_row(cfg, name, "fp32", {1e3 * r->seconds / r->made}, fp32_weights, gbps, r->made);
+    row.reps = r->made;  // one timed run: these rows always counted its bytes here (torch_peer.py reads it)
+    res.add(row);
   }
   std::printf("generation without CUDA graphs: %.0f tokens/s\n", plain.made / plain.seconds);
   if (!FastDecoder<float>::supported(cfg) || int(prompt.size()) + n > cfg.context) {
@@ -244,7 +248,7 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
   for (const GenVariant& v : variants) {
     const GenTiming g = v.bf ? time_fast_generation<bf16>(cfg, params, prompt, n, temperature, top_k, seed, v, reps)
                              : time_fast_generation<float>(cfg, params, prompt, n, temperature, top_k, seed, v, reps);
-    results::Bench row = generation_row(cfg, v.name, v.bf ? "bf16" : "fp32", g.ms_per_token, g.weight_bytes, gbps);
+    results::Bench row = generation_row(cfg, v.name, v.bf ? "bf16" : "fp32", g.ms_per_token, g.weight_bytes, gbps, n);
     size_t same = 0;  // bytes equal to the current generator's before the first difference
     while (same < g.text.size() && same < s.text.size() && g.text[same] == s.text[same]) ++same;
     same -= std::min(same, prompt.size());
