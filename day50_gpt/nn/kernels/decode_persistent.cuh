@@ -4,10 +4,10 @@
 // kernel boundary; the tokens follow each other inside the kernel, so the host launches once for all
 // of them.
 //
-// Why it is faster: a kernel boundary costs the launch, the ramp-up of a new grid and the tail of the
-// old one, a few microseconds each even inside a CUDA graph; a grid barrier is one atomic per block
-// and a spin on one flag. The weights are read once per token either way (about 21 MB in bf16, which
-// the 50 MB L2 of an H100/H200 can hold from one token to the next).
+// Why it should be faster: a kernel boundary costs the launch, the ramp-up of a new grid and the tail
+// of the old one, even inside a CUDA graph; a grid barrier is one atomic per block and a spin on one
+// flag (the bench measures both, and with the time stamps below, what each stage costs). The weights are read once per
+// token either way (about 21 MB in bf16, which the 50 MB L2 of an H100/H200 can hold from one token to the next).
 #pragma once
 #include <cooperative_groups.h>
 
@@ -23,8 +23,8 @@ __device__ __forceinline__ unsigned long long global_ns() {
 }
 
 // Tokens start .. start + steps - 1 (positions), draws count0 .. count0 + steps - 1 when sampling.
-// 5L + 1 barriers a token: the last one after the head, because the next token's sampling reads the
-// logits every block wrote a part of.
+// 5L + 1 barriers a token (4L + 1 with n.ready: qkv and attention merged): the last one after the head, because the
+// next token's sampling reads the logits every block wrote a part of.
 template <class W>
 __global__ void __launch_bounds__(kThreads) decode_persistent(Net<W> n, int start, int count0, int steps) {
   extern __shared__ __align__(16) unsigned char smem[];
