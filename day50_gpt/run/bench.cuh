@@ -97,10 +97,12 @@ struct GenVariant {
   const char* name;
   bool bf;  // bf16 weights (else fp32)
   DecodePath path;
-  bool per_token;     // persistent: one launch per token
-  int blocks_per_sm;  // persistent: blocks resident per SM (at most what fits)
-  bool prefetch;      // persistent: the next stage's weights asked for before each barrier
-  bool merge;         // persistent: attention waits for its head's qkv rows, not for a barrier
+  bool per_token;            // persistent: one launch per token
+  int blocks_per_sm;         // persistent: blocks resident per SM (at most what fits)
+  bool prefetch;             // persistent: the next stage's weights asked for before each barrier
+  bool merge;                // persistent: attention waits for its head's qkv rows, not for a barrier
+  bool own_barrier = false;  // persistent: the hand-written grid barrier, not grid.sync()
+  int sms_per_block = 1;     // persistent: one block per this many SMs (fewer arrivals at each barrier)
 };
 struct GenTiming {
   std::vector<double> ms_per_token;
@@ -143,7 +145,8 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   std::vector<double> u(static_cast<size_t>(n));
   for (auto& x : u) x = double(rng.next() >> 11) / 9007199254740992.0;
   FastDecoder<W> d(cfg, params, n, v.path, v.blocks_per_sm);
-  d.per_token = v.per_token, d.net.prefetch = v.prefetch, d.merge = v.merge;
+  d.per_token = v.per_token, d.net.prefetch = v.prefetch, d.merge = v.merge, d.own_barrier = v.own_barrier;
+  if (v.sms_per_block > 1) d.use_blocks(d.blocks / v.sms_per_block);
   d.prepare(u, temperature, top_k);
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
@@ -167,6 +170,55 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   g.weight_bytes = d.weight_bytes(), g.blocks = d.blocks;
   if (v.path == DecodePath::kPersistent && !v.per_token) g.stage_us = stage_breakdown(d, pr, n);
   return g;
+}
+
+// The grid barrier alone (k::dec::barrier_only: no work between two barriers), grid.sync() against the
+// hand-written one, with a block on every SM, every second SM, every fourth: what each of the persistent
+// kernel's stages pays on top of its work. Rows "grid barrier alone, ...": ms is per barrier.
+inline void bench_grid_barrier(results::Results& res) {
+  int dev = 0, sms = 0, coop = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+  if (!coop) return;
+  DeviceBuffer bar(8);
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  int iters = 2000;
+  const int reps = 5;
+  std::printf("%-66s %10s\n", "grid barrier alone", "us each");
+  for (int per : {1, 2, 4})
+    for (bool own : {false, true}) {
+      int blocks = std::max(1, sms / per);
+      unsigned* bp = bar.as<unsigned>();
+      void* args[] = {&bp, &iters, &own};
+      std::vector<double> ms;
+      for (int r = 0; r <= reps; ++r) {  // run 0: warm-up
+        CUDA_CHECK(cudaMemset(bar.as(), 0, 8));
+        CUDA_CHECK(cudaEventRecord(a));
+        CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&k::dec::barrier_only), dim3(blocks),
+                                               dim3(k::dec::kThreads), args, 0, nullptr));
+        CUDA_CHECK(cudaEventRecord(b));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        float t = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+        if (r > 0) ms.push_back(double(t) / iters);
+      }
+      const timing::Stats st = timing::summarize(ms);
+      results::Bench row;
+      row.name = std::string("grid barrier alone, ") + (own ? "hand-written" : "grid.sync()") + ", " +
+                 std::to_string(blocks) + " blocks";
+      row.dtype = "none", row.shape = {blocks, k::dec::kThreads};
+      row.ms = st.median_ms, row.min_ms = st.min_ms, row.max_ms = st.max_ms, row.reps = st.reps;
+      row.extra = json::Value::object();
+      row.extra["us_per_barrier"] = 1e3 * st.median_ms;
+      row.extra["blocks"] = blocks, row.extra["barriers_per_run"] = iters;
+      res.add(row);
+      std::printf("%-66s %10.2f\n", row.name.c_str(), 1e3 * st.median_ms);
+    }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
 }
 
 // One results row: tokens/s at the median ms per token, and the share of the memory floor (the weight
@@ -227,6 +279,7 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
     return;
   }
   std::printf("memory floor: weight bytes / %.0f GB/s (device copy, bytes read + written, measured now)\n", gbps);
+  bench_grid_barrier(res);
   const std::vector<GenVariant> variants = {
       {"generate fp32, batch 1, fused stages, CUDA graph", false, DecodePath::kStages, false, 1, false, false},
       {"generate bf16, batch 1, fused stages, CUDA graph", true, DecodePath::kStages, false, 1, false, false},
@@ -242,6 +295,24 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
        true, true},
       {"generate bf16, batch 1, persistent kernel, qkv + attention merged", true, DecodePath::kPersistent, false, 1,
        true, true},
+      // The hand-written grid barrier (decode_persistent.cuh), with a block on every SM, every second, every
+      // fourth; without the L1 prefetch (the better of the two with grid.sync), and with it once.
+      {"generate fp32, batch 1, persistent kernel, hand-written barrier", false, DecodePath::kPersistent, false, 1,
+       false, false, true},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier", true, DecodePath::kPersistent, false, 1,
+       false, false, true},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, weight prefetch", true,
+       DecodePath::kPersistent, false, 1, true, false, true},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, 1 block per 2 SMs", true,
+       DecodePath::kPersistent, false, 1, false, false, true, 2},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, 1 block per 4 SMs", true,
+       DecodePath::kPersistent, false, 1, false, false, true, 4},
+      {"generate bf16, batch 1, persistent kernel, grid.sync(), 1 block per 2 SMs", true, DecodePath::kPersistent,
+       false, 1, false, false, false, 2},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, merged", true, DecodePath::kPersistent, false,
+       1, false, true, true},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, merged, 1 block per 2 SMs", true,
+       DecodePath::kPersistent, false, 1, false, true, true, 2},
   };
   std::printf("%-66s %10s %9s %8s %7s  %s\n", "generator", "tokens/s", "ms/token", "% floor", "blocks", "bytes");
   double best_bf16 = 0;

@@ -278,7 +278,8 @@ inline Sampled generate(const gpt::Config& cfg, const std::vector<float>& params
 //   kPersistent  one cooperative kernel (nn/kernels/decode_persistent.cuh) for all the tokens of a
 //                call, grid-wide barriers between the stages (per_token: one launch per token instead;
 //                net.prefetch false: without asking L1 for the next stage's weights before a barrier;
-//                merge: attention waits for its own head's qkv rows instead of a barrier)
+//                merge: attention waits for its own head's qkv rows instead of a barrier; own_barrier: a
+//                hand-written grid barrier instead of grid.sync(); use_blocks(b): b blocks, not one per SM)
 // The sampled bytes use the same draws u[i] (verify::Rng on the host, uploaded before the clock starts)
 // and the same ranking and double arithmetic as k::sample_top_k, so with fp32 weights the bytes are
 // the current generator's. Only inside the context: past it, Generator's sliding window (above).
@@ -289,7 +290,8 @@ struct FastDecoder {
   gpt::Config c;
   DecodePath path;
   bool per_token = false;
-  bool merge = false;  // kPersistent: no barrier between qkv and attention (per-head counts instead)
+  bool merge = false;        // kPersistent: no barrier between qkv and attention (per-head counts instead)
+  bool own_barrier = false;  // kPersistent: the hand-written grid barrier instead of grid.sync()
   cudaStream_t stream;
   int blocks = 0, pos = 0;
   size_t smem = 0;
@@ -319,7 +321,7 @@ struct FastDecoder {
     x.alloc(C * 4), q.alloc(C * 4), h.alloc(4 * C * 4), part.alloc(size_t(c.heads) * nck * (hs + 2) * 4);
     logits.alloc(V * 4), logits_all.alloc(keep_logits ? T * V * 4 : 0);
     seq.alloc(T * 4), draws.alloc(size_t(std::max(1, max_new)) * 8), out.alloc(size_t(std::max(1, max_new)) * 4);
-    state.alloc(8), done.alloc(4), ready.alloc(size_t(c.heads + 1) * 4);
+    state.alloc(8), done.alloc(4), ready.alloc(size_t(c.heads + 1) * 4), bar.alloc(8);
     // Every buffer starts as NaN: a stage that reads what no stage wrote poisons the logits.
     for (auto* b : {&kc, &vc, &x, &q, &h, &part, &logits, &logits_all, &out})
       if (b->bytes()) poison(b->as(), b->bytes());
@@ -332,7 +334,7 @@ struct FastDecoder {
     net.logits = logits.as<float>(), net.logits_all = keep_logits ? logits_all.as<float>() : nullptr;
     net.forced = seq.as<int>(), net.u = draws.as<double>(), net.out = out.as<int>();
     net.temperature = 1.0, net.top_k = 1, net.state = state.as<int>(), net.done = done.as<unsigned>();
-    net.prefetch = true, net.trace = nullptr, net.ready = nullptr;
+    net.prefetch = true, net.trace = nullptr, net.ready = nullptr, net.bar = nullptr;
     smem = k::dec::smem_bytes(c.width, c.heads, c.vocab);
     int dev = 0, sms = 0, occ = 0, coop = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
@@ -385,8 +387,13 @@ struct FastDecoder {
     to_device(wpe.as<float>(),
               std::vector<float>(p.begin() + long(lay.wpe), p.begin() + long(lay.wpe + c.context * C)));
   }
+  // kPersistent: fewer blocks than the GPU holds (at least 1; every stage's work is spread by gridDim,
+  // so any count computes the same logits): fewer arrivals at each barrier, fewer SMs pulling weights.
+  void use_blocks(int b) {
+    if (path == DecodePath::kPersistent) blocks = std::max(1, std::min(blocks, b));
+  }
   // kPersistent: stamp the time after every stage of the next calls (up to `steps` tokens a call).
-  DeviceBuffer trace, ready;
+  DeviceBuffer trace, ready, bar;
   // Merged stages: whether a wait for a head's rows ever gave up in the last launch (a bug: never expected).
   bool gave_up() {
     CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -421,6 +428,10 @@ struct FastDecoder {
     if (merge) {  // the per-head counts start at 0 every launch (and the gave-up flag after them)
       CUDA_CHECK(cudaMemsetAsync(ready.as(), 0, ready.bytes(), stream));
       n.ready = ready.as<unsigned>();
+    }
+    if (own_barrier) {  // the arrival count and the generation start at 0 every launch
+      CUDA_CHECK(cudaMemsetAsync(bar.as(), 0, bar.bytes(), stream));
+      n.bar = bar.as<unsigned>();
     }
     void* args[] = {&n, &start, &count0, &steps};
     CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&k::dec::decode_persistent<W>), dim3(blocks),

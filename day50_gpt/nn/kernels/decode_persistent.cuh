@@ -2,7 +2,7 @@
 // resident (a cooperative launch: as many blocks as fit on the GPU at once) and walks the same stages
 // as the CUDA-graph path (decode_stages.cuh), with a grid-wide barrier between two stages instead of a
 // kernel boundary; the tokens follow each other inside the kernel, so the host launches once for all
-// of them.
+// of them. The barrier is cooperative_groups' grid.sync() or, with n.bar set, the hand-written one below.
 //
 // Why it should be faster: a kernel boundary costs the launch, the ramp-up of a new grid and the tail
 // of the old one, even inside a CUDA graph; a grid barrier is one atomic per block and a spin on one
@@ -22,6 +22,45 @@ __device__ __forceinline__ unsigned long long global_ns() {
   return t;
 }
 
+// A grid-wide barrier written by hand, the alternative to cooperative_groups' grid.sync() that the bench
+// measures against it (alone, and inside the decoder). bar[0] counts arrivals and only grows within a
+// launch (zeroed before it); bar[1] is the number of the last barrier every block has reached. Thread 0 of
+// each block makes the block's writes visible (__threadfence after the block's __syncthreads), adds
+// itself with one atomic, and the block that completes barrier g (arrival g * blocks) publishes g; the
+// others spin on bar[1] with acquire loads. No block can arrive at barrier g + 1 before every block has
+// arrived at g (it is still waiting), so the arrivals of one barrier are never mixed with the next's.
+// What it saves against grid.sync is measured, not assumed: the bench times both alone.
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned& generation) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned g = ++generation;
+    __threadfence();
+    if (atomicAdd(bar, 1u) + 1 == g * gridDim.x)
+      atomicExch(bar + 1, g);
+    else
+      while (load_acquire(bar + 1) < g) {}
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// The barrier alone, `iters` times: what one barrier costs with this many blocks (the stages' work
+// taken away). own: the hand-written barrier above, else grid.sync (a cooperative launch either way).
+__global__ void __launch_bounds__(kThreads) barrier_only(unsigned* bar, int iters, bool own) {
+  cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  unsigned generation = 0;
+  for (int i = 0; i < iters; ++i)
+    if (own)
+      grid_barrier(bar, generation);
+    else
+      grid.sync();
+}
+
 // Tokens start .. start + steps - 1 (positions), draws count0 .. count0 + steps - 1 when sampling.
 // 5L + 1 barriers a token (4L + 1 with n.ready: qkv and attention merged): the last one after the head, because the
 // next token's sampling reads the logits every block wrote a part of.
@@ -32,6 +71,7 @@ __global__ void __launch_bounds__(kThreads) decode_persistent(Net<W> n, int star
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   const int stages = n.L * kStagesPerLayer + 1;
   const bool stamp = n.trace && blockIdx.x == 0 && threadIdx.x == 0;
+  unsigned generation = 0;  // barriers passed in this launch (n.bar)
   if (stamp) n.trace[0] = global_ns();
   for (int i = 0; i < steps; ++i)
     for (int s = 0; s < stages; ++s) {
@@ -39,7 +79,12 @@ __global__ void __launch_bounds__(kThreads) decode_persistent(Net<W> n, int star
       if (n.prefetch) prefetch_stage(n, s + 1 == stages ? 0 : s + 1);
       // Makes every block's writes of this stage visible to the next stage's readers; merged, attention
       // waits on its head's rows instead (L barriers a token fewer).
-      if (!(n.ready && s % kStagesPerLayer == 0 && s != stages - 1)) grid.sync();
+      if (!(n.ready && s % kStagesPerLayer == 0 && s != stages - 1)) {
+        if (n.bar)
+          grid_barrier(n.bar, generation);
+        else
+          grid.sync();
+      }
       if (stamp) n.trace[1 + size_t(i) * stages + s] = global_ns();
     }
 }

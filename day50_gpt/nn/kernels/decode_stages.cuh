@@ -67,6 +67,9 @@ struct Net {
   // rows they finish per head (ready[h], a count that only grows within a launch; ready[H]: set if a
   // wait ever gave up), and an attention warp waits only for its own head's 3 hs rows.
   unsigned* ready;
+  // Persistent kernel, when set: the hand-written grid barrier (decode_persistent.cuh) on these two
+  // words (zeroed before each launch) instead of grid.sync().
+  unsigned* bar;
 
   __device__ size_t mat_stride() const { return size_t(12) * C * C; }
   __device__ const W* qkv_w(int l) const { return mat + l * mat_stride(); }
