@@ -97,12 +97,13 @@ struct GenVariant {
   const char* name;
   bool bf;  // bf16 weights (else fp32)
   DecodePath path;
-  bool per_token;            // persistent: one launch per token
-  int blocks_per_sm;         // persistent: blocks resident per SM (at most what fits)
-  bool prefetch;             // persistent: the next stage's weights asked for before each barrier
-  bool merge;                // persistent: attention waits for its head's qkv rows, not for a barrier
-  bool own_barrier = false;  // persistent: the hand-written grid barrier, not grid.sync()
-  int sms_per_block = 1;     // persistent: one block per this many SMs (fewer arrivals at each barrier)
+  bool per_token;              // persistent: one launch per token
+  int blocks_per_sm;           // persistent: blocks resident per SM (at most what fits)
+  bool prefetch;               // persistent: the next stage's weights asked for before each barrier
+  bool merge;                  // persistent: attention waits for its head's qkv rows, not for a barrier
+  bool own_barrier = false;    // persistent: the hand-written grid barrier, not grid.sync()
+  int sms_per_block = 1;       // persistent: one block per this many SMs (fewer arrivals at each barrier)
+  int chunk = k::dec::kChunk;  // persistent: cached positions per attention work item
 };
 struct GenTiming {
   std::vector<double> ms_per_token;
@@ -147,6 +148,7 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   FastDecoder<W> d(cfg, params, n, v.path, v.blocks_per_sm);
   d.per_token = v.per_token, d.net.prefetch = v.prefetch, d.merge = v.merge, d.own_barrier = v.own_barrier;
   if (v.sms_per_block > 1) d.use_blocks(d.blocks / v.sms_per_block);
+  d.net.chunk = v.chunk;
   d.prepare(u, temperature, top_k);
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
@@ -313,6 +315,17 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
        1, false, true, true},
       {"generate bf16, batch 1, persistent kernel, hand-written barrier, merged, 1 block per 2 SMs", true,
        DecodePath::kPersistent, false, 1, false, true, true, 2},
+      // Attention over shorter chunks (stage_attention_split): more warps, shorter chains of L2 trips.
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, attention chunks of 16", true,
+       DecodePath::kPersistent, false, 1, false, false, true, 1, 16},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, attention chunks of 8", true,
+       DecodePath::kPersistent, false, 1, false, false, true, 1, 8},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, merged, attention chunks of 8", true,
+       DecodePath::kPersistent, false, 1, false, true, true, 1, 8},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, 1 block per 2 SMs, attention chunks of 8",
+       true, DecodePath::kPersistent, false, 1, false, false, true, 2, 8},
+      {"generate fp32, batch 1, persistent kernel, hand-written barrier, attention chunks of 8", false,
+       DecodePath::kPersistent, false, 1, false, false, true, 1, 8},
   };
   std::printf("%-66s %10s %9s %8s %7s  %s\n", "generator", "tokens/s", "ms/token", "% floor", "blocks", "bytes");
   double best_bf16 = 0;

@@ -301,7 +301,8 @@ struct FastDecoder {
 
   // Supported: heads up to k::dec::kMaxHead wide, a 4C-float GEMV input within 48 KB of shared memory.
   static bool supported(const gpt::Config& c) {
-    return c.width / c.heads <= k::dec::kMaxHead && k::dec::smem_bytes(c.width, c.heads, c.vocab) <= 48 * 1024;
+    return c.width / c.heads <= k::dec::kMaxHead &&
+           k::dec::smem_bytes(c.width, c.heads, c.vocab, c.context) <= 48 * 1024;
   }
   static W cvt(float f) {
     if constexpr (std::is_same<W, float>::value)
@@ -316,7 +317,8 @@ struct FastDecoder {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     pack(p);
     const size_t C = size_t(c.width), T = size_t(c.context), V = size_t(c.vocab), L = size_t(c.layers);
-    const size_t hs = C / size_t(c.heads), nck = (T + k::dec::kChunk - 1) / k::dec::kChunk;
+    // The partials for the shortest attention chunk (net.chunk may be set shorter for the persistent kernel).
+    const size_t hs = C / size_t(c.heads), nck = (T + k::dec::kMinChunk - 1) / k::dec::kMinChunk;
     for (auto* b : {&kc, &vc}) b->alloc(L * T * C * 4);
     x.alloc(C * 4), q.alloc(C * 4), h.alloc(4 * C * 4), part.alloc(size_t(c.heads) * nck * (hs + 2) * 4);
     logits.alloc(V * 4), logits_all.alloc(keep_logits ? T * V * 4 : 0);
@@ -335,7 +337,8 @@ struct FastDecoder {
     net.forced = seq.as<int>(), net.u = draws.as<double>(), net.out = out.as<int>();
     net.temperature = 1.0, net.top_k = 1, net.state = state.as<int>(), net.done = done.as<unsigned>();
     net.prefetch = true, net.trace = nullptr, net.ready = nullptr, net.bar = nullptr;
-    smem = k::dec::smem_bytes(c.width, c.heads, c.vocab);
+    net.chunk = k::dec::kChunk;
+    smem = k::dec::smem_bytes(c.width, c.heads, c.vocab, c.context);
     int dev = 0, sms = 0, occ = 0, coop = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -442,8 +445,14 @@ struct FastDecoder {
     pos = 0;
     CUDA_CHECK(cudaMemsetAsync(state.as(), 0, 8, stream));
   }
+  // The attention chunks the stages take (net.chunk): stage_attention's kChunk or stage_attention_split's.
+  void check_chunk() const {
+    if (net.chunk != k::dec::kChunk && net.chunk != 16 && net.chunk != k::dec::kMinChunk)
+      throw std::invalid_argument("FastDecoder: net.chunk must be 32, 16 or 8");
+  }
   // Feeds toks at positions pos, pos + 1, ... (teacher forcing; the prompt): logits after the last.
   void feed(const std::vector<int>& toks) {
+    check_chunk();
     if (toks.empty()) return;
     if (pos + int(toks.size()) > c.context) throw std::runtime_error("FastDecoder::feed past the context");
     CUDA_CHECK(cudaMemcpyAsync(seq.as<int>() + pos, toks.data(), toks.size() * 4, cudaMemcpyHostToDevice, stream));
@@ -468,6 +477,7 @@ struct FastDecoder {
   // Samples n bytes (draws 0 .. n-1) from the current logits on, each fed back in; enqueued only (the
   // caller times and waits).
   void generate(int n) {
+    check_chunk();
     if (pos + n > c.context) throw std::runtime_error("FastDecoder::generate past the context");
     k::dec::Net<W> g = net;
     g.forced = nullptr;

@@ -87,6 +87,7 @@ struct DecodeWay {
   DecodePath path;
   bool merge, own_barrier;
   int blocks;  // persistent: at most this many blocks (0: one per SM)
+  int chunk;   // persistent: cached positions per attention work item (k::dec::kChunk, 16 or 8)
   const char* name;
 };
 
@@ -110,6 +111,7 @@ void verify_decode_forced(results::Results& res, const std::string& tag, const g
     FastDecoder<W> d(c, p, 1, way.path, 1, true);
     d.merge = way.merge, d.own_barrier = way.own_barrier;
     if (way.blocks > 0) d.use_blocks(way.blocks);
+    d.net.chunk = way.chunk;  // (the CUDA-graph path keeps the chunk it was captured with: kChunk)
     bool gave_up = false;
     for (const auto& s : seqs) {
       d.reset();
@@ -151,6 +153,7 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
     bool per_token, merge, own_barrier;
     int blocks;
     const char* name;
+    int chunk = k::dec::kChunk;
   };
   for (const Way w :
        {Way{DecodePath::kStages, false, false, false, 0, "fused stages (CUDA graph)"},
@@ -159,10 +162,13 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
         Way{DecodePath::kPersistent, true, true, false, 0, "persistent kernel, merged, one launch per token"},
         Way{DecodePath::kPersistent, false, false, true, 0, "persistent kernel, hand-written barrier, one launch"},
         Way{DecodePath::kPersistent, false, true, true, 33,
-            "persistent kernel, hand-written barrier, merged, 33 blocks"}}) {
+            "persistent kernel, hand-written barrier, merged, 33 blocks"},
+        Way{DecodePath::kPersistent, false, false, true, 0,
+            "persistent kernel, hand-written barrier, attention chunks of 8", 8}}) {
     FastDecoder<float> d(c, p, n, w.path);
     d.per_token = w.per_token, d.merge = w.merge, d.own_barrier = w.own_barrier;
     if (w.blocks > 0) d.use_blocks(w.blocks);
+    d.net.chunk = w.chunk;
     d.feed(prompt);
     d.prepare(u, temperature, top_k);
     d.generate(n);
@@ -199,14 +205,20 @@ inline void verify_decode_config(results::Results& res, uint64_t seed, const gpt
     for (auto& t : s) t = int(rng.next() % 256);
   const std::vector<double> ref = decode_reference(c, p, seqs), ref_bf = decode_reference(c, bf16_rounded(c, p), seqs);
   // Odd block counts too (33, 7): every stage spreads its rows and attention items by gridDim.
+  const int K = k::dec::kChunk;
   for (const DecodeWay& w :
-       {DecodeWay{DecodePath::kStages, false, false, 0, "fused stages (CUDA graph)"},
-        DecodeWay{DecodePath::kPersistent, false, false, 0, "persistent kernel"},
-        DecodeWay{DecodePath::kPersistent, true, false, 0, "persistent kernel, qkv + attention merged"},
-        DecodeWay{DecodePath::kPersistent, false, true, 0, "persistent kernel, hand-written barrier"},
-        DecodeWay{DecodePath::kPersistent, true, true, 33,
+       {DecodeWay{DecodePath::kStages, false, false, 0, K, "fused stages (CUDA graph)"},
+        DecodeWay{DecodePath::kPersistent, false, false, 0, K, "persistent kernel"},
+        DecodeWay{DecodePath::kPersistent, true, false, 0, K, "persistent kernel, qkv + attention merged"},
+        DecodeWay{DecodePath::kPersistent, false, true, 0, K, "persistent kernel, hand-written barrier"},
+        DecodeWay{DecodePath::kPersistent, true, true, 33, K,
                   "persistent kernel, hand-written barrier, merged, 33 blocks"},
-        DecodeWay{DecodePath::kPersistent, false, true, 7, "persistent kernel, hand-written barrier, 7 blocks"}}) {
+        DecodeWay{DecodePath::kPersistent, false, true, 7, K, "persistent kernel, hand-written barrier, 7 blocks"},
+        DecodeWay{DecodePath::kPersistent, false, true, 0, 16,
+                  "persistent kernel, hand-written barrier, attention chunks of 16"},
+        DecodeWay{DecodePath::kPersistent, true, true, 0, 8,
+                  "persistent kernel, hand-written barrier, merged, attention chunks of 8"},
+        DecodeWay{DecodePath::kPersistent, false, false, 7, 8, "persistent kernel, 7 blocks, attention chunks of 8"}}) {
     verify_decode_forced<float>(res, tag, c, p, seqs, ref, w);
     verify_decode_forced<bf16>(res, tag, c, p, seqs, ref_bf, w);
   }

@@ -28,6 +28,7 @@ namespace dec {
 
 constexpr int kThreads = 256, kWarps = kThreads / kWarp;
 constexpr int kChunk = 32;     // cached positions per attention work item: one per lane
+constexpr int kMinChunk = 8;   // the shortest chunk stage_attention_split takes (4 lanes a position)
 constexpr int kMaxHead = 256;  // head size limit of the attention stage (8 accumulators a lane)
 constexpr int kStagesPerLayer = 5;
 
@@ -78,14 +79,18 @@ struct Net {
   __device__ const W* fc2_w(int l) const { return qkv_w(l) + size_t(8) * C * C; }
   __device__ const W* head_w() const { return mat + L * mat_stride(); }
   __device__ const float* lv(int l) const { return vec + size_t(l) * 13 * C; }
-  __device__ int chunks() const { return (T + kChunk - 1) / kChunk; }
+  // Cached positions per attention work item: kChunk (stage_attention), or 16 or 8 (stage_attention_split).
+  // Stages 1 and 2 of one token read it alike, so any value computes the same function. n.part: [H][chunks()].
+  int chunk;
+  __device__ int chunks() const { return (T + chunk - 1) / chunk; }
 };
 
 // Shared memory a block needs (bytes): the GEMV input (up to 4C floats), the attention's q per warp,
-// or the sampler's logits, ranks and weights.
-inline size_t smem_bytes(int C, int H, int V) {
+// the combine's chunk maxima and sums (for the shortest chunk), or the sampler's logits, ranks and weights.
+inline size_t smem_bytes(int C, int H, int V, int T) {
   const size_t gemv = size_t(4) * C * 4, att = (C + size_t(kWarps) * (C / H)) * 4, samp = size_t(V) * (8 + 4 + 4);
-  return std::max(gemv, std::max(att, samp));
+  const size_t comb = (C + size_t(2) * H * size_t((T + kMinChunk - 1) / kMinChunk)) * 4;
+  return std::max(std::max(gemv, comb), std::max(att, samp));
 }
 
 // ---- Small helpers -----------------------------------------------------------------------------
@@ -270,13 +275,13 @@ __device__ __forceinline__ void wait_head(unsigned* ready, int H, int h, unsigne
 }
 template <class W>
 __device__ void stage_attention(const Net<W>& n, int l, int t, int token, unsigned char* smem) {
-  const int C = n.C, H = n.H, hs = C / H, nck = t / kChunk + 1, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int C = n.C, H = n.H, hs = C / H, nck = t / n.chunk + 1, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   float* qs = reinterpret_cast<float*>(smem) + C + warp * hs;  // after stage 0's input: merged, both live
   const float* kc = n.kc + size_t(l) * n.T * C;
   const float* vc = n.vc + size_t(l) * n.T * C;
   const float scale = rsqrtf(float(hs));
   for (int item = blockIdx.x + gridDim.x * warp; item < H * nck; item += gridDim.x * kWarps) {
-    const int h = item / nck, c = item % nck, s = c * kChunk + lane;
+    const int h = item / nck, c = item % nck, s = c * kChunk + lane;  // (n.chunk == kChunk here)
     if (n.ready) wait_head(n.ready, H, h, unsigned(token * n.L + l + 1) * unsigned(3 * hs));
     for (int i = lane; i < hs; i += kWarp) qs[i] = __ldcg(n.q + h * hs + i);
     __syncwarp();
@@ -319,23 +324,93 @@ __device__ void stage_attention(const Net<W>& n, int l, int t, int token, unsign
   }
 }
 
+// Stage 1 with shorter chunks (P = 16 or 8 cached positions per work item): P x more items than
+// stage_attention's, so that more warps share the cache's reads, and each warp's chain of dependent L2
+// trips is shorter (a warp walks P positions' v rows, not 32). G = 32 / P lanes score one position, each
+// over every G-th group of 4 dimensions, and add up with G-lane shuffles; the v loop is unrolled whole.
+// Same partials (per chunk: o, m, l) as stage_attention; stage 2 combines P-long chunks the same way.
+template <int P, class W>
+__device__ void stage_attention_split(const Net<W>& n, int l, int t, int token, unsigned char* smem) {
+  constexpr int G = kWarp / P;
+  const int C = n.C, H = n.H, hs = C / H, nck = t / P + 1, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int j = lane / G, g = lane % G;  // this lane's position in the chunk, its share of the dimensions
+  float* qs = reinterpret_cast<float*>(smem) + C + warp * hs;
+  const float* kc = n.kc + size_t(l) * n.T * C;
+  const float* vc = n.vc + size_t(l) * n.T * C;
+  const float scale = rsqrtf(float(hs));
+  for (int item = blockIdx.x + gridDim.x * warp; item < H * nck; item += gridDim.x * kWarps) {
+    const int h = item / nck, c = item % nck, s = c * P + j;
+    if (n.ready) wait_head(n.ready, H, h, unsigned(token * n.L + l + 1) * unsigned(3 * hs));
+    for (int i = lane; i < hs; i += kWarp) qs[i] = __ldcg(n.q + h * hs + i);
+    __syncwarp();
+    float d = 0;
+    if (s <= t) {
+      const float* kr = kc + size_t(s) * C + h * hs;
+      if (hs % 4 == 0 && C % 4 == 0) {
+#pragma unroll 4
+        for (int i = 4 * g; i < hs; i += 4 * G) {
+          const float4 kv = __ldcg(reinterpret_cast<const float4*>(kr + i));
+          d += qs[i] * kv.x + qs[i + 1] * kv.y + qs[i + 2] * kv.z + qs[i + 3] * kv.w;
+        }
+      } else {
+        for (int i = g; i < hs; i += G) d += qs[i] * __ldcg(kr + i);
+      }
+    }
+#pragma unroll
+    for (int off = G / 2; off > 0; off /= 2) d += __shfl_xor_sync(0xffffffffu, d, off);  // the G lanes' parts
+    const float sc = s <= t ? d * scale : -INFINITY;
+    const float m = warp_max(sc);  // position c * P <= t: m is finite
+    const float p = s <= t ? __expf(sc - m) : 0.f;
+    const float lsum = warp_sum(g == 0 ? p : 0.f);  // each position once
+    float acc[kMaxHead / kWarp] = {};
+    const int nj = min(P, t - c * P + 1);
+#pragma unroll
+    for (int jj = 0; jj < P; ++jj) {
+      const float pj = __shfl_sync(0xffffffffu, p, jj * G);
+      if (jj < nj) {
+        const float* vr = vc + size_t(c * P + jj) * C + h * hs;
+#pragma unroll
+        for (int r = 0; r < kMaxHead / kWarp; ++r)
+          if (lane + kWarp * r < hs) acc[r] += pj * __ldcg(vr + lane + kWarp * r);
+      }
+    }
+    float* out = n.part + (size_t(h) * n.chunks() + c) * (hs + 2);
+#pragma unroll
+    for (int r = 0; r < kMaxHead / kWarp; ++r)
+      if (lane + kWarp * r < hs) out[lane + kWarp * r] = acc[r];
+    if (lane == 0) out[hs] = m, out[hs + 1] = lsum;
+    __syncwarp();  // qs is rewritten by the next item
+  }
+}
+
 // Stage 2: every block combines the chunks into the attention output (C floats in shared memory:
-// o = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c), then x += proj(att) + b for its rows.
+// o = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c), then x += proj(att) + b for its rows. Every
+// chunk's m and l are first read into shared memory by as many threads at once (one trip to L2 for all of
+// them, instead of each output walking them again), then each output reads its nck partial sums (the
+// loads independent of each other, unrolled so that several are in flight).
 template <class W>
 __device__ void stage_proj(const Net<W>& n, int l, int t, unsigned char* smem) {
-  const int C = n.C, hs = C / n.H, nck = t / kChunk + 1;
+  const int C = n.C, H = n.H, hs = C / H, nck = t / n.chunk + 1, stride = n.chunks();
   float* xs = reinterpret_cast<float*>(smem);
+  float* ms = xs + C;        // [H][nck] chunk maxima
+  float* ls = ms + H * nck;  // [H][nck] chunk sums
+  for (int i = threadIdx.x; i < H * nck; i += kThreads) {
+    const float* pc = n.part + (size_t(i / nck) * stride + i % nck) * (hs + 2);
+    ms[i] = __ldcg(pc + hs), ls[i] = __ldcg(pc + hs + 1);
+  }
+  __syncthreads();
   for (int i = threadIdx.x; i < C; i += kThreads) {
     const int h = i / hs, d = i % hs;
-    const float* ph = n.part + size_t(h) * n.chunks() * (hs + 2);
+    const float* ph = n.part + size_t(h) * stride * (hs + 2);
+    const float* mh = ms + h * nck;
+    const float* lh = ls + h * nck;
     float M = -INFINITY;
-    for (int c = 0; c < nck; ++c) M = fmaxf(M, __ldcg(ph + size_t(c) * (hs + 2) + hs));
+    for (int c = 0; c < nck; ++c) M = fmaxf(M, mh[c]);
     float L = 0, o = 0;
-#pragma unroll 4
+#pragma unroll 8
     for (int c = 0; c < nck; ++c) {
-      const float* pc = ph + size_t(c) * (hs + 2);
-      const float e = __expf(__ldcg(pc + hs) - M);
-      L += e * __ldcg(pc + hs + 1), o += e * __ldcg(pc + d);
+      const float e = __expf(mh[c] - M);
+      L += e * lh[c], o += e * __ldcg(ph + size_t(c) * (hs + 2) + d);
     }
     xs[i] = o / L;
   }
@@ -392,6 +467,8 @@ __device__ void run_stage(const Net<W>& n, int s, int t, int count, int token, u
     case 0:
       return stage_qkv(n, l, t, count, smem, red);
     case 1:
+      if (n.chunk == 16) return stage_attention_split<16>(n, l, t, token, smem);
+      if (n.chunk == 8) return stage_attention_split<8>(n, l, t, token, smem);
       return stage_attention(n, l, t, token, smem);
     case 2:
       return stage_proj(n, l, t, smem);
