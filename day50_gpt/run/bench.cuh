@@ -183,7 +183,7 @@ inline void bench_grid_barrier(results::Results& res) {
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
   if (!coop) return;
-  DeviceBuffer bar(8);
+  DeviceBuffer bar(12);
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
   CUDA_CHECK(cudaEventCreate(&b));
@@ -197,7 +197,7 @@ inline void bench_grid_barrier(results::Results& res) {
       void* args[] = {&bp, &iters, &own};
       std::vector<double> ms;
       for (int r = 0; r <= reps; ++r) {  // run 0: warm-up
-        CUDA_CHECK(cudaMemset(bar.as(), 0, 8));
+        CUDA_CHECK(cudaMemset(bar.as(), 0, 12));
         CUDA_CHECK(cudaEventRecord(a));
         CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&k::dec::barrier_only), dim3(blocks),
                                                dim3(k::dec::kThreads), args, 0, nullptr));

@@ -323,7 +323,7 @@ struct FastDecoder {
     x.alloc(C * 4), q.alloc(C * 4), h.alloc(4 * C * 4), part.alloc(size_t(c.heads) * nck * (hs + 2) * 4);
     logits.alloc(V * 4), logits_all.alloc(keep_logits ? T * V * 4 : 0);
     seq.alloc(T * 4), draws.alloc(size_t(std::max(1, max_new)) * 8), out.alloc(size_t(std::max(1, max_new)) * 4);
-    state.alloc(8), done.alloc(4), ready.alloc(size_t(c.heads + 1) * 4), bar.alloc(8);
+    state.alloc(8), done.alloc(4), ready.alloc(size_t(c.heads + 1) * 4), bar.alloc(12);
     // Every buffer starts as NaN: a stage that reads what no stage wrote poisons the logits.
     for (auto* b : {&kc, &vc, &x, &q, &h, &part, &logits, &logits_all, &out})
       if (b->bytes()) poison(b->as(), b->bytes());
@@ -397,10 +397,12 @@ struct FastDecoder {
   }
   // kPersistent: stamp the time after every stage of the next calls (up to `steps` tokens a call).
   DeviceBuffer trace, ready, bar;
-  // Merged stages: whether a wait for a head's rows ever gave up in the last launch (a bug: never expected).
+  // Merged stages: whether a wait for a head's rows ever gave up in the last launch; own barrier: whether a
+  // wait at the barrier did (a bug either way: never expected).
   bool gave_up() {
     CUDA_CHECK(cudaStreamSynchronize(stream));
-    return merge && to_host(ready.as<unsigned>() + c.heads, 1)[0] != 0;
+    return (merge && to_host(ready.as<unsigned>() + c.heads, 1)[0] != 0) ||
+           (own_barrier && to_host(bar.as<unsigned>() + 2, 1)[0] != 0);
   }
   void enable_trace(int steps) {
     trace.alloc((size_t(steps) * (c.layers * k::dec::kStagesPerLayer + 1) + 1) * 8);
@@ -432,7 +434,7 @@ struct FastDecoder {
       CUDA_CHECK(cudaMemsetAsync(ready.as(), 0, ready.bytes(), stream));
       n.ready = ready.as<unsigned>();
     }
-    if (own_barrier) {  // the arrival count and the generation start at 0 every launch
+    if (own_barrier) {  // the arrival count, the generation and the gave-up flag start at 0 every launch
       CUDA_CHECK(cudaMemsetAsync(bar.as(), 0, bar.bytes(), stream));
       n.bar = bar.as<unsigned>();
     }

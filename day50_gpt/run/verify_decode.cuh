@@ -120,7 +120,11 @@ void verify_decode_forced(results::Results& res, const std::string& tag, const g
       got.insert(got.end(), l.begin(), l.end());
       gave_up = gave_up || d.gave_up();
     }
-    if (way.merge) res.add(verify::fact(name + ": every wait for a head's qkv rows ended by the count", !gave_up));
+    if (way.merge || way.own_barrier)
+      res.add(verify::fact(name + ": every wait (" + (way.merge ? "for a head's qkv rows" : "") +
+                               (way.merge && way.own_barrier ? ", " : "") + (way.own_barrier ? "at the barrier" : "") +
+                               ") ended by its count, none gave up",
+                           !gave_up));
   }
   res.add(verify::compare(name + ": logits at every position " + against, got.data(), ref.data(), ref.size(), tol));
   const Greedy g = greedy_agreement(got, ref, c.vocab, tol);

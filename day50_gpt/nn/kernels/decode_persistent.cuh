@@ -27,7 +27,8 @@ __device__ __forceinline__ unsigned long long global_ns() {
 // launch (zeroed before it); bar[1] is the number of the last barrier every block has reached. Thread 0 of
 // each block makes the block's writes visible (__threadfence after the block's __syncthreads), adds
 // itself with one atomic, and the block that completes barrier g (arrival g * blocks) publishes g; the
-// others spin on bar[1] with acquire loads. No block can arrive at barrier g + 1 before every block has
+// others spin on bar[1] with acquire loads (a spin that never ends gives up and sets bar[2], so that a
+// bug fails the checks instead of hanging). No block can arrive at barrier g + 1 before every block has
 // arrived at g (it is still waiting), so the arrivals of one barrier are never mixed with the next's.
 // What it saves against grid.sync is measured, not assumed: the bench times both alone.
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
@@ -43,7 +44,11 @@ __device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned& generation
     if (atomicAdd(bar, 1u) + 1 == g * gridDim.x)
       atomicExch(bar + 1, g);
     else
-      while (load_acquire(bar + 1) < g) {}
+      for (unsigned polls = 0; load_acquire(bar + 1) < g;)
+        if (++polls == (1u << 22)) {  // far beyond any stage's work: a bug; flag it (bar[2]) and go on
+          atomicExch(bar + 2, 1u);
+          break;
+        }
     __threadfence();
   }
   __syncthreads();
