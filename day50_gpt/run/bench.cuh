@@ -104,6 +104,7 @@ struct GenVariant {
   bool own_barrier = false;    // persistent: the hand-written grid barrier, not grid.sync()
   int sms_per_block = 1;       // persistent: one block per this many SMs (fewer arrivals at each barrier)
   int chunk = k::dec::kChunk;  // persistent: cached positions per attention work item
+  bool count_barrier = false;  // persistent, own_barrier: the counting kind
 };
 struct GenTiming {
   std::vector<double> ms_per_token;
@@ -148,7 +149,7 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   FastDecoder<W> d(cfg, params, n, v.path, v.blocks_per_sm);
   d.per_token = v.per_token, d.net.prefetch = v.prefetch, d.merge = v.merge, d.own_barrier = v.own_barrier;
   if (v.sms_per_block > 1) d.use_blocks(d.blocks / v.sms_per_block);
-  d.net.chunk = v.chunk;
+  d.net.chunk = v.chunk, d.count_barrier = v.count_barrier;
   d.prepare(u, temperature, top_k);
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
@@ -190,11 +191,12 @@ inline void bench_grid_barrier(results::Results& res) {
   int iters = 2000;
   const int reps = 5;
   std::printf("%-66s %10s\n", "grid barrier alone", "us each");
+  static const char* kKind[] = {"grid.sync()", "hand-written", "hand-written, counting"};
   for (int per : {1, 2, 4})
-    for (bool own : {false, true}) {
+    for (int kind : {0, 1, 2}) {
       int blocks = std::max(1, sms / per);
       unsigned* bp = bar.as<unsigned>();
-      void* args[] = {&bp, &iters, &own};
+      void* args[] = {&bp, &iters, &kind};
       std::vector<double> ms;
       for (int r = 0; r <= reps; ++r) {  // run 0: warm-up
         CUDA_CHECK(cudaMemset(bar.as(), 0, 12));
@@ -209,8 +211,7 @@ inline void bench_grid_barrier(results::Results& res) {
       }
       const timing::Stats st = timing::summarize(ms);
       results::Bench row;
-      row.name = std::string("grid barrier alone, ") + (own ? "hand-written" : "grid.sync()") + ", " +
-                 std::to_string(blocks) + " blocks";
+      row.name = std::string("grid barrier alone, ") + kKind[kind] + ", " + std::to_string(blocks) + " blocks";
       row.dtype = "none", row.shape = {blocks, k::dec::kThreads};
       row.ms = st.median_ms, row.min_ms = st.min_ms, row.max_ms = st.max_ms, row.reps = st.reps;
       row.extra = json::Value::object();
@@ -326,6 +327,17 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
        true, DecodePath::kPersistent, false, 1, false, false, true, 2, 8},
       {"generate fp32, batch 1, persistent kernel, hand-written barrier, attention chunks of 8", false,
        DecodePath::kPersistent, false, 1, false, false, true, 1, 8},
+      // The counting barrier (no publishing hop).
+      {"generate bf16, batch 1, persistent kernel, counting barrier", true, DecodePath::kPersistent, false, 1, false,
+       false, true, 1, k::dec::kChunk, true},
+      {"generate bf16, batch 1, persistent kernel, counting barrier, attention chunks of 8", true,
+       DecodePath::kPersistent, false, 1, false, false, true, 1, 8, true},
+      {"generate bf16, batch 1, persistent kernel, counting barrier, merged, attention chunks of 8", true,
+       DecodePath::kPersistent, false, 1, false, true, true, 1, 8, true},
+      {"generate bf16, batch 1, persistent kernel, counting barrier, 1 block per 2 SMs, attention chunks of 8", true,
+       DecodePath::kPersistent, false, 1, false, false, true, 2, 8, true},
+      {"generate fp32, batch 1, persistent kernel, counting barrier, attention chunks of 8", false,
+       DecodePath::kPersistent, false, 1, false, false, true, 1, 8, true},
   };
   std::printf("%-66s %10s %9s %8s %7s  %s\n", "generator", "tokens/s", "ms/token", "% floor", "blocks", "bytes");
   double best_bf16 = 0;

@@ -290,8 +290,9 @@ struct FastDecoder {
   gpt::Config c;
   DecodePath path;
   bool per_token = false;
-  bool merge = false;        // kPersistent: no barrier between qkv and attention (per-head counts instead)
-  bool own_barrier = false;  // kPersistent: the hand-written grid barrier instead of grid.sync()
+  bool merge = false;          // kPersistent: no barrier between qkv and attention (per-head counts instead)
+  bool own_barrier = false;    // kPersistent: the hand-written grid barrier instead of grid.sync()
+  bool count_barrier = false;  // with own_barrier: its counting kind
   cudaStream_t stream;
   int blocks = 0, pos = 0;
   size_t smem = 0;
@@ -436,7 +437,7 @@ struct FastDecoder {
     }
     if (own_barrier) {  // the arrival count, the generation and the gave-up flag start at 0 every launch
       CUDA_CHECK(cudaMemsetAsync(bar.as(), 0, bar.bytes(), stream));
-      n.bar = bar.as<unsigned>();
+      n.bar = bar.as<unsigned>(), n.bar_count = count_barrier;
     }
     void* args[] = {&n, &start, &count0, &steps};
     CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&k::dec::decode_persistent<W>), dim3(blocks),

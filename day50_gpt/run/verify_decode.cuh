@@ -89,6 +89,7 @@ struct DecodeWay {
   int blocks;  // persistent: at most this many blocks (0: one per SM)
   int chunk;   // persistent: cached positions per attention work item (k::dec::kChunk, 16 or 8)
   const char* name;
+  bool count_barrier = false;  // with own_barrier: the counting kind
 };
 
 // One weight type and way against the current generator's logits (ref: on the weights W rounds to),
@@ -109,7 +110,7 @@ void verify_decode_forced(results::Results& res, const std::string& tag, const g
   std::vector<float> got;
   {
     FastDecoder<W> d(c, p, 1, way.path, 1, true);
-    d.merge = way.merge, d.own_barrier = way.own_barrier;
+    d.merge = way.merge, d.own_barrier = way.own_barrier, d.count_barrier = way.count_barrier;
     if (way.blocks > 0) d.use_blocks(way.blocks);
     d.net.chunk = way.chunk;  // (the CUDA-graph path keeps the chunk it was captured with: kChunk)
     bool gave_up = false;
@@ -158,6 +159,7 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
     int blocks;
     const char* name;
     int chunk = k::dec::kChunk;
+    bool count_barrier = false;
   };
   for (const Way w :
        {Way{DecodePath::kStages, false, false, false, 0, "fused stages (CUDA graph)"},
@@ -168,9 +170,13 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
         Way{DecodePath::kPersistent, false, true, true, 33,
             "persistent kernel, hand-written barrier, merged, 33 blocks"},
         Way{DecodePath::kPersistent, false, false, true, 0,
-            "persistent kernel, hand-written barrier, attention chunks of 8", 8}}) {
+            "persistent kernel, hand-written barrier, attention chunks of 8", 8},
+        Way{DecodePath::kPersistent, false, false, true, 0,
+            "persistent kernel, counting barrier, attention chunks of 8", 8, true},
+        Way{DecodePath::kPersistent, true, true, true, 33, "persistent kernel, counting barrier, merged, 33 blocks",
+            k::dec::kChunk, true}}) {
     FastDecoder<float> d(c, p, n, w.path);
-    d.per_token = w.per_token, d.merge = w.merge, d.own_barrier = w.own_barrier;
+    d.per_token = w.per_token, d.merge = w.merge, d.own_barrier = w.own_barrier, d.count_barrier = w.count_barrier;
     if (w.blocks > 0) d.use_blocks(w.blocks);
     d.net.chunk = w.chunk;
     d.feed(prompt);
@@ -222,7 +228,11 @@ inline void verify_decode_config(results::Results& res, uint64_t seed, const gpt
                   "persistent kernel, hand-written barrier, attention chunks of 16"},
         DecodeWay{DecodePath::kPersistent, true, true, 0, 8,
                   "persistent kernel, hand-written barrier, merged, attention chunks of 8"},
-        DecodeWay{DecodePath::kPersistent, false, false, 7, 8, "persistent kernel, 7 blocks, attention chunks of 8"}}) {
+        DecodeWay{DecodePath::kPersistent, false, false, 7, 8, "persistent kernel, 7 blocks, attention chunks of 8"},
+        DecodeWay{DecodePath::kPersistent, false, true, 0, 8,
+                  "persistent kernel, counting barrier, attention chunks of 8", true},
+        DecodeWay{DecodePath::kPersistent, true, true, 7, 16,
+                  "persistent kernel, counting barrier, merged, 7 blocks, attention chunks of 16", true}}) {
     verify_decode_forced<float>(res, tag, c, p, seqs, ref, w);
     verify_decode_forced<bf16>(res, tag, c, p, seqs, ref_bf, w);
   }

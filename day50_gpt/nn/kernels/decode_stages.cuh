@@ -71,6 +71,7 @@ struct Net {
   // Persistent kernel, when set: the hand-written grid barrier (decode_persistent.cuh) on these two
   // words (zeroed before each launch) instead of grid.sync().
   unsigned* bar;
+  bool bar_count;  // with bar: its counting kind (spin on the arrival count; no publishing hop)
 
   __device__ size_t mat_stride() const { return size_t(12) * C * C; }
   __device__ const W* qkv_w(int l) const { return mat + l * mat_stride(); }
