@@ -28,12 +28,13 @@ __device__ __forceinline__ unsigned long long global_ns() {
 // each block makes the block's writes visible (__threadfence after the block's __syncthreads), adds
 // itself with one atomic, and the block that completes barrier g (arrival g * blocks) publishes g; the
 // others spin on bar[1] with acquire loads (a spin that never ends gives up and sets bar[2], so that a
-// bug fails the checks instead of hanging). No block can arrive at barrier g + 1 before every block has
-// arrived at g (it is still waiting), so the arrivals of one barrier are never mixed with the next's.
-// The counting kind (count true) saves the publishing hop: each block adds itself with a reduction that
-// returns nothing (red.release: no round trip to wait for) and spins on the count itself until it reaches
-// g * blocks, so the last arrival is seen one L2 trip sooner.
-// What each saves against grid.sync is measured, not assumed: the bench times all three alone.
+// bug fails the checks instead of hanging; a block that gave up once waits no more in this launch, so a
+// broken barrier costs one wait per block, not one per barrier). No block can arrive at barrier g + 1 before every
+// block has arrived at g (it is still waiting), so the arrivals of one barrier are never mixed with the next's. The
+// counting kind (count true) saves the publishing hop: each block adds itself with a reduction that returns nothing
+// (red.release: no round trip to wait for) and spins on the count itself until it reaches g * blocks, so the last
+// arrival is seen one L2 trip sooner. What each saves against grid.sync is measured, not assumed: the bench times all
+// three alone.
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -47,18 +48,19 @@ __device__ __forceinline__ bool spin_until(const unsigned* word, unsigned target
     }
   return true;
 }
-__device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned& generation, bool count) {
+// generation: the barriers this block has passed in this launch; broken: whether it gave up (thread 0's).
+__device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned& generation, bool& broken, bool count) {
   __syncthreads();
   if (threadIdx.x == 0) {
     const unsigned g = ++generation;
     __threadfence();
     if (count) {
       asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
-      spin_until(bar, g * gridDim.x, bar + 2);
+      if (!broken) broken = !spin_until(bar, g * gridDim.x, bar + 2);
     } else if (atomicAdd(bar, 1u) + 1 == g * gridDim.x) {
       atomicExch(bar + 1, g);
-    } else {
-      spin_until(bar + 1, g, bar + 2);
+    } else if (!broken) {
+      broken = !spin_until(bar + 1, g, bar + 2);
     }
     __threadfence();
   }
@@ -71,9 +73,10 @@ __device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned& generation
 __global__ void __launch_bounds__(kThreads) barrier_only(unsigned* bar, int iters, int kind) {
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   unsigned generation = 0;
+  bool broken = false;
   for (int i = 0; i < iters; ++i)
     if (kind > 0)
-      grid_barrier(bar, generation, kind == 2);
+      grid_barrier(bar, generation, broken, kind == 2);
     else
       grid.sync();
 }
@@ -89,6 +92,7 @@ __global__ void __launch_bounds__(kThreads) decode_persistent(Net<W> n, int star
   const int stages = n.L * kStagesPerLayer + 1;
   const bool stamp = n.trace && blockIdx.x == 0 && threadIdx.x == 0;
   unsigned generation = 0;  // barriers passed in this launch (n.bar)
+  bool broken = false;      // a wait at n.bar gave up
   if (stamp) n.trace[0] = global_ns();
   for (int i = 0; i < steps; ++i)
     for (int s = 0; s < stages; ++s) {
@@ -98,7 +102,7 @@ __global__ void __launch_bounds__(kThreads) decode_persistent(Net<W> n, int star
       // waits on its head's rows instead (L barriers a token fewer).
       if (!(n.ready && s % kStagesPerLayer == 0 && s != stages - 1)) {
         if (n.bar)
-          grid_barrier(n.bar, generation, n.bar_count);
+          grid_barrier(n.bar, generation, broken, n.bar_count);
         else
           grid.sync();
       }
