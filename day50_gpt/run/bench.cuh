@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ceilings.cuh"
 #include "generate.cuh"
 #include "json.h"
 #include "quality.cuh"
@@ -89,27 +90,286 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
                 100.0 * phase_ms[size_t(p)] / total);
 }
 
-// Generation from `params`: timed with CUDA graphs and without (kernels launched one by one, the host
-// waiting per token); both must write the same bytes.
+// ---- Generation, each step of the lesson at batch 1 ----------------------------------------------
+// One generator variant's speed: `reps` runs of n bytes from the same prompt and draws (after one
+// warm-up run), each timed by events around generate(n) alone; its bytes (the last run's).
+struct GenVariant {
+  const char* name;
+  bool bf;  // bf16 weights (else fp32)
+  DecodePath path;
+  bool per_token;              // persistent: one launch per token
+  int blocks_per_sm;           // persistent: blocks resident per SM (at most what fits)
+  bool prefetch;               // persistent: the next stage's weights asked for before each barrier
+  bool merge;                  // persistent: attention waits for its head's qkv rows, not for a barrier
+  bool own_barrier = false;    // persistent: the hand-written grid barrier, not grid.sync()
+  int sms_per_block = 1;       // persistent: one block per this many SMs (fewer arrivals at each barrier)
+  int chunk = k::dec::kChunk;  // persistent: cached positions per attention work item
+  bool count_barrier = false;  // persistent, own_barrier: the counting kind
+};
+struct GenTiming {
+  std::vector<double> ms_per_token;
+  std::string text;
+  size_t weight_bytes = 0;
+  int blocks = 0;
+  json::Value stage_us;  // persistent kernel: mean microseconds per stage of each kind (barrier included)
+};
+
+// One more run of a persistent decoder with the per-stage time stamps on: the mean time of each kind
+// of stage (its work, the prefetch and the barrier after it), over every layer and token.
+template <class W>
+json::Value stage_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, int n) {
+  d.enable_trace(n);
+  d.reset();
+  d.feed(prompt);
+  d.generate(n);
+  CUDA_CHECK(cudaStreamSynchronize(d.stream));
+  const int L = d.c.layers, S = L * k::dec::kStagesPerLayer + 1;
+  const std::vector<unsigned long long> tr = to_host(d.trace.template as<unsigned long long>(), size_t(n) * S + 1);
+  static const char* kKind[] = {"qkv", "attention", "proj", "fc", "fc2", "head"};
+  double sum[6] = {};
+  for (int i = 0; i < n; ++i)
+    for (int s = 0; s < S; ++s) {
+      const size_t at = size_t(i) * S + size_t(s);
+      sum[s == S - 1 ? 5 : s % k::dec::kStagesPerLayer] += double(tr[at + 1] - tr[at]) * 1e-3;
+    }
+  json::Value v = json::Value::object();
+  for (int kk = 0; kk < 6; ++kk) v[kKind[kk]] = sum[kk] / (double(n) * (kk == 5 ? 1 : L));
+  v["token"] = double(tr[size_t(n) * S] - tr[0]) * 1e-3 / n;
+  d.net.trace = nullptr;
+  return v;
+}
+template <class W>
+GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>& params, const std::string& prompt,
+                               int n, double temperature, int top_k, uint64_t seed, const GenVariant& v, int reps) {
+  std::vector<int> pr;
+  for (char ch : prompt) pr.push_back(int(static_cast<unsigned char>(ch)));
+  verify::Rng rng(seed);  // the draws generate() makes from the same seed
+  std::vector<double> u(static_cast<size_t>(n));
+  for (auto& x : u) x = double(rng.next() >> 11) / 9007199254740992.0;
+  FastDecoder<W> d(cfg, params, n, v.path, v.blocks_per_sm);
+  d.per_token = v.per_token, d.net.prefetch = v.prefetch, d.merge = v.merge, d.own_barrier = v.own_barrier;
+  if (v.sms_per_block > 1) d.use_blocks(d.blocks / v.sms_per_block);
+  d.net.chunk = v.chunk, d.count_barrier = v.count_barrier;
+  d.prepare(u, temperature, top_k);
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  GenTiming g;
+  for (int r = 0; r <= reps; ++r) {
+    d.reset();
+    d.feed(pr);  // waits: the clock starts on an idle stream
+    CUDA_CHECK(cudaEventRecord(a, d.stream));
+    d.generate(n);
+    CUDA_CHECK(cudaEventRecord(b, d.stream));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (r > 0) g.ms_per_token.push_back(double(ms) / n);  // run 0: warm-up
+  }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  g.text = prompt;
+  for (int t : d.bytes(n)) g.text.push_back(char(t));
+  g.weight_bytes = d.weight_bytes(), g.blocks = d.blocks;
+  if (v.path == DecodePath::kPersistent && !v.per_token) g.stage_us = stage_breakdown(d, pr, n);
+  return g;
+}
+
+// The grid barrier alone (k::dec::barrier_only: no work between two barriers), grid.sync() against the
+// hand-written one, with a block on every SM, every second SM, every fourth: what each of the persistent
+// kernel's stages pays on top of its work. Rows "grid barrier alone, ...": ms is per barrier.
+inline void bench_grid_barrier(results::Results& res) {
+  int dev = 0, sms = 0, coop = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+  if (!coop) return;
+  DeviceBuffer bar(12);
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  int iters = 2000;
+  const int reps = 5;
+  std::printf("%-66s %10s\n", "grid barrier alone", "us each");
+  static const char* kKind[] = {"grid.sync()", "hand-written", "hand-written, counting"};
+  for (int per : {1, 2, 4})
+    for (int kind : {0, 1, 2}) {
+      int blocks = std::max(1, sms / per);
+      unsigned* bp = bar.as<unsigned>();
+      void* args[] = {&bp, &iters, &kind};
+      std::vector<double> ms;
+      for (int r = 0; r <= reps; ++r) {  // run 0: warm-up
+        CUDA_CHECK(cudaMemset(bar.as(), 0, 12));
+        CUDA_CHECK(cudaEventRecord(a));
+        CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&k::dec::barrier_only), dim3(blocks),
+                                               dim3(k::dec::kThreads), args, 0, nullptr));
+        CUDA_CHECK(cudaEventRecord(b));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        float t = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+        if (r > 0) ms.push_back(double(t) / iters);
+      }
+      const timing::Stats st = timing::summarize(ms);
+      results::Bench row;
+      row.name = std::string("grid barrier alone, ") + kKind[kind] + ", " + std::to_string(blocks) + " blocks";
+      row.dtype = "none", row.shape = {blocks, k::dec::kThreads};
+      row.ms = st.median_ms, row.min_ms = st.min_ms, row.max_ms = st.max_ms, row.reps = st.reps;
+      row.extra = json::Value::object();
+      row.extra["us_per_barrier"] = 1e3 * st.median_ms;
+      row.extra["blocks"] = blocks, row.extra["barriers_per_run"] = iters;
+      res.add(row);
+      std::printf("%-66s %10.2f\n", row.name.c_str(), 1e3 * st.median_ms);
+    }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+}
+
+// One results row: tokens/s at the median ms per token, and the share of the memory floor (the weight
+// bytes one token reads, at the measured copy bandwidth) that this time is.
+inline results::Bench generation_row(const gpt::Config& cfg, const std::string& name, const char* dtype,
+                                     const std::vector<double>& ms_per_token, size_t weight_bytes, double copy_gbps,
+                                     int tokens) {
+  results::Bench g;
+  g.name = name, g.dtype = dtype;
+  g.shape = {cfg.layers, cfg.heads, cfg.width, cfg.context, 1};
+  const timing::Stats s = timing::summarize(ms_per_token);
+  g.ms = s.median_ms, g.min_ms = s.min_ms, g.max_ms = s.max_ms, g.reps = s.reps;
+  g.tokens_per_s = 1e3 / g.ms;
+  json::Value ex = json::Value::object();
+  ex["tokens"] = tokens;  // new bytes per run (reps: timed runs)
+  ex["weight_mb"] = double(weight_bytes) / 1e6;
+  const double floor_ms = double(weight_bytes) / (copy_gbps * 1e9) * 1e3;
+  ex["memory_floor_ms"] = floor_ms;
+  ex["pct_of_memory_floor"] = 100.0 * floor_ms / g.ms;
+  g.extra = ex;
+  return g;
+}
+
+// Generation from `params`, every step of the lesson: the current generator (kernels launched one by
+// one with the host waiting per token; one CUDA graph per token), then FastDecoder (run/generate.cuh):
+// the fused stages as a CUDA graph, and the persistent kernel (one launch for all the bytes; one per
+// byte; 2 blocks per SM), each with fp32 and bf16 weights. The same prompt, 200 bytes, draws and
+// sampling everywhere: the fp32 variants must write the current generator's bytes.
 inline void bench_generation(results::Results& res, const gpt::Config& cfg, const std::vector<float>& params,
                              uint64_t seed, const std::string& title) {
-  const Sampled s = generate(cfg, params, "The GPU ", 200, 0.8, 40, seed);
+  const std::string prompt = "The GPU ";
+  const int n = 200, reps = 5;
+  const double temperature = 0.8;
+  const int top_k = 40;
+  const Sampled s = generate(cfg, params, prompt, n, temperature, top_k, seed);
   std::printf("\n%s:\n%s\n(%d tokens in %.3f s: %.0f tokens/s)\n", title.c_str(), s.text.c_str(), s.made, s.seconds,
               s.made / s.seconds);
   res.config["sample"] = s.text;
-  const Sampled plain = generate(cfg, params, "The GPU ", 200, 0.8, 40, seed, false);
+  const Sampled plain = generate(cfg, params, prompt, n, temperature, top_k, seed, false);
   res.add(verify::fact("generation with and without CUDA graphs writes the same bytes", plain.text == s.text));
+  // The memory floor: the bf16 weights (~21 MB at the default size) at the copy bandwidth measured now.
+  const ceilings::Copy cp = ceilings::copy_bandwidth(size_t(256) << 20);
+  const double gbps = cp.best();
+  const size_t fp32_weights =
+      FastDecoder<float>::supported(cfg)
+          ? (size_t(12) * cfg.layers * cfg.width * cfg.width + size_t(cfg.vocab) * cfg.width) * 4
+          : 0;
   for (const Sampled* r : {&plain, &s}) {
-    results::Bench g;
-    g.name = r == &s ? "generate, batch 1, KV cache" : "generate, batch 1, KV cache, no CUDA graph";
-    g.dtype = "fp32";
-    g.shape = {cfg.layers, cfg.heads, cfg.width, cfg.context, 1};
-    g.ms = 1e3 * r->seconds / r->made;
-    g.min_ms = g.max_ms = g.ms, g.reps = r->made;
-    g.tokens_per_s = r->made / r->seconds;
-    res.add(g);
+    const std::string name = r == &s ? "generate, batch 1, KV cache" : "generate, batch 1, KV cache, no CUDA graph";
+    results::Bench row = generation_row(cfg, name, "fp32", {1e3 * r->seconds / r->made}, fp32_weights, gbps, r->made);
+    row.reps = r->made;  // one timed run: these rows always counted its bytes here (torch_peer.py reads it)
+    res.add(row);
   }
   std::printf("generation without CUDA graphs: %.0f tokens/s\n", plain.made / plain.seconds);
+  if (!FastDecoder<float>::supported(cfg) || int(prompt.size()) + n > cfg.context) {
+    std::printf("(the fused decoders not run: heads wider than %d, width too large, or %d bytes past the context)\n",
+                k::dec::kMaxHead, int(prompt.size()) + n);
+    return;
+  }
+  std::printf("memory floor: weight bytes / %.0f GB/s (device copy, bytes read + written, measured now)\n", gbps);
+  bench_grid_barrier(res);
+  const std::vector<GenVariant> variants = {
+      {"generate fp32, batch 1, fused stages, CUDA graph", false, DecodePath::kStages, false, 1, false, false},
+      {"generate bf16, batch 1, fused stages, CUDA graph", true, DecodePath::kStages, false, 1, false, false},
+      {"generate fp32, batch 1, persistent kernel", false, DecodePath::kPersistent, false, 1, true, false},
+      {"generate bf16, batch 1, persistent kernel", true, DecodePath::kPersistent, false, 1, true, false},
+      {"generate bf16, batch 1, persistent kernel, no weight prefetch", true, DecodePath::kPersistent, false, 1, false,
+       false},
+      {"generate bf16, batch 1, persistent kernel, one launch per token", true, DecodePath::kPersistent, true, 1, true,
+       false},
+      {"generate bf16, batch 1, persistent kernel, 2 blocks per SM", true, DecodePath::kPersistent, false, 2, true,
+       false},
+      {"generate fp32, batch 1, persistent kernel, qkv + attention merged", false, DecodePath::kPersistent, false, 1,
+       true, true},
+      {"generate bf16, batch 1, persistent kernel, qkv + attention merged", true, DecodePath::kPersistent, false, 1,
+       true, true},
+      // The hand-written grid barrier (decode_persistent.cuh), with a block on every SM, every second, every
+      // fourth; without the L1 prefetch (the better of the two with grid.sync), and with it once.
+      {"generate fp32, batch 1, persistent kernel, hand-written barrier", false, DecodePath::kPersistent, false, 1,
+       false, false, true},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier", true, DecodePath::kPersistent, false, 1,
+       false, false, true},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, weight prefetch", true,
+       DecodePath::kPersistent, false, 1, true, false, true},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, 1 block per 2 SMs", true,
+       DecodePath::kPersistent, false, 1, false, false, true, 2},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, 1 block per 4 SMs", true,
+       DecodePath::kPersistent, false, 1, false, false, true, 4},
+      {"generate bf16, batch 1, persistent kernel, grid.sync(), 1 block per 2 SMs", true, DecodePath::kPersistent,
+       false, 1, false, false, false, 2},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, merged", true, DecodePath::kPersistent, false,
+       1, false, true, true},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, merged, 1 block per 2 SMs", true,
+       DecodePath::kPersistent, false, 1, false, true, true, 2},
+      // Attention over shorter chunks (stage_attention_split): more warps, shorter chains of L2 trips.
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, attention chunks of 16", true,
+       DecodePath::kPersistent, false, 1, false, false, true, 1, 16},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, attention chunks of 8", true,
+       DecodePath::kPersistent, false, 1, false, false, true, 1, 8},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, merged, attention chunks of 8", true,
+       DecodePath::kPersistent, false, 1, false, true, true, 1, 8},
+      {"generate bf16, batch 1, persistent kernel, hand-written barrier, 1 block per 2 SMs, attention chunks of 8",
+       true, DecodePath::kPersistent, false, 1, false, false, true, 2, 8},
+      {"generate fp32, batch 1, persistent kernel, hand-written barrier, attention chunks of 8", false,
+       DecodePath::kPersistent, false, 1, false, false, true, 1, 8},
+      // The counting barrier (no publishing hop).
+      {"generate bf16, batch 1, persistent kernel, counting barrier", true, DecodePath::kPersistent, false, 1, false,
+       false, true, 1, k::dec::kChunk, true},
+      {"generate bf16, batch 1, persistent kernel, counting barrier, attention chunks of 8", true,
+       DecodePath::kPersistent, false, 1, false, false, true, 1, 8, true},
+      {"generate bf16, batch 1, persistent kernel, counting barrier, merged, attention chunks of 8", true,
+       DecodePath::kPersistent, false, 1, false, true, true, 1, 8, true},
+      {"generate bf16, batch 1, persistent kernel, counting barrier, 1 block per 2 SMs, attention chunks of 8", true,
+       DecodePath::kPersistent, false, 1, false, false, true, 2, 8, true},
+      {"generate fp32, batch 1, persistent kernel, counting barrier, attention chunks of 8", false,
+       DecodePath::kPersistent, false, 1, false, false, true, 1, 8, true},
+  };
+  std::printf("%-66s %10s %9s %8s %7s  %s\n", "generator", "tokens/s", "ms/token", "% floor", "blocks", "bytes");
+  double best_bf16 = 0;
+  for (const GenVariant& v : variants) {
+    const GenTiming g = v.bf ? time_fast_generation<bf16>(cfg, params, prompt, n, temperature, top_k, seed, v, reps)
+                             : time_fast_generation<float>(cfg, params, prompt, n, temperature, top_k, seed, v, reps);
+    results::Bench row = generation_row(cfg, v.name, v.bf ? "bf16" : "fp32", g.ms_per_token, g.weight_bytes, gbps, n);
+    size_t same = 0;  // bytes equal to the current generator's before the first difference
+    while (same < g.text.size() && same < s.text.size() && g.text[same] == s.text[same]) ++same;
+    same -= std::min(same, prompt.size());
+    row.extra["blocks"] = g.blocks;
+    row.extra["bytes_equal_to_current"] = double(same);
+    if (g.stage_us.kind() != json::Value::Null) row.extra["stage_us"] = g.stage_us;
+    if (v.bf) best_bf16 = std::max(best_bf16, row.tokens_per_s);
+    res.add(row);
+    if (!v.bf)
+      res.add(verify::fact(std::string(v.name) + ": the current generator's bytes", g.text == s.text, "exact", "",
+                           size_t(n), size_t(n) - same));
+    std::printf("%-66s %10.0f %9.4f %7.1f%% %7d  %s\n", v.name, row.tokens_per_s, row.ms,
+                row.extra.find("pct_of_memory_floor")->number(), g.blocks,
+                g.text == s.text ? "= current" : (std::to_string(same) + " equal, then differ").c_str());
+    if (g.stage_us.kind() != json::Value::Null) {
+      std::printf("    us per stage (work + barrier):");
+      for (const char* kk : {"qkv", "attention", "proj", "fc", "fc2", "head", "token"})
+        std::printf(" %s %.2f", kk, g.stage_us.find(kk)->number());
+      std::printf("\n");
+    }
+  }
+  // Issue 25's goals for batch-1 generation (the fastest bf16 generator; the peer's ratio is
+  // torch_peer.py's).
+  res.add_goal("generation (" + title + "): batch-1 bf16 >= 10,000 tokens/s", best_bf16, best_bf16 >= 10000);
+  res.add_goal("generation (" + title + "): batch-1 bf16 >= 20,000 tokens/s (moonshot)", best_bf16, best_bf16 >= 20000);
 }
 
 // --bench on one GPU: the parts --bench-part names, in this order.

@@ -1,15 +1,22 @@
-// day50_gpt/run/generate.cuh: generation with a KV cache, batch 1, fp32: one position at a time through
-// the model (nn/kernels/decode.cuh), captured as CUDA graphs, with top-k sampling on the GPU; past the
-// context length, a sliding window re-prefilled by the training forward (below).
+// day50_gpt/run/generate.cuh: generation with a KV cache, batch 1. Generator (fp32): one position at a time
+// through the model (nn/kernels/decode.cuh), captured as CUDA graphs, with top-k sampling on the GPU;
+// past the context length, a sliding window re-prefilled by the training forward. FastDecoder (below,
+// inside the context; fp32 or bf16 weights): the same model in 5 fused stages a layer
+// (nn/kernels/decode_stages.cuh), as a CUDA graph per token or as one persistent kernel
+// (nn/kernels/decode_persistent.cuh).
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../gpt_ref.h"
 #include "../nn/kernels/decode.cuh"
+#include "../nn/kernels/decode_persistent.cuh"
 #include "../nn/kernels/layernorm.cuh"
 #include "../nn/model.cuh"
 #include "../nn/types.cuh"
@@ -258,5 +265,269 @@ inline Sampled generate(const gpt::Config& cfg, const std::vector<float>& params
   for (int t : toks) s.text.push_back(char(t));
   s.made = int(toks.size());
   s.slid = g.slid, s.seconds_sliding = g.seconds_sliding;
+  return s;
+}
+
+// ---- Faster generation, inside the context: fused stages, then one persistent kernel ---------------
+// The generator above spends a token in ~8 kernels a layer. FastDecoder runs the same model through
+// nn/kernels/decode_stages.cuh's 5 fused stages a layer (LayerNorm, residual add and GELU folded into
+// the GEMVs, k and v written into the cache by the qkv GEMV, sampling folded into the first stage), with
+// its weights in W = float or bf16 (activations, cache and sums stay fp32), along one of two paths:
+//   kStages      one kernel per stage, a token's 5L + 1 kernels captured once as a CUDA graph; the
+//                position and the draw count live on the device, so the graph replays for every token
+//   kPersistent  one cooperative kernel (nn/kernels/decode_persistent.cuh) for all the tokens of a
+//                call, grid-wide barriers between the stages (per_token: one launch per token instead;
+//                net.prefetch false: without asking L1 for the next stage's weights before a barrier;
+//                merge: attention waits for its own head's qkv rows instead of a barrier; own_barrier: a
+//                hand-written grid barrier instead of grid.sync(); use_blocks(b): b blocks, not one per SM)
+// The sampled bytes use the same draws u[i] (verify::Rng on the host, uploaded before the clock starts)
+// and the same ranking and double arithmetic as k::sample_top_k, so with fp32 weights the bytes are
+// the current generator's. Only inside the context: past it, Generator's sliding window (above).
+enum class DecodePath { kStages, kPersistent };
+
+template <class W>
+struct FastDecoder {
+  gpt::Config c;
+  DecodePath path;
+  bool per_token = false;
+  bool merge = false;          // kPersistent: no barrier between qkv and attention (per-head counts instead)
+  bool own_barrier = false;    // kPersistent: the hand-written grid barrier instead of grid.sync()
+  bool count_barrier = false;  // with own_barrier: its counting kind
+  cudaStream_t stream;
+  int blocks = 0, pos = 0;
+  size_t smem = 0;
+  DeviceBuffer mat, vec, wpe, kc, vc, x, q, h, part, logits, logits_all, seq, draws, out, state, done;
+  k::dec::Net<W> net{};
+  cudaGraphExec_t feed_graph = nullptr, gen_graph = nullptr;
+
+  // Supported: heads up to k::dec::kMaxHead wide, a 4C-float GEMV input within 48 KB of shared memory.
+  static bool supported(const gpt::Config& c) {
+    return c.width / c.heads <= k::dec::kMaxHead &&
+           k::dec::smem_bytes(c.width, c.heads, c.vocab, c.context) <= 48 * 1024;
+  }
+  static W cvt(float f) {
+    if constexpr (std::is_same<W, float>::value)
+      return f;
+    else
+      return __float2bfloat16(f);
+  }
+  // keep_logits: every position's logits in logits_all [T][V] (the checks read them).
+  FastDecoder(const gpt::Config& cfg, const std::vector<float>& p, int max_new, DecodePath pth, int blocks_per_sm = 1,
+              bool keep_logits = false)
+      : c(cfg), path(pth) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    pack(p);
+    const size_t C = size_t(c.width), T = size_t(c.context), V = size_t(c.vocab), L = size_t(c.layers);
+    // The partials for the shortest attention chunk (net.chunk may be set shorter for the persistent kernel).
+    const size_t hs = C / size_t(c.heads), nck = (T + k::dec::kMinChunk - 1) / k::dec::kMinChunk;
+    for (auto* b : {&kc, &vc}) b->alloc(L * T * C * 4);
+    x.alloc(C * 4), q.alloc(C * 4), h.alloc(4 * C * 4), part.alloc(size_t(c.heads) * nck * (hs + 2) * 4);
+    logits.alloc(V * 4), logits_all.alloc(keep_logits ? T * V * 4 : 0);
+    seq.alloc(T * 4), draws.alloc(size_t(std::max(1, max_new)) * 8), out.alloc(size_t(std::max(1, max_new)) * 4);
+    state.alloc(8), done.alloc(4), ready.alloc(size_t(c.heads + 1) * 4), bar.alloc(12);
+    // Every buffer starts as NaN: a stage that reads what no stage wrote poisons the logits.
+    for (auto* b : {&kc, &vc, &x, &q, &h, &part, &logits, &logits_all, &out})
+      if (b->bytes()) poison(b->as(), b->bytes());
+    CUDA_CHECK(cudaMemset(state.as(), 0, 8));
+    CUDA_CHECK(cudaMemset(done.as(), 0, 4));
+    net.mat = mat.as<W>(), net.vec = vec.as<float>(), net.wpe = wpe.as<float>();
+    net.kc = kc.as<float>(), net.vc = vc.as<float>();
+    net.L = c.layers, net.C = c.width, net.H = c.heads, net.T = c.context, net.V = c.vocab;
+    net.x = x.as<float>(), net.q = q.as<float>(), net.h = h.as<float>(), net.part = part.as<float>();
+    net.logits = logits.as<float>(), net.logits_all = keep_logits ? logits_all.as<float>() : nullptr;
+    net.forced = seq.as<int>(), net.u = draws.as<double>(), net.out = out.as<int>();
+    net.temperature = 1.0, net.top_k = 1, net.state = state.as<int>(), net.done = done.as<unsigned>();
+    net.prefetch = true, net.trace = nullptr, net.ready = nullptr, net.bar = nullptr;
+    net.chunk = k::dec::kChunk;
+    smem = k::dec::smem_bytes(c.width, c.heads, c.vocab, c.context);
+    int dev = 0, sms = 0, occ = 0, coop = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+    CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k::dec::decode_persistent<W>, k::dec::kThreads, smem));
+    if (path == DecodePath::kPersistent && (!coop || occ < 1))
+      throw std::runtime_error("this GPU cannot launch the persistent decoder (cooperative launch)");
+    // The cooperative launch needs every block resident at once: at most occ per SM.
+    blocks = sms * std::max(1, std::min(occ, blocks_per_sm));
+    // The poisoning and the zeroing ran on the legacy stream, which `stream` (non-blocking) does not wait for.
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (path == DecodePath::kStages) feed_graph = capture([&] { enqueue_token(net); });
+  }
+  ~FastDecoder() {
+    if (gen_graph) cudaGraphExecDestroy(gen_graph);
+    if (feed_graph) cudaGraphExecDestroy(feed_graph);
+    cudaStreamDestroy(stream);
+  }
+  FastDecoder(const FastDecoder&) = delete;
+  FastDecoder& operator=(const FastDecoder&) = delete;
+
+  // The packing k::dec::Net describes: per layer the four matrices in W, the vectors in fp32.
+  void pack(const std::vector<float>& p) {
+    const gpt::Layout lay(c);
+    const size_t C = size_t(c.width), CC = C * C, L = size_t(c.layers), V = size_t(c.vocab);
+    std::vector<W> m(L * 12 * CC + V * C);
+    std::vector<float> v(L * 13 * C + 2 * C);
+    auto put_m = [&](size_t at, size_t from, size_t n) {
+      for (size_t i = 0; i < n; ++i) m[at + i] = cvt(p[from + i]);
+    };
+    auto put_v = [&](size_t at, size_t from, size_t n) {
+      std::copy_n(p.begin() + long(from), n, v.begin() + long(at));
+    };
+    for (size_t l = 0; l < L; ++l) {
+      const auto& Y = lay.layer[l];
+      const size_t mo = l * 12 * CC, vo = l * 13 * C;
+      put_m(mo, Y.qkv_w, 3 * CC), put_m(mo + 3 * CC, Y.proj_w, CC);
+      put_m(mo + 4 * CC, Y.fc_w, 4 * CC), put_m(mo + 8 * CC, Y.fc2_w, 4 * CC);
+      put_v(vo, Y.ln1_w, C), put_v(vo + C, Y.ln1_b, C), put_v(vo + 2 * C, Y.qkv_b, 3 * C);
+      put_v(vo + 5 * C, Y.proj_b, C), put_v(vo + 6 * C, Y.ln2_w, C), put_v(vo + 7 * C, Y.ln2_b, C);
+      put_v(vo + 8 * C, Y.fc_b, 4 * C), put_v(vo + 12 * C, Y.fc2_b, C);
+    }
+    put_m(L * 12 * CC, lay.wte, V * C);
+    put_v(L * 13 * C, lay.lnf_w, C), put_v(L * 13 * C + C, lay.lnf_b, C);
+    mat.alloc(m.size() * sizeof(W)), vec.alloc(v.size() * 4), wpe.alloc(size_t(c.context) * C * 4);
+    to_device(mat.as<W>(), m);
+    to_device(vec.as<float>(), v);
+    to_device(wpe.as<float>(),
+              std::vector<float>(p.begin() + long(lay.wpe), p.begin() + long(lay.wpe + c.context * C)));
+  }
+  // kPersistent: fewer blocks than the GPU holds (at least 1; every stage's work is spread by gridDim,
+  // so any count computes the same logits): fewer arrivals at each barrier, fewer SMs pulling weights.
+  void use_blocks(int b) {
+    if (path == DecodePath::kPersistent) blocks = std::max(1, std::min(blocks, b));
+  }
+  // kPersistent: stamp the time after every stage of the next calls (up to `steps` tokens a call).
+  DeviceBuffer trace, ready, bar;
+  // Merged stages: whether a wait for a head's rows ever gave up in the last launch; own barrier: whether a
+  // wait at the barrier did (a bug either way: never expected).
+  bool gave_up() {
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return (merge && to_host(ready.as<unsigned>() + c.heads, 1)[0] != 0) ||
+           (own_barrier && to_host(bar.as<unsigned>() + 2, 1)[0] != 0);
+  }
+  void enable_trace(int steps) {
+    trace.alloc((size_t(steps) * (c.layers * k::dec::kStagesPerLayer + 1) + 1) * 8);
+    net.trace = trace.as<unsigned long long>();
+  }
+  // The bytes of weights one token reads: every matrix once (the memory floor's numerator).
+  size_t weight_bytes() const { return mat.bytes(); }
+
+  template <class F>
+  cudaGraphExec_t capture(F&& enqueue) {
+    cudaGraph_t g;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    enqueue();
+    CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+    cudaGraphExec_t e;
+    CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    return e;
+  }
+  // One token through the stage kernels (kStages): 5L + 1 launches.
+  void enqueue_token(const k::dec::Net<W>& n) {
+    for (int s = 0; s <= c.layers * k::dec::kStagesPerLayer; ++s) {
+      k::dec::decode_stage<W><<<blocks, k::dec::kThreads, smem, stream>>>(n, s);
+      LAUNCH_CHECK();
+    }
+  }
+  void launch_persistent(k::dec::Net<W> n, int start, int count0, int steps) {
+    if (merge) {  // the per-head counts start at 0 every launch (and the gave-up flag after them)
+      CUDA_CHECK(cudaMemsetAsync(ready.as(), 0, ready.bytes(), stream));
+      n.ready = ready.as<unsigned>();
+    }
+    if (own_barrier) {  // the arrival count, the generation and the gave-up flag start at 0 every launch
+      CUDA_CHECK(cudaMemsetAsync(bar.as(), 0, bar.bytes(), stream));
+      n.bar = bar.as<unsigned>(), n.bar_count = count_barrier;
+    }
+    void* args[] = {&n, &start, &count0, &steps};
+    CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&k::dec::decode_persistent<W>), dim3(blocks),
+                                           dim3(k::dec::kThreads), args, smem, stream));
+  }
+  // Back to position 0 (the cache is overwritten as positions are fed again).
+  void reset() {
+    pos = 0;
+    CUDA_CHECK(cudaMemsetAsync(state.as(), 0, 8, stream));
+  }
+  // The attention chunks the stages take (net.chunk): stage_attention's kChunk or stage_attention_split's.
+  void check_chunk() const {
+    if (net.chunk != k::dec::kChunk && net.chunk != 16 && net.chunk != k::dec::kMinChunk)
+      throw std::invalid_argument("FastDecoder: net.chunk must be 32, 16 or 8");
+  }
+  // Feeds toks at positions pos, pos + 1, ... (teacher forcing; the prompt): logits after the last.
+  void feed(const std::vector<int>& toks) {
+    check_chunk();
+    if (toks.empty()) return;
+    if (pos + int(toks.size()) > c.context) throw std::runtime_error("FastDecoder::feed past the context");
+    CUDA_CHECK(cudaMemcpyAsync(seq.as<int>() + pos, toks.data(), toks.size() * 4, cudaMemcpyHostToDevice, stream));
+    if (path == DecodePath::kStages)
+      for (size_t i = 0; i < toks.size(); ++i) CUDA_CHECK(cudaGraphLaunch(feed_graph, stream));
+    else
+      launch_persistent(net, pos, 0, int(toks.size()));
+    pos += int(toks.size());
+    CUDA_CHECK(cudaStreamSynchronize(stream));  // toks is the host's: the copy must be done before it goes
+  }
+  // The draws, temperature and top-k of the next generate() (uploaded and captured outside its time).
+  void prepare(const std::vector<double>& u, double temperature, int top_k) {
+    to_device(draws.as<double>(), u);
+    net.temperature = temperature, net.top_k = top_k;
+    if (path == DecodePath::kStages) {
+      if (gen_graph) CUDA_CHECK(cudaGraphExecDestroy(gen_graph));
+      k::dec::Net<W> g = net;
+      g.forced = nullptr;
+      gen_graph = capture([&] { enqueue_token(g); });
+    }
+  }
+  // Samples n bytes (draws 0 .. n-1) from the current logits on, each fed back in; enqueued only (the
+  // caller times and waits).
+  void generate(int n) {
+    check_chunk();
+    if (pos + n > c.context) throw std::runtime_error("FastDecoder::generate past the context");
+    k::dec::Net<W> g = net;
+    g.forced = nullptr;
+    if (path == DecodePath::kStages) {
+      CUDA_CHECK(cudaMemsetAsync(state.as<int>() + 1, 0, 4, stream));  // the draw count
+      for (int i = 0; i < n; ++i) CUDA_CHECK(cudaGraphLaunch(gen_graph, stream));
+    } else if (per_token) {
+      for (int i = 0; i < n; ++i) launch_persistent(g, pos + i, i, 1);
+    } else {
+      launch_persistent(g, pos, 0, n);
+    }
+    pos += n;
+  }
+  std::vector<int> bytes(int n) {
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return to_host(out.as<int>(), size_t(n));
+  }
+  std::vector<float> logits_at(int positions) {
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return to_host(logits_all.as<float>(), size_t(positions) * size_t(c.vocab));
+  }
+};
+
+// generate() through a FastDecoder: the same bytes' distribution (the same draws; with fp32 weights the
+// same bytes), for a --sample flag to pick. Past the context it falls back to generate() (the sliding
+// window), which is the only generator that goes there.
+template <class W>
+Sampled generate_fast(const gpt::Config& cfg, const std::vector<float>& params, const std::string& prompt, int n,
+                      double temperature, int top_k, uint64_t seed, DecodePath path) {
+  const int want = std::max(0, n);
+  if (!FastDecoder<W>::supported(cfg) || int(prompt.size()) + want > cfg.context)
+    return generate(cfg, params, prompt, n, temperature, top_k, seed);
+  std::vector<int> pr;
+  for (char ch : prompt) pr.push_back(int(static_cast<unsigned char>(ch)));
+  verify::Rng rng(seed);
+  std::vector<double> u(static_cast<size_t>(want));
+  for (auto& x : u) x = double(rng.next() >> 11) / 9007199254740992.0;
+  FastDecoder<W> d(cfg, params, want, path);
+  d.feed(pr);
+  d.prepare(u, temperature, top_k);
+  Sampled s;
+  s.text = prompt;
+  const auto t0 = std::chrono::steady_clock::now();
+  d.generate(want);
+  const std::vector<int> toks = d.bytes(want);
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int t : toks) s.text.push_back(char(t));
+  s.made = want;
   return s;
 }

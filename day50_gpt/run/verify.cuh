@@ -15,6 +15,7 @@
 #include "trainer.cuh"
 #include "verify.h"
 #include "verify_attention.cuh"
+#include "verify_decode.cuh"
 
 // ---- Verification ----------------------------------------------------------------------------------
 inline gpt::Config tiny_config() {
@@ -127,6 +128,7 @@ inline void verify_generate(results::Results& res, uint64_t seed, gpt::Config c)
   const std::vector<float> last = g.logits_now();
   res.add(verify::compare(tag + ": logits after the last sampled byte vs CPU", last.data(), cpu.data(), last.size(),
                           verify::Tol{1e-5, 1e-4, "fp32"}));
+  verify_decode(res, seed, c);  // the faster generators against this one (run/verify_decode.cuh)
 }
 
 // Training: the loss falls, and a run interrupted at the half and resumed from its checkpoint repeats

@@ -1,0 +1,538 @@
+// day50_gpt/nn/kernels/decode_stages.cuh: one generated token as 5 fused stages per layer plus the head,
+// weights in fp32 or bf16 (activations, KV cache and every sum in fp32). The same stage functions run
+// as one kernel each (a CUDA graph of 5L + 1 nodes per token: decode_stage below) or all inside one
+// persistent kernel with grid-wide barriers between them (decode_persistent.cuh).
+//
+// What is fused, against nn/kernels/decode.cuh's ~8 kernels per layer:
+//   stage 0  [sample the token,] [embed,] LayerNorm 1, qkv GEMV; k and v go straight into the cache
+//   stage 1  attention partials: (head, 32 cached positions) per warp, flash-decoding style
+//   stage 2  combine the partials, proj GEMV, residual add
+//   stage 3  LayerNorm 2, fc GEMV, GELU
+//   stage 4  fc2 GEMV, residual add
+//   head     final LayerNorm, logits GEMV (the tied embedding)
+// A LayerNorm of one position is C numbers: every block recomputes it into shared memory from the
+// residual stream instead of a kernel of its own writing it out and the GEMV reading it back. The
+// residual add and the GELU ride in the GEMV's epilogue. Sampling (the twin of k::sample_top_k, same
+// ranking, same double arithmetic, same draws) is done by every block at the start of stage 0 from the
+// logits: each block gets the same byte, and no stage or grid barrier is spent handing it around.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "bias_gelu_residual.cuh"
+#include "common.cuh"
+
+namespace k {
+namespace dec {
+
+constexpr int kThreads = 256, kWarps = kThreads / kWarp;
+constexpr int kChunk = 32;     // cached positions per attention work item: one per lane
+constexpr int kMinChunk = 8;   // the shortest chunk stage_attention_split takes (4 lanes a position)
+constexpr int kMaxHead = 256;  // head size limit of the attention stage (8 accumulators a lane)
+constexpr int kStagesPerLayer = 5;
+
+// The model packed for decoding: per layer [qkv 3C x C | proj C x C | fc 4C x C | fc2 C x 4C] in the
+// weight type W (row o of a matrix: output o's weights), then the head (the token embedding, V x C);
+// per layer the vectors [ln1 g | ln1 b | qkv b (3C) | proj b | ln2 g | ln2 b | fc b (4C) | fc2 b] (13C)
+// in fp32, then the final LayerNorm's g and b. A fixed stride per layer keeps the kernel's argument
+// small for any depth.
+template <class W>
+struct Net {
+  const W* mat;
+  const float* vec;
+  const float* wpe;  // [T][C], fp32: one row is read per token
+  float *kc, *vc;    // [L][T][C]
+  int L, C, H, T, V;
+  // Scratch between stages: residual stream x (C), q (C), MLP hidden h (4C), attention partials
+  // [H][ceil(T/32)][hs + 2], logits (V); logits_all [T][V] (optional, for the checks).
+  float *x, *q, *h, *part, *logits, *logits_all;
+  // The token at position t: forced[t] when forced is set (the prompt, a teacher-forced sequence), else
+  // sampled from `logits` with draw u[count] (written to out[count]).
+  const int* forced;
+  const double* u;
+  int* out;
+  double temperature;
+  int top_k;
+  // The CUDA-graph path keeps the position and the draw count on the device ({pos, count}) and the
+  // head's last block advances them; the persistent kernel passes both as arguments (state unused).
+  int* state;
+  unsigned* done;
+  // Persistent kernel only: before each grid barrier, ask L1 for the weight rows this block's warps
+  // read in the next stage, so that the wait at the barrier and the weights' trip from L2 overlap.
+  bool prefetch;
+  // Persistent kernel, when set: block 0 stamps the GPU's global timer (ns) at the launch (trace[0]) and
+  // after every barrier (trace[1 + token * (5L + 1) + stage]): where a token's time goes, stage by stage.
+  unsigned long long* trace;
+  // Persistent kernel, when set: no barrier between stage 0 and stage 1. The qkv GEMV's warps count the
+  // rows they finish per head (ready[h], a count that only grows within a launch; ready[H]: set if a
+  // wait ever gave up), and an attention warp waits only for its own head's 3 hs rows.
+  unsigned* ready;
+  // Persistent kernel, when set: the hand-written grid barrier (decode_persistent.cuh) on these two
+  // words (zeroed before each launch) instead of grid.sync().
+  unsigned* bar;
+  bool bar_count;  // with bar: its counting kind (spin on the arrival count; no publishing hop)
+
+  __device__ size_t mat_stride() const { return size_t(12) * C * C; }
+  __device__ const W* qkv_w(int l) const { return mat + l * mat_stride(); }
+  __device__ const W* proj_w(int l) const { return qkv_w(l) + size_t(3) * C * C; }
+  __device__ const W* fc_w(int l) const { return qkv_w(l) + size_t(4) * C * C; }
+  __device__ const W* fc2_w(int l) const { return qkv_w(l) + size_t(8) * C * C; }
+  __device__ const W* head_w() const { return mat + L * mat_stride(); }
+  __device__ const float* lv(int l) const { return vec + size_t(l) * 13 * C; }
+  // Cached positions per attention work item: kChunk (stage_attention), or 16 or 8 (stage_attention_split).
+  // Stages 1 and 2 of one token read it alike, so any value computes the same function. n.part: [H][chunks()].
+  int chunk;
+  __device__ int chunks() const { return (T + chunk - 1) / chunk; }
+};
+
+// Shared memory a block needs (bytes): the GEMV input (up to 4C floats), the attention's q per warp,
+// the combine's chunk maxima and sums (for the shortest chunk), or the sampler's logits, ranks and weights.
+inline size_t smem_bytes(int C, int H, int V, int T) {
+  const size_t gemv = size_t(4) * C * 4, att = (C + size_t(kWarps) * (C / H)) * 4, samp = size_t(V) * (8 + 4 + 4);
+  const size_t comb = (C + size_t(2) * H * size_t((T + kMinChunk - 1) / kMinChunk)) * 4;
+  return std::max(std::max(gemv, comb), std::max(att, samp));
+}
+
+// ---- Small helpers -----------------------------------------------------------------------------
+// What one block wrote and another reads within a launch (x, q, h, the cache, the partials, the logits)
+// is loaded with __ldcg: from L2, past this SM's L1, which is not kept coherent with the other SMs'
+// writes. Those values are read once per stage, so L1 would not have helped them anyway.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  v = warp_sum(v);
+  __syncthreads();  // red may still be read by the previous call
+  if (threadIdx.x % kWarp == 0) red[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  float s = 0;
+  for (int w = 0; w < kWarps; ++w) s += red[w];
+  return s;
+}
+// 8 weights (one 16-byte load of bf16, two of fp32) times 8 inputs from shared memory.
+__device__ __forceinline__ float dot8(const __nv_bfloat16* w, const float* x) {
+  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(w));
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  float s = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = __bfloat1622float2(h[j]);
+    s += f.x * x[2 * j] + f.y * x[2 * j + 1];
+  }
+  return s;
+}
+__device__ __forceinline__ float dot8(const float* w, const float* x) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(w)), b = __ldg(reinterpret_cast<const float4*>(w + 4));
+  return a.x * x[0] + a.y * x[1] + a.z * x[2] + a.w * x[3] + b.x * x[4] + b.y * x[5] + b.z * x[6] + b.w * x[7];
+}
+
+// Rows [0, O) of W x, x (I floats) in shared memory, one warp per row; epi(o, sum) gets each row's sum on
+// lane 0. Row o goes to block o % grid, so that a small O (384 rows against ~1,000 warps) still spreads
+// over every SM and all of them pull weights at once. 16-byte loads where rows allow (I % 8 == 0: the
+// packing makes every row start 16-byte aligned then).
+template <class W, class Epi>
+__device__ __forceinline__ void gemv_rows(const W* Wm, const float* xs, int I, int O, Epi epi) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  for (int o = blockIdx.x + gridDim.x * warp; o < O; o += gridDim.x * kWarps) {
+    const W* row = Wm + size_t(o) * I;
+    float s = 0;
+    if (I % 8 == 0) {
+#pragma unroll 4
+      for (int i = lane * 8; i < I; i += kWarp * 8) s += dot8(row + i, xs + i);
+    } else {
+      for (int i = lane; i < I; i += kWarp) s += ld(row[i]) * xs[i];
+    }
+    s = warp_sum(s);
+    if (lane == 0) epi(o, s);
+  }
+}
+
+// xs = LayerNorm(v) with gain g and bias b, where v is already in xs (C floats); one block, every block
+// its own copy. The statistics as k::layernorm_fwd: biased variance, eps 1e-5.
+__device__ __forceinline__ void layernorm_shared(float* xs, const float* g, const float* b, int C, float* red) {
+  float s = 0;
+  for (int i = threadIdx.x; i < C; i += kThreads) s += xs[i];
+  const float m = block_sum(s, red) / C;
+  float v = 0;
+  for (int i = threadIdx.x; i < C; i += kThreads) v += (xs[i] - m) * (xs[i] - m);
+  const float r = rsqrtf(block_sum(v, red) / C + 1e-5f);
+  for (int i = threadIdx.x; i < C; i += kThreads) xs[i] = (xs[i] - m) * r * g[i] + b[i];
+  __syncthreads();
+}
+
+// Temperature + top-k sampling, the twin of k::sample_top_k (decode.cuh) and gpt::sample_top_k, done by
+// every thread of one block: ranks in parallel, the k weights' exps in parallel, the walk on thread 0
+// (its sums in the same order as the one-thread original, so the same byte comes out).
+__device__ __forceinline__ int sample_block(const float* logits, int V, double temperature, int top_k, double u,
+                                            unsigned char* smem) {
+  __shared__ int picked;
+  double* w = reinterpret_cast<double*>(smem);  // [k]
+  float* ls = reinterpret_cast<float*>(w + V);  // [V]
+  int* who = reinterpret_cast<int*>(ls + V);    // [k]
+  const int k = max(1, min(top_k, V));
+  for (int i = threadIdx.x; i < V; i += kThreads)
+    ls[i] = __ldcg(logits + i), who[i] = 0;  // who: in range even for NaNs
+  __syncthreads();
+  for (int i = threadIdx.x; i < V; i += kThreads) {
+    const float li = ls[i];
+    int rank = 0;
+    if (V % 4 == 0) {  // 16-byte shared loads (ls starts 8V bytes in): a quarter of the load instructions
+      const float4* l4 = reinterpret_cast<const float4*>(ls);
+      for (int j = 0; j < V; j += 4) {
+        const float4 q = l4[j / 4];
+        rank += (q.x > li || (q.x == li && j < i)) + (q.y > li || (q.y == li && j + 1 < i)) +
+                (q.z > li || (q.z == li && j + 2 < i)) + (q.w > li || (q.w == li && j + 3 < i));
+      }
+    } else {
+      for (int j = 0; j < V; ++j) rank += ls[j] > li || (ls[j] == li && j < i);
+    }
+    if (rank < k) who[rank] = i;
+  }
+  __syncthreads();
+  const double top = ls[who[0]];
+  for (int r = threadIdx.x; r < k; r += kThreads) w[r] = exp((double(ls[who[r]]) - top) / temperature);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double sum = 0;
+    for (int r = 0; r < k; ++r) sum += w[r];
+    double left = u * sum;
+    int pick = who[k - 1];
+    for (int r = 0; r < k; ++r)
+      if ((left -= w[r]) < 0) {
+        pick = who[r];
+        break;
+      }
+    picked = pick;
+  }
+  __syncthreads();
+  return picked;
+}
+
+// ---- The stages --------------------------------------------------------------------------------
+// Stage 0 of layer l at position t: LayerNorm 1 of x (for l = 0: of the embedding of the token, which
+// is picked here first and written to x by block 0), then qkv = W x + b: q to n.q, k and v into row t
+// of the layer's cache.
+template <class W>
+__device__ void stage_qkv(const Net<W>& n, int l, int t, int count, unsigned char* smem, float* red) {
+  const int hs = n.C / n.H;
+  const int C = n.C;
+  float* xs = reinterpret_cast<float*>(smem);
+  if (l == 0) {
+    int tok;
+    if (n.forced) {
+      tok = n.forced[t];
+    } else {
+      tok = sample_block(n.logits, n.V, n.temperature, n.top_k, n.u[count], smem);
+      if (blockIdx.x == 0 && threadIdx.x == 0) n.out[count] = tok;
+    }
+    const W* e = n.head_w() + size_t(tok) * C;
+    for (int i = threadIdx.x; i < C; i += kThreads) {
+      xs[i] = ld(e[i]) + n.wpe[size_t(t) * C + i];
+      if (blockIdx.x == 0) n.x[i] = xs[i];
+    }
+  } else {
+    for (int i = threadIdx.x; i < C; i += kThreads) xs[i] = __ldcg(n.x + i);
+  }
+  const float* v = n.lv(l);
+  layernorm_shared(xs, v, v + C, C, red);
+  const float* b = v + 2 * C;
+  float* krow = n.kc + (size_t(l) * n.T + t) * C;
+  float* vrow = n.vc + (size_t(l) * n.T + t) * C;
+  gemv_rows(n.qkv_w(l), xs, C, 3 * C, [&](int o, float s) {
+    s += b[o];
+    if (o < C)
+      n.q[o] = s;
+    else if (o < 2 * C)
+      krow[o - C] = s;
+    else
+      vrow[o - 2 * C] = s;
+    if (n.ready) {  // merged with stage 1: publish the row, then count it for its head
+      __threadfence();
+      atomicAdd(n.ready + (o % C) / hs, 1u);
+    }
+  });
+}
+
+// Stage 1: attention of position t over cached positions 0..t, split like flash-decoding. Work item
+// (h, c) is head h over positions 32c .. 32c + 31: lane j scores position 32c + j, the warp finds the
+// chunk's max m and sum l of exp(score - m), and writes o = sum_j exp(score_j - m) v_j with m and l.
+// Stage 2 combines the chunks. At t = 255 there are 6 heads x 8 chunks = 48 items: one pass of warps.
+//
+// Merged with stage 0 (n.ready set): before an item, lane 0 waits until head h's count reaches
+// epoch * 3 hs (epoch: the qkv stages run so far in this launch, this one included), then acquires.
+// Every block is resident (a cooperative launch), so the rows it waits for are being computed; the wait
+// still gives up after 2^20 polls (well under a second) and flags it, so that a bug fails the checks instead of
+// hanging.
+__device__ __forceinline__ void wait_head(unsigned* ready, int H, int h, unsigned target) {
+  if (threadIdx.x % kWarp == 0) {
+    volatile unsigned* r = ready + h;
+    long long polls = 0;
+    while (*r < target)
+      if (++polls > (1ll << 20)) {
+        ready[H] = 1;
+        break;
+      }
+    __threadfence();
+  }
+  __syncwarp();
+}
+template <class W>
+__device__ void stage_attention(const Net<W>& n, int l, int t, int token, unsigned char* smem) {
+  const int C = n.C, H = n.H, hs = C / H, nck = t / n.chunk + 1, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  float* qs = reinterpret_cast<float*>(smem) + C + warp * hs;  // after stage 0's input: merged, both live
+  const float* kc = n.kc + size_t(l) * n.T * C;
+  const float* vc = n.vc + size_t(l) * n.T * C;
+  const float scale = rsqrtf(float(hs));
+  for (int item = blockIdx.x + gridDim.x * warp; item < H * nck; item += gridDim.x * kWarps) {
+    const int h = item / nck, c = item % nck, s = c * kChunk + lane;  // (n.chunk == kChunk here)
+    if (n.ready) wait_head(n.ready, H, h, unsigned(token * n.L + l + 1) * unsigned(3 * hs));
+    for (int i = lane; i < hs; i += kWarp) qs[i] = __ldcg(n.q + h * hs + i);
+    __syncwarp();
+    float sc = -INFINITY;
+    if (s <= t) {
+      const float* kr = kc + size_t(s) * C + h * hs;
+      float d = 0;
+      if (hs % 4 == 0 && C % 4 == 0) {
+#pragma unroll 8
+        for (int i = 0; i < hs; i += 4) {
+          const float4 kv = __ldcg(reinterpret_cast<const float4*>(kr + i));
+          d += qs[i] * kv.x + qs[i + 1] * kv.y + qs[i + 2] * kv.z + qs[i + 3] * kv.w;
+        }
+      } else {
+        for (int i = 0; i < hs; ++i) d += qs[i] * __ldcg(kr + i);
+      }
+      sc = d * scale;
+    }
+    const float m = warp_max(sc);  // lane 0's position is always <= t: m is finite
+    const float p = s <= t ? __expf(sc - m) : 0.f;
+    const float lsum = warp_sum(p);
+    float acc[kMaxHead / kWarp] = {};
+    const int nj = min(kChunk, t - c * kChunk + 1);
+    // Unrolled so that several positions' v loads are in flight at once: one at a time, the 32 L2
+    // round trips of a chunk would follow each other.
+#pragma unroll 8
+    for (int j = 0; j < nj; ++j) {
+      const float pj = __shfl_sync(0xffffffffu, p, j);
+      const float* vr = vc + size_t(c * kChunk + j) * C + h * hs;
+#pragma unroll
+      for (int r = 0; r < kMaxHead / kWarp; ++r)
+        if (lane + kWarp * r < hs) acc[r] += pj * __ldcg(vr + lane + kWarp * r);
+    }
+    float* out = n.part + (size_t(h) * n.chunks() + c) * (hs + 2);
+#pragma unroll
+    for (int r = 0; r < kMaxHead / kWarp; ++r)
+      if (lane + kWarp * r < hs) out[lane + kWarp * r] = acc[r];
+    if (lane == 0) out[hs] = m, out[hs + 1] = lsum;
+    __syncwarp();  // qs is rewritten by the next item
+  }
+}
+
+// Stage 1 with shorter chunks (P = 16 or 8 cached positions per work item): P x more items than
+// stage_attention's, so that more warps share the cache's reads, and each warp's chain of dependent L2
+// trips is shorter (a warp walks P positions' v rows, not 32). G = 32 / P lanes score one position, each
+// over every G-th group of 4 dimensions, and add up with G-lane shuffles; the v loop is unrolled whole.
+// Same partials (per chunk: o, m, l) as stage_attention; stage 2 combines P-long chunks the same way.
+template <int P, class W>
+__device__ void stage_attention_split(const Net<W>& n, int l, int t, int token, unsigned char* smem) {
+  constexpr int G = kWarp / P;
+  const int C = n.C, H = n.H, hs = C / H, nck = t / P + 1, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int j = lane / G, g = lane % G;  // this lane's position in the chunk, its share of the dimensions
+  float* qs = reinterpret_cast<float*>(smem) + C + warp * hs;
+  const float* kc = n.kc + size_t(l) * n.T * C;
+  const float* vc = n.vc + size_t(l) * n.T * C;
+  const float scale = rsqrtf(float(hs));
+  for (int item = blockIdx.x + gridDim.x * warp; item < H * nck; item += gridDim.x * kWarps) {
+    const int h = item / nck, c = item % nck, s = c * P + j;
+    if (n.ready) wait_head(n.ready, H, h, unsigned(token * n.L + l + 1) * unsigned(3 * hs));
+    for (int i = lane; i < hs; i += kWarp) qs[i] = __ldcg(n.q + h * hs + i);
+    __syncwarp();
+    float d = 0;
+    if (s <= t) {
+      const float* kr = kc + size_t(s) * C + h * hs;
+      if (hs % 4 == 0 && C % 4 == 0) {
+#pragma unroll 4
+        for (int i = 4 * g; i < hs; i += 4 * G) {
+          const float4 kv = __ldcg(reinterpret_cast<const float4*>(kr + i));
+          d += qs[i] * kv.x + qs[i + 1] * kv.y + qs[i + 2] * kv.z + qs[i + 3] * kv.w;
+        }
+      } else {
+        for (int i = g; i < hs; i += G) d += qs[i] * __ldcg(kr + i);
+      }
+    }
+#pragma unroll
+    for (int off = G / 2; off > 0; off /= 2) d += __shfl_xor_sync(0xffffffffu, d, off);  // the G lanes' parts
+    const float sc = s <= t ? d * scale : -INFINITY;
+    const float m = warp_max(sc);  // position c * P <= t: m is finite
+    const float p = s <= t ? __expf(sc - m) : 0.f;
+    const float lsum = warp_sum(g == 0 ? p : 0.f);  // each position once
+    float acc[kMaxHead / kWarp] = {};
+    const int nj = min(P, t - c * P + 1);
+#pragma unroll
+    for (int jj = 0; jj < P; ++jj) {
+      const float pj = __shfl_sync(0xffffffffu, p, jj * G);
+      if (jj < nj) {
+        const float* vr = vc + size_t(c * P + jj) * C + h * hs;
+#pragma unroll
+        for (int r = 0; r < kMaxHead / kWarp; ++r)
+          if (lane + kWarp * r < hs) acc[r] += pj * __ldcg(vr + lane + kWarp * r);
+      }
+    }
+    float* out = n.part + (size_t(h) * n.chunks() + c) * (hs + 2);
+#pragma unroll
+    for (int r = 0; r < kMaxHead / kWarp; ++r)
+      if (lane + kWarp * r < hs) out[lane + kWarp * r] = acc[r];
+    if (lane == 0) out[hs] = m, out[hs + 1] = lsum;
+    __syncwarp();  // qs is rewritten by the next item
+  }
+}
+
+// Stage 2: every block combines the chunks into the attention output (C floats in shared memory:
+// o = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c), then x += proj(att) + b for its rows. Every
+// chunk's m and l are first read into shared memory by as many threads at once (one trip to L2 for all of
+// them, instead of each output walking them again), then each output reads its nck partial sums (the
+// loads independent of each other, unrolled so that several are in flight).
+template <class W>
+__device__ void stage_proj(const Net<W>& n, int l, int t, unsigned char* smem) {
+  const int C = n.C, H = n.H, hs = C / H, nck = t / n.chunk + 1, stride = n.chunks();
+  float* xs = reinterpret_cast<float*>(smem);
+  float* ms = xs + C;        // [H][nck] chunk maxima
+  float* ls = ms + H * nck;  // [H][nck] chunk sums
+  for (int i = threadIdx.x; i < H * nck; i += kThreads) {
+    const float* pc = n.part + (size_t(i / nck) * stride + i % nck) * (hs + 2);
+    ms[i] = __ldcg(pc + hs), ls[i] = __ldcg(pc + hs + 1);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < C; i += kThreads) {
+    const int h = i / hs, d = i % hs;
+    const float* ph = n.part + size_t(h) * stride * (hs + 2);
+    const float* mh = ms + h * nck;
+    const float* lh = ls + h * nck;
+    float M = -INFINITY;
+    for (int c = 0; c < nck; ++c) M = fmaxf(M, mh[c]);
+    float L = 0, o = 0;
+#pragma unroll 8
+    for (int c = 0; c < nck; ++c) {
+      const float e = __expf(mh[c] - M);
+      L += e * lh[c], o += e * __ldcg(ph + size_t(c) * (hs + 2) + d);
+    }
+    xs[i] = o / L;
+  }
+  __syncthreads();
+  const float* b = n.lv(l) + 5 * C;
+  gemv_rows(n.proj_w(l), xs, C, C, [&](int o, float s) { n.x[o] = __ldcg(n.x + o) + s + b[o]; });
+}
+
+// Stage 3: h = gelu(fc(LayerNorm 2 of x)).
+template <class W>
+__device__ void stage_fc(const Net<W>& n, int l, unsigned char* smem, float* red) {
+  const int C = n.C;
+  float* xs = reinterpret_cast<float*>(smem);
+  for (int i = threadIdx.x; i < C; i += kThreads) xs[i] = __ldcg(n.x + i);
+  const float* v = n.lv(l);
+  layernorm_shared(xs, v + 6 * C, v + 7 * C, C, red);
+  const float* b = v + 8 * C;
+  gemv_rows(n.fc_w(l), xs, C, 4 * C, [&](int o, float s) { n.h[o] = gelu(s + b[o]); });
+}
+
+// Stage 4: x += fc2(h) + b.
+template <class W>
+__device__ void stage_fc2(const Net<W>& n, int l, unsigned char* smem) {
+  const int C = n.C;
+  float* xs = reinterpret_cast<float*>(smem);
+  for (int i = threadIdx.x; i < 4 * C; i += kThreads) xs[i] = __ldcg(n.h + i);
+  __syncthreads();
+  const float* b = n.lv(l) + 12 * C;
+  gemv_rows(n.fc2_w(l), xs, 4 * C, C, [&](int o, float s) { n.x[o] = __ldcg(n.x + o) + s + b[o]; });
+}
+
+// The head: logits = wte . LayerNorm_f(x) (no bias), kept for the next token's sampling (and in row t
+// of logits_all when the checks ask).
+template <class W>
+__device__ void stage_head(const Net<W>& n, int t, unsigned char* smem, float* red) {
+  const int C = n.C;
+  float* xs = reinterpret_cast<float*>(smem);
+  for (int i = threadIdx.x; i < C; i += kThreads) xs[i] = __ldcg(n.x + i);
+  const float* v = n.vec + size_t(n.L) * 13 * C;
+  layernorm_shared(xs, v, v + C, C, red);
+  gemv_rows(n.head_w(), xs, C, n.V, [&](int o, float s) {
+    n.logits[o] = s;
+    if (n.logits_all) n.logits_all[size_t(t) * n.V + o] = s;
+  });
+}
+
+// Stage `s` of one token (s = 5l + j for layer l's stage j; s = 5L: the head) at position t, draw `count`.
+// `token`: the token's index within this launch (the merged stages' epochs count from it).
+template <class W>
+__device__ void run_stage(const Net<W>& n, int s, int t, int count, int token, unsigned char* smem, float* red) {
+  if (s == n.L * kStagesPerLayer) return stage_head(n, t, smem, red);
+  const int l = s / kStagesPerLayer;
+  switch (s % kStagesPerLayer) {
+    case 0:
+      return stage_qkv(n, l, t, count, smem, red);
+    case 1:
+      if (n.chunk == 16) return stage_attention_split<16>(n, l, t, token, smem);
+      if (n.chunk == 8) return stage_attention_split<8>(n, l, t, token, smem);
+      return stage_attention(n, l, t, token, smem);
+    case 2:
+      return stage_proj(n, l, t, smem);
+    case 3:
+      return stage_fc(n, l, smem, red);
+    default:
+      return stage_fc2(n, l, smem);
+  }
+}
+
+// ---- Prefetch: the next stage's weights while the grid waits at the barrier ----------------------
+// The rows gemv_rows will give this block's warps (the same o -> warp mapping), one 128-byte line per
+// lane and instruction. A prefetch is a hint: it waits for nothing and changes no result.
+template <class W>
+__device__ __forceinline__ void prefetch_rows(const W* Wm, int I, int O) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const size_t bytes = size_t(I) * sizeof(W);
+  for (int o = blockIdx.x + gridDim.x * warp; o < O; o += gridDim.x * kWarps) {
+    const char* row = reinterpret_cast<const char*>(Wm + size_t(o) * I);
+    for (size_t b = size_t(lane) * 128; b < bytes; b += kWarp * 128)
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(row + b));
+  }
+}
+template <class W>
+__device__ void prefetch_stage(const Net<W>& n, int s) {
+  const int C = n.C;
+  if (s == n.L * kStagesPerLayer) return prefetch_rows(n.head_w(), C, n.V);
+  const int l = s / kStagesPerLayer;
+  switch (s % kStagesPerLayer) {
+    case 0:
+      return prefetch_rows(n.qkv_w(l), C, 3 * C);
+    case 2:
+      return prefetch_rows(n.proj_w(l), C, C);
+    case 3:
+      return prefetch_rows(n.fc_w(l), C, 4 * C);
+    case 4:
+      return prefetch_rows(n.fc2_w(l), 4 * C, C);
+    default:
+      return;  // attention reads the cache, written by the stage before
+  }
+}
+
+// ---- Step: one kernel per stage (replayed as a CUDA graph) ---------------------------------------
+// The position and the draw count are read from device memory, so the same graph serves every token.
+// After the head, the last block to finish advances them: it counts the blocks that are done with an
+// atomic, and every other block read the position before it added itself, so none reads a moved one.
+template <class W>
+__global__ void __launch_bounds__(kThreads) decode_stage(Net<W> n, int s) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float red[kWarps];
+  const int t = n.state[0], count = n.state[1];
+  run_stage(n, s, t, count, 0, smem, red);
+  if (s != n.L * kStagesPerLayer) return;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(n.done, 1u) == gridDim.x - 1) {
+      n.state[0] = t + 1;
+      if (!n.forced) n.state[1] = count + 1;
+      *n.done = 0;
+    }
+  }
+}
+
+}  // namespace dec
+}  // namespace k
