@@ -220,14 +220,26 @@ def throttle_summary(samples, ours_runs):
     return "; ".join(dict.fromkeys(whys)) if known else "unknown"
 
 
+def fastest_generator(rows, dtype):
+    """./build/gpt's fastest generator with weights in dtype inside the context: every 'generate' row but
+    the sliding window's (past the context), the highest tokens/s; None where there is none."""
+    gens = [b for name, b in rows.items() if name and name.startswith("generate") and "past the context" not in name
+            and b.get("dtype") == dtype and b.get("tokens_per_s")]
+    return max(gens, key=lambda b: b["tokens_per_s"]) if gens else None
+
+
 def ours_from_results(data):
-    """The two rows torch_peer needs from ./build/gpt's results file, and its own verdict."""
+    """The rows torch_peer needs from ./build/gpt's results file (the training step, the fastest fp32 and
+    bf16 generators), and its own verdict."""
     rows = {b.get("name"): b for b in data.get("bench", [])}
-    tr, gen = rows.get(OURS_TRAIN), rows.get(OURS_GEN)
+    tr, gen, gen16 = rows.get(OURS_TRAIN), fastest_generator(rows, "fp32"), fastest_generator(rows, "bf16")
     if tr is None or gen is None:
-        raise ValueError(f"./build/gpt's results lack '{OURS_TRAIN}' or '{OURS_GEN}' (rows: {sorted(rows)})")
+        raise ValueError(f"./build/gpt's results lack '{OURS_TRAIN}' or an fp32 'generate' row (rows: {sorted(rows)})")
     return dict(ms=tr["ms"], device_mib=tr.get("extra", {}).get("peak_gpu_mib"), gen_tokens_per_s=gen["tokens_per_s"],
-                gen_tokens=gen.get("reps"), passed=bool(data.get("passed")), throttled=data.get("throttled"),
+                gen_row=gen["name"], gen_bf16_tokens_per_s=gen16["tokens_per_s"] if gen16 else None,
+                gen_bf16_row=gen16["name"] if gen16 else None,
+                gen_tokens=(gen.get("extra") or {}).get("tokens", gen.get("reps")), passed=bool(data.get("passed")),
+                throttled=data.get("throttled"),
                 commit=data.get("env", {}).get("commit"),
                 failed=[c.get("name") for c in data.get("checks", []) if not c.get("passed")])
 
@@ -261,8 +273,9 @@ def ratios(torch_rows, gen_rows, ours):
     best_gen = best_of(fp32, "tokens_per_s", False)
     for key, name in (("generation_vs_best_torch", best_gen), ("generation_vs_best_torch_bf16",
                                                               best_of(bf16, "tokens_per_s", False))):
-        if name and ours:
-            out[key] = summarize(per_round_ratio([o["gen_tokens_per_s"] for o in ours],
+        field = "gen_bf16_tokens_per_s" if key.endswith("bf16") else "gen_tokens_per_s"
+        if name and ours:  # ours in the same weight type (bf16: our fp32 where there is no bf16 row)
+            out[key] = summarize(per_round_ratio([o.get(field) or o["gen_tokens_per_s"] for o in ours],
                                                  gen_rows[name]["rounds"]))
     return out, best, best_gen
 
@@ -602,13 +615,20 @@ def report(a, env, clocks, checks, rows, grows, ours, ours_error, seconds):
                            data=os.path.basename(a.data), seed=a.seed, seconds=seconds, **HYPER, notes=NOTES),
                repeats=a.rounds, torch=rows, ours=ours_row,
                generation=dict(torch=grows, ours=measured("tokens_per_s", [o["gen_tokens_per_s"] for o in ours]) if ours else None,
+                               ours_row=ours[0]["gen_row"] if ours else None,
+                               ours_bf16=measured("tokens_per_s", [o["gen_bf16_tokens_per_s"] for o in ours])
+                               if ours and all(o.get("gen_bf16_tokens_per_s") for o in ours) else None,
+                               ours_bf16_row=ours[0].get("gen_bf16_row") if ours else None,
                                tokens=a.gen_tokens, prompt=PROMPT.decode(), best_torch=best_gen),
                ratios=rat, best_torch=best, checks=checks, bench=[], passed=passed)
     print(f"\n{'training step':34s} {'ms/step median (min-max)':>26s} {'device MiB':>11s}")
     for name, r in list(rows.items()) + ([("./build/gpt bf16", ours_row)] if ours_row else []):
         print(f"{name:34s} " + (f"not run: {r['error'][:80]}" if "error" in r else
                                 f"{span(r, 'ms'):>26s} {span(dict(m=r.get('device_mib')), 'm', '.0f'):>11s}"))
-    for name, r in list(grows.items()) + ([("./build/gpt fp32", out["generation"]["ours"])] if ours else []):
+    ours_gen = [("./build/gpt fp32", out["generation"]["ours"])] if ours else []
+    if out["generation"].get("ours_bf16"):
+        ours_gen.append(("./build/gpt bf16", out["generation"]["ours_bf16"]))
+    for name, r in list(grows.items()) + ours_gen:
         print(f"generation {name:29s} " + (f"not run: {r['error'][:80]}" if "error" in r else
                                            f"{span(r, 'tokens_per_s', '.0f')} tokens/s"))
     for key, r in rat.items():
@@ -678,9 +698,17 @@ def self_test():
     expect("generation bf16 ratio", round(rat["generation_vs_best_torch_bf16"]["median"], 6), round(1000 / 900, 6))
     expect("finite json", finite_json({"a": [1.0, float("inf")]}), {"a": [1.0, None]})
     ours_json = dict(passed=True, bench=[dict(name=OURS_TRAIN, ms=4.0, extra=dict(peak_gpu_mib=512.0)),
-                                         dict(name=OURS_GEN, tokens_per_s=2000.0, reps=200)], checks=[])
+                                         dict(name=OURS_GEN, dtype="fp32", tokens_per_s=2000.0, reps=200),
+                                         dict(name="generate fp32, batch 1, persistent kernel", dtype="fp32",
+                                              tokens_per_s=9000.0, reps=5, extra=dict(tokens=200)),
+                                         dict(name="generate bf16, batch 1, persistent kernel", dtype="bf16",
+                                              tokens_per_s=12000.0, reps=5, extra=dict(tokens=200)),
+                                         dict(name="generate past the context, batch 1, sliding window", dtype="fp32",
+                                              tokens_per_s=99999.0, reps=48)], checks=[])
     o = ours_from_results(ours_json)
     expect("ours row", (o["ms"], o["device_mib"], o["gen_tokens"], o["passed"]), (4.0, 512.0, 200, True))
+    expect("ours fastest generators", (o["gen_row"], o["gen_tokens_per_s"], o["gen_bf16_tokens_per_s"]),
+           ("generate fp32, batch 1, persistent kernel", 9000.0, 12000.0))
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, ".repo-commit"), "w") as f:
             f.write("a" * 40 + " 1\n")
