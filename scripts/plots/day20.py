@@ -99,7 +99,8 @@ def day20_headline(data):
             parts.append(f"1-channel 3×3: {best['ms'] * 1e3:.1f} µs = {best['pct_of_ref'] / 100:.2f}× cuDNN's speed")
         elif sh[0] == 32 and sh[1] == 64:
             parts.append(f"32×64×56×56: best {best['name'].split()[0]} = {fmt(best['pct_of_ref'])}% of cuDNN")
-    resnet = [l for l in data.get("config", {}).get("layers", []) if l["shape"].startswith("32x") and "3x3" in l["shape"]]
+    resnet = [l for l in data.get("config", {}).get("layers", [])  # batch 32, 3x3 ("32x64x56x56 K64 3x3 pad1")
+              if l["shape"].startswith("32x") and " 3x3 " in l["shape"] + " "]
     if len(resnet) > 1:
         parts.append(f"ResNet 3×3 layers at batch 32: {fmt(min(l['pct_of_cudnn'] for l in resnet))}–"
                      f"{fmt(max(l['pct_of_cudnn'] for l in resnet))}% of cuDNN")
