@@ -9,7 +9,7 @@
 
 // The cuBLASLt matmul for one (shape, epilogue), built on first use; null where cuBLASLt refuses it.
 template <class T>
-lt::Matmul* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
+lt::Tuned* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
   if (!fuse) return nullptr;
   const std::string key = std::to_string(sp.ta) + std::to_string(sp.tb) + "," + std::to_string(sp.m) + "," +
                           std::to_string(sp.n) + "," + std::to_string(sp.k) + "," + std::to_string(int(sp.epilogue)) +
@@ -18,7 +18,8 @@ lt::Matmul* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
   if (it == lt_cache.end()) {
     lt::Spec s2 = sp;
     s2.ab = Types<T>::blas, s2.cd = out_type;
-    it = lt_cache.emplace(key, std::make_unique<lt::Matmul>(blas_lt, s2, kLtWorkspace)).first;
+    const bool search = lt_search && std::is_same<T, bf16>::value;  // fp32: the heuristic's pick (see lt_tuned.cuh)
+    it = lt_cache.emplace(key, std::make_unique<lt::Tuned>(blas_lt, s2, kLtWorkspace, key, search)).first;
     if (!it->second->ok())
       std::printf("note: %s (epilogue %d, %dx%dx%d); using the unfused path there\n", it->second->why().c_str(),
                   int(sp.epilogue), sp.m, sp.n, sp.k);
@@ -32,19 +33,19 @@ void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* 
   lt::Spec sp;
   sp.ta = CUBLAS_OP_T, sp.tb = CUBLAS_OP_N, sp.m = O, sp.n = N, sp.k = I, sp.lda = I, sp.ldb = I, sp.ldd = O;
   sp.epilogue = gelu_out ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, sp.aux_ld = gelu_out ? O : 0;
-  if (lt::Matmul* mm = lt_get(sp, Types<T>::blas)) {
+  if (lt::Tuned* mm = lt_get(sp, Types<T>::blas)) {
     // The bias in the output's type: the fp32 master in fp32 mode, its bf16 copy in bf16 mode.
-    mm->run(W(w), in, gelu_out ? gelu_out : out, 0.f, W(b), gelu_out ? out : nullptr, lt_ws.as());
+    mm->run(W(w), in, gelu_out ? gelu_out : out, 0.f, W(b), gelu_out ? out : nullptr, lt_ws.as(), s);
     mark(kMatmul);
     return;
   }
   matmul_fwd<T, T>(blas, in, W(w), out, N, I, O);
   mark(kMatmul);
-  k::add_bias<T><<<grid_for(size_t(N) * O), 256>>>(out, P(b), N, O);
+  k::add_bias<T><<<grid_for(size_t(N) * O), 256, 0, s>>>(out, P(b), N, O);
   LAUNCH_CHECK();
   mark(kResidual);
   if (gelu_out) {
-    k::gelu_fwd<T><<<grid_for(size_t(N) * O), 256>>>(out, gelu_out, size_t(N) * O);
+    k::gelu_fwd<T><<<grid_for(size_t(N) * O), 256, 0, s>>>(out, gelu_out, size_t(N) * O);
     LAUNCH_CHECK();
     mark(kGelu);
   }
@@ -58,8 +59,8 @@ void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     lt::Spec sp;
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_N, sp.m = I, sp.n = N, sp.k = O, sp.lda = I, sp.ldb = O, sp.ldd = I;
     sp.epilogue = CUBLASLT_EPILOGUE_DGELU, sp.aux_ld = I;
-    if (lt::Matmul* mm = lt_get(sp, Types<T>::blas)) {
-      mm->run(W(w), dout, din, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as());
+    if (lt::Tuned* mm = lt_get(sp, Types<T>::blas)) {
+      mm->run(W(w), dout, din, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s);
       din_done = true;
     }
   }
@@ -68,25 +69,25 @@ void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     lt::Spec sp;
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_T, sp.m = I, sp.n = O, sp.k = N, sp.lda = I, sp.ldb = O, sp.ldd = I;
     sp.epilogue = CUBLASLT_EPILOGUE_BGRADB;
-    if (lt::Matmul* mm = lt_get(sp, CUDA_R_32F)) {
+    if (lt::Tuned* mm = lt_get(sp, CUDA_R_32F)) {
       // dW accumulates (beta 1) into the zeroed gradients; the bias gradient is written (each bias
       // belongs to exactly one layer, so nothing else adds to it).
-      mm->run(in, dout, G(w), 1.f, G(b), nullptr, lt_ws.as());
+      mm->run(in, dout, G(w), 1.f, G(b), nullptr, lt_ws.as(), s);
       dw_done = true;
     }
   }
   if (!dw_done) matmul_bwd_w<T>(blas, in, dout, G(w), N, I, O);
   mark(kMatmul);
   if (gelu_pre && !din_done) {
-    k::gelu_bwd<T><<<grid_for(size_t(N) * I), 256>>>(gelu_pre, din, din, size_t(N) * I);
+    k::gelu_bwd<T><<<grid_for(size_t(N) * I), 256, 0, s>>>(gelu_pre, din, din, size_t(N) * I);
     LAUNCH_CHECK();
     mark(kGelu);
   }
   if (!dw_done) {
     const int chunks = k::col_chunks(N);
-    k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8)>>>(dout, partial.as<float>(), N, O);
+    k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8), 0, s>>>(dout, partial.as<float>(), N, O);
     LAUNCH_CHECK();
-    k::colsum_finish<<<grid_for(size_t(O)), 256>>>(partial.as<float>(), chunks, 1, O, G(b), nullptr);
+    k::colsum_finish<<<grid_for(size_t(O)), 256, 0, s>>>(partial.as<float>(), chunks, 1, O, G(b), nullptr);
     LAUNCH_CHECK();
     mark(kResidual);
   }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_step.cuh"
 #include "generate.cuh"
 #include "json.h"
 #include "quality.cuh"
@@ -16,16 +17,37 @@
 #include "timing.cuh"
 #include "trainer.cuh"
 
+// The training step's speed-ups, switched on one after another: none (" unfused"), the matmul epilogues,
+// the fused LayerNorm, the CUDA graph, and in bf16 the cuBLASLt algorithm search (the default step, whose
+// name has no suffix). fp32 has no search (nn/lt_tuned.cuh): its last variant is its default step.
+inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf) {
+  std::vector<TrainOptions> v(bf ? 5 : 4, base);
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i].fusion = i >= 1, v[i].fused_ln = i >= 2, v[i].graph = i >= 3;
+    v[i].lt_search = !bf || i >= 4;
+  }
+  return v;
+}
+inline bool default_step(const TrainOptions& o) { return o.fusion && o.fused_ln && o.graph && o.lt_search; }
+inline std::string variant_name(const TrainOptions& o) {
+  if (!o.fusion) return " unfused";
+  std::string s;
+  if (!o.fused_ln) s += ", no fused LN";
+  if (!o.graph) s += ", no graph";
+  if (!o.lt_search) s += ", no Lt search";
+  return s.empty() ? s : " " + s.substr(2);
+}
+
 // The times of `reps` training steps, from events on the compute stream between them. With
 // data parallelism every step ends with the all-reduce, so rank 0's step is every GPU's step.
 template <class T>
 std::vector<double> step_times(Trainer<T>& tr, int reps) {
   std::vector<cudaEvent_t> ev(size_t(reps) + 1);
   for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
-  CUDA_CHECK(cudaEventRecord(ev[0]));
+  CUDA_CHECK(cudaEventRecord(ev[0], tr.stream));
   for (int i = 0; i < reps; ++i) {
     tr.step_once();
-    CUDA_CHECK(cudaEventRecord(ev[size_t(i) + 1]));
+    CUDA_CHECK(cudaEventRecord(ev[size_t(i) + 1], tr.stream));
   }
   CUDA_CHECK(cudaEventSynchronize(ev[size_t(reps)]));
   std::vector<double> ms;
@@ -43,16 +65,16 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
                  Attn attn, uint64_t seed) {
   const size_t base = used_bytes();
   Trainer<T> tr(cfg, o, data, attn, seed);
-  const std::string name = std::string("train step ") + Types<T>::name() + (o.fusion ? "" : " unfused");
+  const std::string name = std::string("train step ") + Types<T>::name() + variant_name(o);
   std::printf("\n%s: attention = %s\n", name.c_str(), tr.m.attn_note.c_str());
-  for (int i = 0; i < 3; ++i) tr.step_once();  // warm-up (cuBLAS heuristics, first launches)
+  for (int i = 0; i < 3; ++i) tr.step_once();  // warm-up (cuBLAS heuristics, first launches, the graph's capture)
   CUDA_CHECK(cudaDeviceSynchronize());
   const size_t peak = used_bytes() - base;
   // Where the time goes: one step with events between phases.
   Phases ph;
   tr.m.ph = &ph;
-  ph.start();
-  tr.step_once();
+  ph.start(tr.stream);
+  tr.step_once();  // eager (a step split into phases is never replayed as a graph)
   const std::vector<double> phase_ms = ph.finish();
   tr.m.ph = nullptr;
   // Step time: events around each step (the training data differs every step: nothing is cached).
@@ -68,25 +90,43 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   const timing::Stats s = timing::summarize(ms);
   b.ms = s.median_ms, b.min_ms = s.min_ms, b.max_ms = s.max_ms, b.reps = s.reps;
   b.tokens_per_s = double(o.batch) * cfg.context / (b.ms * 1e-3);
-  // Model FLOPs per step: 6 * params * tokens for the matmuls (forward 2, backward 4) plus attention's
-  // 6 * 2 * L * T * C per token (causal half of QK^T and PV, fwd + bwd)... reported for reference only.
+  const bool bf = std::is_same<T, bf16>::value;
+  const double flops = model_flops_per_step(cfg, o.batch), tflops = flops / (b.ms * 1e9),
+               peak_tf = bf ? kPeakBf16Tflops : kPeakFp32Tflops;
   json::Value ex = json::Value::object();
   ex["attention"] = tr.m.attn_note;
   ex["fusion"] = o.fusion;
+  ex["fused_ln"] = o.fused_ln;
+  ex["graph"] = o.graph;
+  ex["lt_search"] = o.lt_search;
+  ex["model_flops_per_step"] = flops;
+  ex["model_tflops"] = tflops;
+  ex["mfu_pct"] = 100 * tflops / peak_tf;
+  ex["mfu_peak_tflops"] = peak_tf;
+  ex["mfu_formula"] =
+      "tokens * (6 * (12 L C^2 + C V) + 12 L T C) / step time / dense peak (H100/H200 SXM data sheet: "
+      "989.4 TFLOP/s bf16, 66.9 fp32)";
   ex["peak_gpu_mib"] = double(peak) / (1 << 20);
   json::Value pj = json::Value::object();
   double total = 0;
   for (int p = 0; p < kPhases; ++p) pj[kPhaseName[p]] = phase_ms[size_t(p)], total += phase_ms[size_t(p)];
   ex["phase_ms"] = pj;
   ex["phase_total_ms"] = total;
+  // The default step's LayerNorm alone (last: it leaves the trainer's buffers as garbage).
+  if (default_step(o)) ex["layernorm_alone"] = bench_layernorm(res, tr, name);
   b.extra = ex;
   res.add(b);
   std::printf("%s: median %.2f ms/step (min %.2f, max %.2f) = %.0f tokens/s; GPU memory %.0f MiB\n", name.c_str(), b.ms,
               b.min_ms, b.max_ms, b.tokens_per_s, double(peak) / (1 << 20));
-  std::printf("  where one step's time goes (events between phases; %.2f ms in all):\n", total);
+  std::printf("  model FLOPs %.3g per step: %.0f TFLOP/s = MFU %.1f%% of %.0f TFLOP/s\n", flops, tflops,
+              100 * tflops / peak_tf, peak_tf);
+  std::printf("  where one step's time goes (events between phases, one eager step; %.2f ms in all):\n", total);
   for (int p = 0; p < kPhases; ++p)
     std::printf("    %-18s %8.3f ms  %5.1f%%\n", kPhaseName[p], phase_ms[size_t(p)],
                 100.0 * phase_ms[size_t(p)] / total);
+  if (default_step(o) && bf)
+    res.add_goal(name + ": MFU >= 35% (model FLOPs / dense bf16 peak)", 100 * tflops / peak_tf,
+                 tflops >= 0.35 * peak_tf);
 }
 
 // Generation from `params`: timed with CUDA graphs and without (kernels launched one by one, the host
@@ -119,18 +159,14 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
   res.config["layers"] = cfg.layers, res.config["heads"] = cfg.heads, res.config["width"] = cfg.width,
   res.config["context"] = cfg.context;
   res.config["batch"] = op.train.batch;
-  // Each precision without and with the matmul epilogues: the fusion's gain, measured in one run.
-  for (bool f : {false, true}) {
-    TrainOptions of = op.train;
-    of.fusion = f;
+  // Each precision with the step's speed-ups switched on one after another (step_variants): each one's
+  // gain, measured in one run.
+  for (const TrainOptions& of : step_variants(op.train, false)) {
     if (op.bench_part("train-fp32"))
       bench_train<float>(res, cfg, of, data, op.attn == Attn::kCudnn ? Attn::kAuto : op.attn, seed);
   }
-  for (bool f : {false, true}) {
-    TrainOptions of = op.train;
-    of.fusion = f;
+  for (const TrainOptions& of : step_variants(op.train, true))
     if (op.bench_part("train-bf16")) bench_train<bf16>(res, cfg, of, data, op.attn, seed);
-  }
   if (op.bench_part("quality")) {
     const Quality q = quality_run<bf16>(res, cfg, op.train, data, op.files.data_name, op.attn, seed, op.bench_steps);
     res.top.push_back({"quality", q.summary});  // (the curve as before, for the notes' plot)

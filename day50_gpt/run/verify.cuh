@@ -15,6 +15,7 @@
 #include "trainer.cuh"
 #include "verify.h"
 #include "verify_attention.cuh"
+#include "verify_step.cuh"
 
 // ---- Verification ----------------------------------------------------------------------------------
 inline gpt::Config tiny_config() {
@@ -25,10 +26,12 @@ inline gpt::Config tiny_config() {
 }
 
 // GPU vs CPU on a tiny configuration: logits, loss and every parameter's gradient; with dropout p > 0,
-// both draw the same masks (nn/dropout.h) at a training step picked from the seed.
+// both draw the same masks (nn/dropout.h) at a training step picked from the seed. fusion false: the
+// unfused matmuls and the unfused LayerNorm. cfg: another configuration than tiny_config().
 template <class T>
-void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true, double dropout_p = 0) {
-  const gpt::Config c = tiny_config();
+void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true, double dropout_p = 0,
+                 const gpt::Config* cfg = nullptr) {
+  const gpt::Config c = cfg ? *cfg : tiny_config();
   const int B = 3, Tq = c.context;
   verify::Rng rng(seed);
   std::vector<float> p = gpt::init_params(c, rng);
@@ -51,11 +54,12 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   const double loss_ref = gpt::forward(c, p, tok, tgt, B, Tq, a, dropout::make(dropout_p, key, step));
   const std::vector<double> g_ref = gpt::backward(c, p, tok, tgt, B, Tq, a);
   Model<T> m(c, B, attn, fusion, dropout_p);
+  m.fused_ln = fusion;
   m.drop_key = key, m.drop_step = step;
   char dtag[32] = "";
   if (dropout_p > 0) std::snprintf(dtag, sizeof dtag, " dropout %.2g", dropout_p);
   const std::string tag = std::string("tiny GPT ") + Types<T>::name() + " " + attn_name(m.impl) + "-attn" +
-                          (fusion ? "" : " unfused") + dtag;
+                          (fusion ? "" : " unfused") + dtag + (cfg ? " width " + std::to_string(c.width) : "");
   std::printf("%s: attention = %s\n", tag.c_str(), m.attn_note.c_str());
   to_device(m.params.template as<float>(), p);
   m.sync_weights();
@@ -187,4 +191,13 @@ void verify_training(results::Results& res, const train::Corpus& data, uint64_t 
   std::vector<double> a(full.begin(), full.end()), b(resumed.begin(), resumed.end());
   res.add(verify::compare(tag + ": resumed run's losses == uninterrupted run's", b.data(), a.data(),
                           std::min(a.size(), b.size()), deterministic ? exact : close));
+  verify_step_paths<T>(res, data, seed, attn);  // run/verify_step.cuh: graph vs eager, fused vs unfused LayerNorm
+  if (std::is_same<T, float>::value) {
+    // The fused LayerNorm where a row is not a whole number of warps' chunks: width 136 = 34 chunks of 4
+    // (lanes 0-1 take two, the others one), against the CPU, with and without the fusions.
+    gpt::Config w = tiny_config();
+    w.width = 136;
+    verify_tiny<T>(res, seed + 11, attn, true, 0.2, &w);
+    verify_tiny<T>(res, seed + 11, attn, false, 0.2, &w);
+  }
 }

@@ -31,17 +31,19 @@ __global__ void gelu_bwd(const T* x, const T* dy, T* dx, size_t n) {
 // The residual connection: out = a + drop(y) (out, a fp32; y is a sublayer's output in T). The dropout
 // mask is drawn here, where y is read anyway (nn/dropout.h): no mask is stored, no extra pass is made.
 template <class T>
-__global__ void residual_add(float* out, const float* a, const T* y, size_t n, dropout::Params d, uint32_t site) {
-  for_each_dropout(n, d, site, [&](size_t i, float f) { out[i] = a[i] + ld(y[i]) * f; });
+__global__ void residual_add(float* out, const float* a, const T* y, size_t n, dropout::Params d, uint32_t site,
+                             const StepVars* sv = nullptr) {
+  for_each_dropout(n, at_step(d, sv), site, [&](size_t i, float f) { out[i] = a[i] + ld(y[i]) * f; });
 }
 // Dropout's backward, the mask regenerated: dy = mask * dx / (1 - p), in T for the next matmul.
 template <class T>
-__global__ void dropout_bwd(const float* dx, T* dy, size_t n, dropout::Params d, uint32_t site) {
-  for_each_dropout(n, d, site, [&](size_t i, float f) { dy[i] = st<T>(dx[i] * f); });
+__global__ void dropout_bwd(const float* dx, T* dy, size_t n, dropout::Params d, uint32_t site,
+                            const StepVars* sv = nullptr) {
+  for_each_dropout(n, at_step(d, sv), site, [&](size_t i, float f) { dy[i] = st<T>(dx[i] * f); });
 }
 // The same in place, in fp32 (the embedding's gradient, which nothing else reads afterwards).
-__global__ void dropout_scale(float* x, size_t n, dropout::Params d, uint32_t site) {
-  for_each_dropout(n, d, site, [&](size_t i, float f) { x[i] *= f; });
+__global__ void dropout_scale(float* x, size_t n, dropout::Params d, uint32_t site, const StepVars* sv = nullptr) {
+  for_each_dropout(n, at_step(d, sv), site, [&](size_t i, float f) { x[i] *= f; });
 }
 
 // partial[chunk][c] = sum over the chunk's rows of dy[n][c]
