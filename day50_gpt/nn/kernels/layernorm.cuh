@@ -162,22 +162,20 @@ __global__ void __launch_bounds__(256)
 // No atomics: the same bits every run. dx (+)= rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 // as in layernorm_bwd; dout (if not null) gets dx times the dropout factors of `site` (d.on), in T:
 // the next matmul's input, without the separate dropout_bwd pass. Dynamic shared memory: 8 * C floats.
+// (At most 85 registers for K <= 4, so that 3 blocks share an SM: more rows' loads in flight.)
 template <class T, int K>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, K <= 4 ? 3 : 1)
     layernorm_bwd_fused(const float* x, const float* g, const float* mean, const float* rstd, const T* dy, float* dx,
                         T* dout, float* partial, int N, int C, bool accumulate, dropout::Params d, uint32_t site,
                         const StepVars* sv) {
   extern __shared__ float red[];  // [8 warps][C]
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, C4 = C / 4;
   const dropout::Params dd = at_step(d, sv);
-  float dg[K][4], db[K][4], gv[K][4];
+  float dg[K][4], db[K][4];
 #pragma unroll
   for (int i = 0; i < K; ++i)
 #pragma unroll
-    for (int q = 0; q < 4; ++q) dg[i][q] = db[i][q] = gv[i][q] = 0.f;
-#pragma unroll
-  for (int i = 0; i < K; ++i)
-    if (lane + kWarp * i < C4) load4(g + 4 * (lane + kWarp * i), gv[i]);
+    for (int q = 0; q < 4; ++q) dg[i][q] = db[i][q] = 0.f;
   for (int k = 0; k < kLnRowsPerWarp; ++k) {
     const int row = blockIdx.x * kLnRowsPerBlock + warp * kLnRowsPerWarp + k;
     if (row >= N) break;
@@ -189,11 +187,11 @@ __global__ void __launch_bounds__(256)
       const int j = lane + kWarp * i;
       if (j >= C4) continue;
       const size_t at = size_t(row) * C + 4 * size_t(j);
-      float xv[4], dyv[4];
-      load4(x + at, xv), load4(dy + at, dyv);
+      float xv[4], dyv[4], gv[4];  // g again each row: from L1, and 4K registers fewer than keeping it
+      load4(x + at, xv), load4(dy + at, dyv), load4(g + 4 * j, gv);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        xh[i][q] = (xv[q] - m) * r, dxh[i][q] = dyv[q] * gv[i][q];
+        xh[i][q] = (xv[q] - m) * r, dxh[i][q] = dyv[q] * gv[q];
         s1 += dxh[i][q], s2 += dxh[i][q] * xh[i][q];
         dg[i][q] += dyv[q] * xh[i][q], db[i][q] += dyv[q];
       }
