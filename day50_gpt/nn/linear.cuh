@@ -50,6 +50,69 @@ void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* 
     mark(kGelu);
   }
 }
+// The weight gradient's matmul with the bias gradient in its epilogue (BGRADB), or cuBLAS's plain
+// matmul and the column sums apart (bias_partials + colsum_finish)? The epilogue saves a pass over dout,
+// but it may also keep cuBLASLt from splitting the long reduction (K = N rows) over more blocks, which
+// this thin output (I x O, a few dozen tiles on 132 SMs) needs. So in the searching mode (bf16,
+// --lt-search) both are timed once per shape, into scratch, and the faster is kept for the process
+// (nn/lt_tuned.cuh's reasons: one choice for every model of the run). Otherwise: the epilogue.
+template <class T>
+bool Model<T>::bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int I, int O) {
+  if (!lt_search || !std::is_same<T, bf16>::value) return true;
+  const std::string key = "bgrad " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
+  {
+    std::lock_guard<std::mutex> lock(lt::chosen_mutex());
+    auto it = lt::chosen_algos().find(key);
+    if (it != lt::chosen_algos().end()) return it->second == 1;
+  }
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
+  if (cs != cudaStreamCaptureStatusNone) return true;  // no timing inside a capture
+  float *dw = nullptr, *db = nullptr;
+  CUDA_CHECK(cudaMalloc(&dw, size_t(I) * O * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&db, size_t(O) * sizeof(float)));
+  CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(I) * O * sizeof(float), s));
+  CUDA_CHECK(cudaMemsetAsync(db, 0, size_t(O) * sizeof(float), s));
+  const int chunks = k::col_chunks(N);
+  auto epilogue = [&] { mm->run(in, dout, dw, 1.f, db, nullptr, lt_ws.as(), s); };
+  auto apart = [&] {
+    matmul_bwd_w<T>(blas, in, dout, dw, N, I, O);
+    k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8), 0, s>>>(dout, partial.as<float>(), N, O);
+    LAUNCH_CHECK();
+    k::colsum_finish<<<grid_for(size_t(O)), 256, 0, s>>>(partial.as<float>(), chunks, 1, O, db, nullptr);
+    LAUNCH_CHECK();
+  };
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  float best[2] = {1e30f, 1e30f};
+  for (int rep = 0; rep < 6; ++rep)
+    for (int v = 0; v < 2; ++v) {
+      CUDA_CHECK(cudaEventRecord(e0, s));
+      if (v == 0)
+        epilogue();
+      else
+        apart();
+      CUDA_CHECK(cudaEventRecord(e1, s));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+      if (rep > 0) best[v] = std::min(best[v], t);  // rep 0: warm-up (and the epilogue's own search)
+    }
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  CUDA_CHECK(cudaFree(dw));
+  CUDA_CHECK(cudaFree(db));
+  const bool epi = best[0] <= best[1];
+  {
+    std::lock_guard<std::mutex> lock(lt::chosen_mutex());
+    lt::chosen_algos()[key] = epi ? 1 : 0;
+  }
+  std::printf("bias gradient %s: in the epilogue %.1f us, apart %.1f us: %s\n", key.c_str(), 1e3 * best[0],
+              1e3 * best[1], epi ? "epilogue" : "apart");
+  return epi;
+}
+
 // din = dout . W (with gelu_pre: times gelu'(gelu_pre), the backward of the GELU that fed this
 // layer), dW += dout^T . in, db = column sums of dout.
 template <class T>
@@ -69,7 +132,9 @@ void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     lt::Spec sp;
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_T, sp.m = I, sp.n = O, sp.k = N, sp.lda = I, sp.ldb = O, sp.ldd = I;
     sp.epilogue = CUBLASLT_EPILOGUE_BGRADB;
-    if (lt::Tuned* mm = lt_get(sp, CUDA_R_32F)) {
+    lt::Tuned* mm = lt_get(sp, CUDA_R_32F);
+    if (mm && !bgrad_in_epilogue(mm, in, dout, I, O)) mm = nullptr;  // the bias gradient apart is faster
+    if (mm) {
       // dW accumulates (beta 1) into the zeroed gradients; the bias gradient is written (each bias
       // belongs to exactly one layer, so nothing else adds to it).
       mm->run(in, dout, G(w), 1.f, G(b), nullptr, lt_ws.as(), s);
