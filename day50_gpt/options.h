@@ -41,7 +41,7 @@ struct TrainOptions {
   bool fusion = true;                      // cuBLASLt epilogues
   bool fused_ln = true;                    // residual add + LayerNorm in one kernel, fused LayerNorm backward
   bool graph = true;                       // one GPU: the training step captured once as a CUDA graph
-  bool lt_search = true;                   // bf16: cuBLASLt's algorithms chosen by timing at first use
+  bool lt_search = true;                   // bf16: cuBLASLt's algorithms (and bias gradients) chosen by timing
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
   size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
   bool bucket_forward = false;             // data parallel: buckets in parameter order (the overlap lost)
@@ -129,7 +129,8 @@ inline void declare_step(cli::Args& args, std::string& fused_ln_s, std::string& 
                         "with its parameter gradients and the dropout after it");
   graph_s = args.str("graph", "on", "on | off: the whole training step as one CUDA graph, replayed (one GPU)");
   search_s = args.str("lt-search", "on",
-                      "on | off: bf16's cuBLASLt matmuls time the heuristic's candidates once and keep the fastest");
+                      "on | off: bf16 times cuBLASLt's candidate algorithms, and the bias gradient in the matmul's "
+                      "epilogue against apart, once per shape, and keeps the fastest");
 }
 inline void check_step(int argc, char** argv, Options& o, const std::string& fused_ln_s, const std::string& graph_s,
                        const std::string& search_s) {
