@@ -3,6 +3,7 @@
 // (run/quality.cuh: the default run on the plays, then on a 1.1 MB cut of them), generation from the
 // trained weights, and generation alone on fresh weights. The attentions alone are dev/attention.cu's.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -60,6 +61,35 @@ std::vector<double> step_times(Trainer<T>& tr, int reps) {
   return ms;
 }
 
+// The timed steps are checked, not only timed: every loss finite, and their first two losses (the
+// graph's where the variant has one) equal to an eager re-run of the same two steps from a checkpoint
+// taken before them. The first loss is a forward only, from the same weights and batch: the same
+// launches, so it must match to the last bits (a tight tolerance, for a library that might pick another kernel inside a
+// capture); the second follows a backward and an AdamW step, where cuDNN's backward adds with atomics: to rounding.
+// Leaves the trainer eager at a step it has already run: call after the timing.
+template <class T>
+void check_timed_steps(results::Results& res, Trainer<T>& tr, const ckpt::Checkpoint& before, size_t first,
+                       const std::string& name) {
+  tr.read_back();
+  const std::vector<float> timed(tr.losses.begin() + std::ptrdiff_t(first), tr.losses.end());
+  size_t bad = 0;
+  for (float l : timed) bad += !std::isfinite(l);
+  res.add(verify::fact(name + ": the timed steps' losses are finite", bad == 0 && !timed.empty(), Types<T>::name(), "",
+                       timed.size(), bad));
+  const size_t n = std::min<size_t>(2, timed.size());
+  tr.restore(before);
+  tr.o.graph = false;
+  for (size_t i = 0; i < n; ++i) tr.step_once();
+  tr.read_back();
+  const std::vector<double> again(tr.losses.end() - std::ptrdiff_t(n), tr.losses.end()),
+      got(timed.begin(), timed.begin() + std::ptrdiff_t(n));
+  res.add(verify::compare(name + ": the first timed step's loss == an eager re-run's (forward only: same weights)",
+                          got.data(), again.data(), std::min<size_t>(1, n), verify::Tol{1e-5, 1e-5, "same launches"}));
+  if (n > 1)
+    res.add(verify::compare(name + ": the second timed step's loss == an eager re-run's (after a backward and AdamW)",
+                            got.data() + 1, again.data() + 1, 1, verify::Tol{2e-3, 2e-3, "rounding (atomics)"}));
+}
+
 template <class T>
 void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, const train::Corpus& data,
                  Attn attn, uint64_t seed) {
@@ -79,10 +109,10 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   tr.m.ph = nullptr;
   // Step time: events around each step (the training data differs every step: nothing is cached).
   const int reps = 20;
+  const ckpt::Checkpoint before = tr.checkpoint();  // for check_timed_steps
+  const size_t first_timed = tr.losses.size();
   const std::vector<double> ms = step_times(tr, reps);
-  tr.read_back();
-  for (float l : tr.losses)
-    if (!std::isfinite(l)) res.add(verify::fact(name + ": losses finite while timing", false, ""));
+  check_timed_steps(res, tr, before, first_timed, name);
   results::Bench b;
   b.name = name;
   b.dtype = Types<T>::name();
