@@ -35,6 +35,53 @@ inline std::mutex& chosen_mutex() {
   return mu;
 }
 
+// The other choices made by timing (nn/linear.cuh: an epilogue or the plain matmul and a pass of ours),
+// remembered like the algorithms: the index in chosen_algos, a line saying what was measured here
+// (the bench copies these lines into its results file).
+inline std::map<std::string, std::string>& choice_notes() {
+  static std::map<std::string, std::string> m;
+  return m;
+}
+inline int recall(const std::string& key) {
+  std::lock_guard<std::mutex> lock(chosen_mutex());
+  auto it = chosen_algos().find(key);
+  return it == chosen_algos().end() ? -1 : it->second;
+}
+inline void remember(const std::string& key, int pick, const std::string& note) {
+  std::lock_guard<std::mutex> lock(chosen_mutex());
+  chosen_algos()[key] = pick;
+  choice_notes()[key] = note;
+}
+inline bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+  return cs != cudaStreamCaptureStatusNone;
+}
+// Two ways to compute the same thing, timed on `stream` in turn: 6 runs each, the first a warm-up (and
+// any search of its own); t[v] is the best of the other 5 (ms). Not inside a capture.
+template <class F0, class F1>
+void time_two(cudaStream_t stream, F0&& f0, F1&& f1, float t[2]) {
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  t[0] = t[1] = 1e30f;
+  for (int rep = 0; rep < 6; ++rep)
+    for (int v = 0; v < 2; ++v) {
+      CUDA_CHECK(cudaEventRecord(e0, stream));
+      if (v == 0)
+        f0();
+      else
+        f1();
+      CUDA_CHECK(cudaEventRecord(e1, stream));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (rep > 0) t[v] = std::min(t[v], ms);
+    }
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+}
+
 class Tuned {
  public:
   Tuned(cublasLtHandle_t h, const Spec& s, size_t workspace_bytes, const std::string& key, bool search)

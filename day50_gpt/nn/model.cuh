@@ -250,6 +250,8 @@ struct Model {
   // nn/linear.cuh: the matmuls with their bias (and GELU), forward and backward.
   lt::Tuned* lt_get(const lt::Spec& sp, cudaDataType_t out_type);
   bool bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int I, int O);
+  bool fwd_apart(lt::Tuned* mm, const T* in, size_t w, size_t b, const T* out, const T* gelu_out, int I, int O);
+  bool dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, const T* din, int I, int O);
   void linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out = nullptr);
   void linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre = nullptr);
   // nn/attention.cuh: the three attentions.

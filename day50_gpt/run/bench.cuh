@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -197,6 +198,14 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
   }
   for (const TrainOptions& of : step_variants(op.train, true))
     if (op.bench_part("train-bf16")) bench_train<bf16>(res, cfg, of, data, op.attn, seed);
+  // What the step chose by timing at start-up (nn/linear.cuh): each matmul epilogue or the plain matmul
+  // and a pass of ours, with the times that decided it.
+  json::Value chosen = json::Value::object();
+  {
+    std::lock_guard<std::mutex> lock(lt::chosen_mutex());
+    for (const auto& kv : lt::choice_notes()) chosen[kv.first] = kv.second;
+  }
+  res.config["timed_choices"] = chosen;
   if (op.bench_part("quality")) {
     const Quality q = quality_run<bf16>(res, cfg, op.train, data, op.files.data_name, op.attn, seed, op.bench_steps);
     res.top.push_back({"quality", q.summary});  // (the curve as before, for the notes' plot)
