@@ -57,29 +57,35 @@ inline bool capturing(cudaStream_t stream) {
   CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
   return cs != cudaStreamCaptureStatusNone;
 }
-// Two ways to compute the same thing, timed on `stream` in turn: 6 runs each, the first a warm-up (and
-// any search of its own); t[v] is the best of the other 5 (ms). Not inside a capture.
-template <class F0, class F1>
-void time_two(cudaStream_t stream, F0&& f0, F1&& f1, float t[2]) {
+// Ways to compute the same thing, timed on `stream` in turn: f(i) for i < n, 6 runs each, the first a
+// warm-up (and any search of its own); t[i] is the best of the other 5 (ms). Not inside a capture.
+template <class F>
+void time_each(cudaStream_t stream, int n, float* t, F&& f) {
   cudaEvent_t e0, e1;
   CUDA_CHECK(cudaEventCreate(&e0));
   CUDA_CHECK(cudaEventCreate(&e1));
-  t[0] = t[1] = 1e30f;
+  for (int i = 0; i < n; ++i) t[i] = 1e30f;
   for (int rep = 0; rep < 6; ++rep)
-    for (int v = 0; v < 2; ++v) {
+    for (int i = 0; i < n; ++i) {
       CUDA_CHECK(cudaEventRecord(e0, stream));
-      if (v == 0)
-        f0();
-      else
-        f1();
+      f(i);
       CUDA_CHECK(cudaEventRecord(e1, stream));
       CUDA_CHECK(cudaEventSynchronize(e1));
       float ms = 0;
       CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      if (rep > 0) t[v] = std::min(t[v], ms);
+      if (rep > 0) t[i] = std::min(t[i], ms);
     }
   CUDA_CHECK(cudaEventDestroy(e0));
   CUDA_CHECK(cudaEventDestroy(e1));
+}
+template <class F0, class F1>
+void time_two(cudaStream_t stream, F0&& f0, F1&& f1, float t[2]) {
+  time_each(stream, 2, t, [&](int i) {
+    if (i == 0)
+      f0();
+    else
+      f1();
+  });
 }
 
 class Tuned {

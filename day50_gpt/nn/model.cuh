@@ -190,7 +190,8 @@ struct Model {
         {"cuDNN dq accumulator", &dq_acc, cudnn ? sdpa->dq_acc_elems() * 4 : 0, true},
         {"cuDNN workspace", &ws, cudnn ? sdpa->workspace() : 0, false},
         {"column-sum partials", &partial,  // widest: a bias of 4C, or the fused LayerNorm's per-block partials
-         std::max(size_t(k::col_chunks(N)) * 4 * C, size_t(k::ln_bwd_blocks(N)) * 2 * C) * 4, true},
+         std::max(size_t(k::col_chunks(N)) * 4 * C, size_t(k::ln_bwd_blocks(N, k::kLnMinRowsPerWarp)) * 2 * C) * 4,
+         true},
         {"norm partials", &norm_partial, size_t(k::kNormBlocks) * 4, true},
         {"sum of squares", &sumsq, 4, true},
         {"dropout: d(sublayer out) through the mask", &ddrop, drop_p > 0 ? NN * C * E : 0, true},
@@ -324,18 +325,64 @@ struct Model {
       ln_back(x, w, b, mean, rstd, dy, accumulate);
       return site == kNoSite ? nullptr : through_dropout(site);
     }
-    const int C = c.width, blocks = k::ln_bwd_blocks(N);
     T* dout = site == kNoSite ? nullptr : drop.on ? ddrop.as<T>() : dxT();
-    with_chunks([&](auto K) {
-      k::layernorm_bwd_fused<T, decltype(K)::value><<<blocks, 256, size_t(8) * C * sizeof(float), s>>>(
-          x, P(w), mean, rstd, dy, dx.as<float>(), dout, partial.as<float>(), N, C, accumulate, drop, site, sv);
-    });
-    LAUNCH_CHECK();
-    k::ln_partials_finish<<<(2 * C + 31) / 32, dim3(32, k::kLnFinishRows), 0, s>>>(partial.as<float>(), blocks, C, G(w),
-                                                                                   G(b));
-    LAUNCH_CHECK();
+    const int rows = ln_rows_per_warp(x, w, mean, rstd, dy, dout != nullptr, accumulate, site);
+    ln_bwd_fused(rows, x, w, mean, rstd, dy, dx.as<float>(), dout, partial.as<float>(), G(w), G(b), accumulate, site);
     mark(kLayerNorm);
     return dout;
+  }
+  // The fused backward (rows_per_warp rows a warp), then its partials added into the gradients gw, gb.
+  void ln_bwd_fused(int rows_per_warp, const float* x, size_t w, const float* mean, const float* rstd, const T* dy,
+                    float* dxp, T* dout, float* part, float* gw, float* gb, bool accumulate, uint32_t site) {
+    const int C = c.width, blocks = k::ln_bwd_blocks(N, rows_per_warp);
+    with_chunks([&](auto K) {
+      k::layernorm_bwd_fused<T, decltype(K)::value><<<blocks, 256, size_t(8) * C * sizeof(float), s>>>(
+          x, P(w), mean, rstd, dy, dxp, dout, part, N, C, rows_per_warp, accumulate, drop, site, sv);
+    });
+    LAUNCH_CHECK();
+    k::ln_partials_finish<<<(2 * C + 31) / 32, dim3(32, k::kLnFinishRows), 0, s>>>(part, blocks, C, gw, gb);
+    LAUNCH_CHECK();
+  }
+  // Rows per warp of the fused backward: k::kLnRowsPerWarp, or in bf16 with --lt-search each of
+  // k::kLnRowsChoices timed once per shape on the real inputs, into scratch outputs, and the fastest kept
+  // for the process (nn/lt_tuned.cuh's memo, as the matmuls' choices). fp32 keeps the fixed one: its
+  // sums' order, and so its bits, stay the same from one process to the next.
+  int ln_rows_per_warp(const float* x, size_t w, const float* mean, const float* rstd, const T* dy, bool with_dout,
+                       bool accumulate, uint32_t site) {
+    if (!lt_search || !std::is_same<T, bf16>::value) return k::kLnRowsPerWarp;
+    const std::string key = "LayerNorm backward rows per warp " + std::to_string(c.width) + "x" + std::to_string(N);
+    const int known = lt::recall(key);
+    if (known >= 0) return known;
+    if (lt::capturing(s)) return k::kLnRowsPerWarp;
+    const size_t NC = size_t(N) * c.width;
+    float *dx_s = nullptr, *part_s = nullptr, *g_s = nullptr;
+    T* dout_s = nullptr;
+    CUDA_CHECK(cudaMalloc(&dx_s, NC * sizeof(float)));
+    CUDA_CHECK(cudaMemsetAsync(dx_s, 0, NC * sizeof(float), s));  // accumulate reads it
+    CUDA_CHECK(cudaMalloc(&part_s, partial.bytes()));
+    CUDA_CHECK(cudaMalloc(&g_s, size_t(2) * c.width * sizeof(float)));
+    CUDA_CHECK(cudaMemsetAsync(g_s, 0, size_t(2) * c.width * sizeof(float), s));
+    if (with_dout) CUDA_CHECK(cudaMalloc(&dout_s, NC * sizeof(T)));
+    constexpr int n = int(sizeof(k::kLnRowsChoices) / sizeof(int));
+    float t[n];
+    lt::time_each(s, n, t, [&](int i) {
+      ln_bwd_fused(k::kLnRowsChoices[i], x, w, mean, rstd, dy, dx_s, dout_s, part_s, g_s, g_s + c.width, accumulate,
+                   site);
+    });
+    CUDA_CHECK(cudaFree(dx_s));
+    CUDA_CHECK(cudaFree(part_s));
+    CUDA_CHECK(cudaFree(g_s));
+    if (dout_s) CUDA_CHECK(cudaFree(dout_s));
+    int best = 0;
+    std::string note;
+    for (int i = 0; i < n; ++i) {
+      if (t[i] < t[best]) best = i;
+      note += std::to_string(k::kLnRowsChoices[i]) + ": " + std::to_string(int(1e3 * t[i] + 0.5)) + " us, ";
+    }
+    note += "kept " + std::to_string(k::kLnRowsChoices[best]);
+    lt::remember(key, k::kLnRowsChoices[best], note);
+    std::printf("%s: %s\n", key.c_str(), note.c_str());
+    return k::kLnRowsChoices[best];
   }
   // d(sublayer output) for the backward: dx through `site`'s mask (in ddrop), or dx itself without dropout.
   const T* through_dropout(uint32_t site) {

@@ -80,10 +80,14 @@ __global__ void ln_param_partials(const float* x, const float* mean, const float
 // They need C % 4 == 0 and C <= 32 * 4 * kLnMaxChunks (the model falls back to the kernels above
 // otherwise): a row of C fp32 values is C/4 chunks of 4, lane l of the row's warp holds chunks
 // l, l + 32, ... in registers (K of them), so the row is read from memory once.
-constexpr int kLnMaxChunks = 8;    // C <= 1024 on the fused path
-constexpr int kLnRowsPerWarp = 4;  // backward: rows each warp walks (its partial gradient sums cover them)
-constexpr int kLnRowsPerBlock = 8 * kLnRowsPerWarp;  // 256 threads = 8 warps
-inline int ln_bwd_blocks(int N) { return (N + kLnRowsPerBlock - 1) / kLnRowsPerBlock; }
+constexpr int kLnMaxChunks = 8;  // C <= 1024 on the fused path
+// Backward: rows each warp walks (its partial gradient sums cover them), 8 warps (256 threads) a block.
+// More rows, fewer partials to write and add; fewer rows, more blocks to fill the SMs' last wave. The
+// model keeps kLnRowsPerWarp or, in bf16 with --lt-search, the fastest of kLnRowsChoices (timed).
+constexpr int kLnRowsPerWarp = 4;
+constexpr int kLnRowsChoices[] = {1, 2, 4, 8};
+constexpr int kLnMinRowsPerWarp = 1;  // the smallest choice: the most blocks, the partials' buffer size
+inline int ln_bwd_blocks(int N, int rows_per_warp) { return (N + 8 * rows_per_warp - 1) / (8 * rows_per_warp); }
 
 __device__ __forceinline__ void load4(const float* p, float v[4]) {
   const float4 q = *reinterpret_cast<const float4*>(p);
@@ -156,7 +160,7 @@ __global__ void __launch_bounds__(256)
 }
 
 // The backward of one LayerNorm, its parameter gradients included. Block (8 warps) owns
-// kLnRowsPerBlock consecutive rows, each warp kLnRowsPerWarp of them; a lane adds dy * xhat and dy of
+// 8 * rows_per_warp consecutive rows, each warp rows_per_warp of them; a lane adds dy * xhat and dy of
 // its columns over its rows in registers, the block adds its 8 warps' sums through shared memory (in
 // warp order) and writes one partial per column: partial[block][2][C] (ln_partials_finish adds them).
 // No atomics: the same bits every run. dx (+)= rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
@@ -166,8 +170,8 @@ __global__ void __launch_bounds__(256)
 template <class T, int K>
 __global__ void __launch_bounds__(256, K <= 4 ? 3 : 1)
     layernorm_bwd_fused(const float* x, const float* g, const float* mean, const float* rstd, const T* dy, float* dx,
-                        T* dout, float* partial, int N, int C, bool accumulate, dropout::Params d, uint32_t site,
-                        const StepVars* sv) {
+                        T* dout, float* partial, int N, int C, int rows_per_warp, bool accumulate, dropout::Params d,
+                        uint32_t site, const StepVars* sv) {
   extern __shared__ float red[];  // [8 warps][C]
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, C4 = C / 4;
   const dropout::Params dd = at_step(d, sv);
@@ -176,8 +180,8 @@ __global__ void __launch_bounds__(256, K <= 4 ? 3 : 1)
   for (int i = 0; i < K; ++i)
 #pragma unroll
     for (int q = 0; q < 4; ++q) dg[i][q] = db[i][q] = 0.f;
-  for (int k = 0; k < kLnRowsPerWarp; ++k) {
-    const int row = blockIdx.x * kLnRowsPerBlock + warp * kLnRowsPerWarp + k;
+  for (int k = 0; k < rows_per_warp; ++k) {
+    const int row = (blockIdx.x * (blockDim.x / kWarp) + warp) * rows_per_warp + k;
     if (row >= N) break;
     const float m = mean[row], r = rstd[row];
     float xh[K][4], dxh[K][4];
