@@ -79,6 +79,10 @@ struct Model {
   bool fuse = true;
   std::map<std::string, std::unique_ptr<lt::Tuned>> lt_cache;
   bool lt_search = true;  // --lt-search: bf16's cuBLASLt algorithms chosen by timing (nn/lt_tuned.cuh)
+  // --verify: our passes (nn/linear.cuh) in place of every epilogue they can replace, untimed, so that
+  // the CPU comparison covers them whatever the timing would choose; ours_launches counts them.
+  bool force_ours = false;
+  int ours_launches = 0;
   std::unique_ptr<sdpa::Attention> sdpa;
   Phases* ph = nullptr;
   // Called by backward() as soon as block l's parameter gradients are enqueued (l = -1: at the end,
