@@ -78,18 +78,19 @@ template <class T>
 void Model<T>::attention_fwd(Layer& L) {
   const int rows = B * c.heads * T_, C = c.width, D = C / c.heads, BH = B * c.heads;
   if (impl == Attn::kCudnn) {
-    sdpa->forward(L.qkv.as(), L.att.as(), L.stats.as<float>(), ws.as());
+    sdpa->forward(L.qkv.as(), L.att.as(), L.stats.as<float>(), ws.as(), s);
   } else if (impl == Attn::kMatmul) {
     void* const* p = L.ptrs.as<void*>();  // Q, K, V, O, P: BH pointers each
     // Column-major view: S^T (T x T) = K^T . Q  (see the notes for the transposes)
     gemm_batched<T>(blas, CUBLAS_OP_T, CUBLAS_OP_N, T_, T_, D, p + 1 * BH, 3 * C, p + 0 * BH, 3 * C, p + 4 * BH, T_,
                     BH);
-    k::causal_softmax_fwd<T><<<(rows + 7) / 8, 256>>>(L.P.as<T>(), rows, T_, 1.f / std::sqrt(float(D)));
+    k::causal_softmax_fwd<T><<<(rows + 7) / 8, 256, 0, s>>>(L.P.as<T>(), rows, T_, 1.f / std::sqrt(float(D)));
     LAUNCH_CHECK();
     gemm_batched<T>(blas, CUBLAS_OP_N, CUBLAS_OP_N, D, T_, T_, p + 2 * BH, 3 * C, p + 4 * BH, T_, p + 3 * BH, C,
                     BH);  // O = P.V
   } else {
-    k::attention_fwd<T><<<(rows + 7) / 8, 256>>>(L.qkv.as<T>(), L.P.as<float>(), L.att.as<T>(), B, T_, C, c.heads);
+    k::attention_fwd<T>
+        <<<(rows + 7) / 8, 256, 0, s>>>(L.qkv.as<T>(), L.P.as<float>(), L.att.as<T>(), B, T_, C, c.heads);
     LAUNCH_CHECK();
   }
   mark(kAttention);
@@ -99,14 +100,14 @@ void Model<T>::attention_bwd(Layer& L) {
   const int rows = B * c.heads * T_, C = c.width, D = C / c.heads, BH = B * c.heads;
   if (impl == Attn::kCudnn) {
     sdpa->backward(L.qkv.as(), L.att.as(), datt.as(), L.stats.as<float>(), dqkv.as(), dsum.as<float>(),
-                   dq_acc.as<float>(), ws.as());
+                   dq_acc.as<float>(), ws.as(), s);
   } else if (impl == Attn::kMatmul) {
     void* const* p = L.ptrs.as<void*>();  // Q, K, V, O, P
     void* const* d = dptrs.as<void*>();   // dO, dS, dQ, dK, dV
     gemm_batched<T>(blas, CUBLAS_OP_T, CUBLAS_OP_N, T_, T_, D, p + 2 * BH, 3 * C, d + 0 * BH, C, d + 1 * BH, T_,
                     BH);  // dP = dO.V^T
     k::causal_softmax_bwd<T>
-        <<<(rows + 7) / 8, 256>>>(L.P.as<T>(), dS.as<T>(), rows, T_, 1.f / std::sqrt(float(D)));  // dS, in place
+        <<<(rows + 7) / 8, 256, 0, s>>>(L.P.as<T>(), dS.as<T>(), rows, T_, 1.f / std::sqrt(float(D)));  // dS, in place
     LAUNCH_CHECK();
     gemm_batched<T>(blas, CUBLAS_OP_N, CUBLAS_OP_N, D, T_, T_, p + 1 * BH, 3 * C, d + 1 * BH, T_, d + 2 * BH, 3 * C,
                     BH);  // dQ = dS.K
@@ -115,11 +116,11 @@ void Model<T>::attention_bwd(Layer& L) {
     gemm_batched<T>(blas, CUBLAS_OP_N, CUBLAS_OP_T, D, T_, T_, d + 0 * BH, C, p + 4 * BH, T_, d + 4 * BH, 3 * C,
                     BH);  // dV = P^T.dO
   } else {
-    k::attention_bwd_q<T><<<(rows + 7) / 8, 256>>>(L.qkv.as<T>(), L.P.as<float>(), datt.as<T>(), dS.as<float>(),
-                                                   dqkv.as<T>(), B, T_, C, c.heads);
+    k::attention_bwd_q<T><<<(rows + 7) / 8, 256, 0, s>>>(L.qkv.as<T>(), L.P.as<float>(), datt.as<T>(), dS.as<float>(),
+                                                         dqkv.as<T>(), B, T_, C, c.heads);
     LAUNCH_CHECK();
-    k::attention_bwd_kv<T><<<(rows + 7) / 8, 256>>>(L.qkv.as<T>(), L.P.as<float>(), datt.as<T>(), dS.as<float>(),
-                                                    dqkv.as<T>(), B, T_, C, c.heads);
+    k::attention_bwd_kv<T><<<(rows + 7) / 8, 256, 0, s>>>(L.qkv.as<T>(), L.P.as<float>(), datt.as<T>(), dS.as<float>(),
+                                                          dqkv.as<T>(), B, T_, C, c.heads);
     LAUNCH_CHECK();
   }
   mark(kAttention);

@@ -3,13 +3,17 @@
 // the epilogue (common/cublaslt.h), else the plain matmul (nn/matmul.cuh) and our elementwise kernels
 // (nn/kernels/bias_gelu_residual.cuh).
 #pragma once
+#include <cstdint>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "model.cuh"
+#include "verify.h"
 
 // The cuBLASLt matmul for one (shape, epilogue), built on first use; null where cuBLASLt refuses it.
 template <class T>
-lt::Matmul* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
+lt::Tuned* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
   if (!fuse) return nullptr;
   const std::string key = std::to_string(sp.ta) + std::to_string(sp.tb) + "," + std::to_string(sp.m) + "," +
                           std::to_string(sp.n) + "," + std::to_string(sp.k) + "," + std::to_string(int(sp.epilogue)) +
@@ -18,7 +22,8 @@ lt::Matmul* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
   if (it == lt_cache.end()) {
     lt::Spec s2 = sp;
     s2.ab = Types<T>::blas, s2.cd = out_type;
-    it = lt_cache.emplace(key, std::make_unique<lt::Matmul>(blas_lt, s2, kLtWorkspace)).first;
+    const bool search = lt_search && std::is_same<T, bf16>::value;  // fp32: the heuristic's pick (see lt_tuned.cuh)
+    it = lt_cache.emplace(key, std::make_unique<lt::Tuned>(blas_lt, s2, kLtWorkspace, key, search)).first;
     if (!it->second->ok())
       std::printf("note: %s (epilogue %d, %dx%dx%d); using the unfused path there\n", it->second->why().c_str(),
                   int(sp.epilogue), sp.m, sp.n, sp.k);
@@ -32,34 +37,180 @@ void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* 
   lt::Spec sp;
   sp.ta = CUBLAS_OP_T, sp.tb = CUBLAS_OP_N, sp.m = O, sp.n = N, sp.k = I, sp.lda = I, sp.ldb = I, sp.ldd = O;
   sp.epilogue = gelu_out ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, sp.aux_ld = gelu_out ? O : 0;
-  if (lt::Matmul* mm = lt_get(sp, Types<T>::blas)) {
+  if (lt::Tuned* mm = lt_get(sp, Types<T>::blas)) {
+    if (fwd_apart(mm, in, w, b, out, gelu_out, I, O)) {  // the plain matmul and one pass of ours are faster
+      matmul_fwd<T, T>(blas, in, W(w), out, N, I, O);
+      mark(kMatmul);
+      k::bias_gelu_vec<T><<<grid_for(size_t(N) * O / (16 / sizeof(T))), 256, 0, s>>>(out, P(b), gelu_out, N, O);
+      LAUNCH_CHECK();
+      ++ours_launches;
+      mark(gelu_out ? kGelu : kResidual);
+      return;
+    }
     // The bias in the output's type: the fp32 master in fp32 mode, its bf16 copy in bf16 mode.
-    mm->run(W(w), in, gelu_out ? gelu_out : out, 0.f, W(b), gelu_out ? out : nullptr, lt_ws.as());
+    mm->run(W(w), in, gelu_out ? gelu_out : out, 0.f, W(b), gelu_out ? out : nullptr, lt_ws.as(), s);
     mark(kMatmul);
     return;
   }
   matmul_fwd<T, T>(blas, in, W(w), out, N, I, O);
   mark(kMatmul);
-  k::add_bias<T><<<grid_for(size_t(N) * O), 256>>>(out, P(b), N, O);
+  k::add_bias<T><<<grid_for(size_t(N) * O), 256, 0, s>>>(out, P(b), N, O);
   LAUNCH_CHECK();
   mark(kResidual);
   if (gelu_out) {
-    k::gelu_fwd<T><<<grid_for(size_t(N) * O), 256>>>(out, gelu_out, size_t(N) * O);
+    k::gelu_fwd<T><<<grid_for(size_t(N) * O), 256, 0, s>>>(out, gelu_out, size_t(N) * O);
     LAUNCH_CHECK();
     mark(kGelu);
   }
 }
+// The weight gradient's matmul with the bias gradient in its epilogue (BGRADB), or cuBLAS's plain
+// matmul and the column sums apart (bias_partials + colsum_finish)? The epilogue saves a pass over dout,
+// but it may also keep cuBLASLt from splitting the long reduction (K = N rows) over more blocks, which
+// this thin output (I x O, a few dozen tiles on 132 SMs) needs. So in the searching mode (bf16,
+// --lt-search) both are timed once per shape, into scratch, and the faster is kept for the process
+// (nn/lt_tuned.cuh's reasons: one choice for every model of the run). Otherwise: the epilogue.
+template <class T>
+bool Model<T>::bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int I, int O) {
+  if (!lt_search || !std::is_same<T, bf16>::value) return true;
+  const std::string key = "bgrad " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
+  const int known = lt::recall(key);
+  if (known >= 0) return known == 1;
+  if (lt::capturing(s)) return true;  // no timing inside a capture
+  float *dw = nullptr, *db = nullptr;
+  CUDA_CHECK(cudaMalloc(&dw, size_t(I) * O * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&db, size_t(O) * sizeof(float)));
+  CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(I) * O * sizeof(float), s));
+  CUDA_CHECK(cudaMemsetAsync(db, 0, size_t(O) * sizeof(float), s));
+  const int chunks = k::col_chunks(N);
+  auto epilogue = [&] { mm->run(in, dout, dw, 1.f, db, nullptr, lt_ws.as(), s); };
+  auto apart = [&] {
+    matmul_bwd_w<T>(blas, in, dout, dw, N, I, O);
+    k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8), 0, s>>>(dout, partial.as<float>(), N, O);
+    LAUNCH_CHECK();
+    k::colsum_finish<<<grid_for(size_t(O)), 256, 0, s>>>(partial.as<float>(), chunks, 1, O, db, nullptr);
+    LAUNCH_CHECK();
+  };
+  float best[2];
+  lt::time_two(s, epilogue, apart, best);
+  CUDA_CHECK(cudaFree(dw));
+  CUDA_CHECK(cudaFree(db));
+  const bool epi = best[0] <= best[1];
+  char note[160];
+  std::snprintf(note, sizeof note, "in the epilogue %.1f us, apart %.1f us: %s", 1e3 * best[0], 1e3 * best[1],
+                epi ? "epilogue" : "apart");
+  lt::remember(key, epi ? 1 : 0, note);
+  std::printf("bias gradient %s: %s\n", key.c_str(), note);
+  return epi;
+}
+
+// Our path where an epilogue would run: each output compared with the epilogue's on the same inputs
+// (to bf16 rounding, scaled to the output's size: the two round at different places, and the GELU's
+// derivative may be computed another way) before it may be chosen. A wrong kernel differs by O(1).
+template <class T>
+bool matches_epilogue(const T* ours, const T* epi, size_t n, const std::string& what) {
+  const std::vector<T> a = to_host(ours, n), e = to_host(epi, n);
+  double big = 0;
+  for (const T& v : e) big = std::max(big, std::fabs(verify::to_double(v)));
+  const verify::Check c = verify::compare(what, a.data(), e.data(), n, verify::Tol{0.02, 0.02, "bf16"}.scaled(big));
+  if (!c.passed) {
+    std::printf("warning: %s: ours differs from the cuBLASLt epilogue's; the epilogue stays\n", what.c_str());
+    verify::print(c);
+  }
+  return c.passed;
+}
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// The forward's epilogue (bias, or bias + GELU with the pre-activation kept) or cuBLAS's plain matmul
+// and one pass of ours (k::bias_gelu_vec)? The epilogue saves the pass, but cuBLASLt's kernels with
+// it may be slower than the plain ones for these thin shapes. Timed once per shape in the searching
+// mode (bf16, --lt-search), into scratch, like the bias gradient's place above; ours is kept only if
+// it is faster and matches. True: ours (`out` and `gelu_out` must then be 16-byte aligned).
+template <class T>
+bool Model<T>::fwd_apart(lt::Tuned* mm, const T* in, size_t w, size_t b, const T* out, const T* gelu_out, int I,
+                         int O) {
+  constexpr int V = 16 / sizeof(T);
+  if (!lt_search || !std::is_same<T, bf16>::value || O % V || !aligned16(out) || (gelu_out && !aligned16(gelu_out)))
+    return false;
+  if (force_ours) return true;
+  const bool gelu = gelu_out != nullptr;
+  const std::string key = std::string(gelu ? "bias+GELU " : "bias ") + std::to_string(I) + "x" + std::to_string(O) +
+                          "x" + std::to_string(N);
+  const int known = lt::recall(key);
+  if (known >= 0) return known == 0;
+  if (lt::capturing(s)) return false;
+  const size_t n = size_t(N) * O;
+  T *pre_e = nullptr, *act_e = nullptr, *pre_a = nullptr, *act_a = nullptr;
+  for (T** p : {&pre_e, &act_e, &pre_a, &act_a}) CUDA_CHECK(cudaMalloc(p, n * sizeof(T)));
+  auto epilogue = [&] { mm->run(W(w), in, gelu ? act_e : pre_e, 0.f, W(b), gelu ? pre_e : nullptr, lt_ws.as(), s); };
+  auto apart = [&] {
+    matmul_fwd<T, T>(blas, in, W(w), pre_a, N, I, O);
+    k::bias_gelu_vec<T><<<grid_for(n / V), 256, 0, s>>>(pre_a, P(b), gelu ? act_a : nullptr, N, O);
+    LAUNCH_CHECK();
+  };
+  float best[2];
+  lt::time_two(s, epilogue, apart, best);
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  bool same = matches_epilogue(pre_a, pre_e, n, key + " pre-activation");
+  if (gelu) same = matches_epilogue(act_a, act_e, n, key + " GELU") && same;
+  for (T* p : {pre_e, act_e, pre_a, act_a}) CUDA_CHECK(cudaFree(p));
+  const bool ours = same && best[1] < best[0];
+  char note[200];
+  std::snprintf(note, sizeof note, "in the epilogue %.1f us, plain matmul + ours %.1f us%s: %s", 1e3 * best[0],
+                1e3 * best[1], same ? "" : " (ours differs)", ours ? "ours" : "epilogue");
+  lt::remember(key, ours ? 0 : 1, note);
+  std::printf("forward %s: %s\n", key.c_str(), note);
+  return ours;
+}
+// The same for the GELU's backward: din = (dout . W) * gelu'(pre) in the DGELU epilogue, or the plain
+// matmul and k::gelu_bwd_vec in place. True: ours (din and gelu_pre must be 16-byte aligned).
+template <class T>
+bool Model<T>::dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, const T* din, int I, int O) {
+  constexpr int V = 16 / sizeof(T);
+  if (!lt_search || !std::is_same<T, bf16>::value || I % V || !aligned16(din) || !aligned16(gelu_pre)) return false;
+  if (force_ours) return true;
+  const std::string key = "dGELU " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
+  const int known = lt::recall(key);
+  if (known >= 0) return known == 0;
+  if (lt::capturing(s)) return false;
+  const size_t n = size_t(N) * I;
+  T *din_e = nullptr, *din_a = nullptr;
+  CUDA_CHECK(cudaMalloc(&din_e, n * sizeof(T)));
+  CUDA_CHECK(cudaMalloc(&din_a, n * sizeof(T)));
+  auto epilogue = [&] { mm->run(W(w), dout, din_e, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s); };
+  auto apart = [&] {
+    matmul_bwd_in<T>(blas, dout, W(w), din_a, N, I, O);
+    k::gelu_bwd_vec<T><<<grid_for(n / V), 256, 0, s>>>(gelu_pre, din_a, n / V);
+    LAUNCH_CHECK();
+  };
+  float best[2];
+  lt::time_two(s, epilogue, apart, best);
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  const bool same = matches_epilogue(din_a, din_e, n, key);
+  CUDA_CHECK(cudaFree(din_e));
+  CUDA_CHECK(cudaFree(din_a));
+  const bool ours = same && best[1] < best[0];
+  char note[200];
+  std::snprintf(note, sizeof note, "in the epilogue %.1f us, plain matmul + ours %.1f us%s: %s", 1e3 * best[0],
+                1e3 * best[1], same ? "" : " (ours differs)", ours ? "ours" : "epilogue");
+  lt::remember(key, ours ? 0 : 1, note);
+  std::printf("backward %s: %s\n", key.c_str(), note);
+  return ours;
+}
+
 // din = dout . W (with gelu_pre: times gelu'(gelu_pre), the backward of the GELU that fed this
 // layer), dW += dout^T . in, db = column sums of dout.
 template <class T>
 void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre) {
-  bool din_done = false, dw_done = false;
+  bool din_done = false, dw_done = false, dgelu_ours = false;
   if (gelu_pre) {
     lt::Spec sp;
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_N, sp.m = I, sp.n = N, sp.k = O, sp.lda = I, sp.ldb = O, sp.ldd = I;
     sp.epilogue = CUBLASLT_EPILOGUE_DGELU, sp.aux_ld = I;
-    if (lt::Matmul* mm = lt_get(sp, Types<T>::blas)) {
-      mm->run(W(w), dout, din, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as());
+    if (lt::Tuned* mm = lt_get(sp, Types<T>::blas)) {
+      if (dgelu_apart(mm, dout, w, gelu_pre, din, I, O))  // the GELU's backward in k::gelu_bwd_vec, below
+        matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O), dgelu_ours = true;
+      else
+        mm->run(W(w), dout, din, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s);
       din_done = true;
     }
   }
@@ -68,25 +219,34 @@ void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     lt::Spec sp;
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_T, sp.m = I, sp.n = O, sp.k = N, sp.lda = I, sp.ldb = O, sp.ldd = I;
     sp.epilogue = CUBLASLT_EPILOGUE_BGRADB;
-    if (lt::Matmul* mm = lt_get(sp, CUDA_R_32F)) {
+    lt::Tuned* mm = lt_get(sp, CUDA_R_32F);
+    if (mm && !bgrad_in_epilogue(mm, in, dout, I, O)) mm = nullptr;  // the bias gradient apart is faster
+    if (mm) {
       // dW accumulates (beta 1) into the zeroed gradients; the bias gradient is written (each bias
       // belongs to exactly one layer, so nothing else adds to it).
-      mm->run(in, dout, G(w), 1.f, G(b), nullptr, lt_ws.as());
+      mm->run(in, dout, G(w), 1.f, G(b), nullptr, lt_ws.as(), s);
       dw_done = true;
     }
   }
   if (!dw_done) matmul_bwd_w<T>(blas, in, dout, G(w), N, I, O);
   mark(kMatmul);
+  if (dgelu_ours) {
+    const size_t packs = size_t(N) * I / (16 / sizeof(T));
+    k::gelu_bwd_vec<T><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
+    LAUNCH_CHECK();
+    ++ours_launches;
+    mark(kGelu);
+  }
   if (gelu_pre && !din_done) {
-    k::gelu_bwd<T><<<grid_for(size_t(N) * I), 256>>>(gelu_pre, din, din, size_t(N) * I);
+    k::gelu_bwd<T><<<grid_for(size_t(N) * I), 256, 0, s>>>(gelu_pre, din, din, size_t(N) * I);
     LAUNCH_CHECK();
     mark(kGelu);
   }
   if (!dw_done) {
     const int chunks = k::col_chunks(N);
-    k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8)>>>(dout, partial.as<float>(), N, O);
+    k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8), 0, s>>>(dout, partial.as<float>(), N, O);
     LAUNCH_CHECK();
-    k::colsum_finish<<<grid_for(size_t(O)), 256>>>(partial.as<float>(), chunks, 1, O, G(b), nullptr);
+    k::colsum_finish<<<grid_for(size_t(O)), 256, 0, s>>>(partial.as<float>(), chunks, 1, O, G(b), nullptr);
     LAUNCH_CHECK();
     mark(kResidual);
   }

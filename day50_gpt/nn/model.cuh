@@ -29,6 +29,7 @@
 #include "kernels/layernorm.cuh"
 #include "kernels/loss.cuh"
 // the libraries
+#include "lt_tuned.cuh"
 #include "matmul.cuh"
 #include "phases.cuh"
 #include "sdpa_cudnn.h"
@@ -76,7 +77,12 @@ struct Model {
   // gradients ride on the GEMMs instead of taking passes of their own. --fusion off turns it off (the
   // bench measures both); a combination cuBLASLt refuses falls back to the unfused path by itself.
   bool fuse = true;
-  std::map<std::string, std::unique_ptr<lt::Matmul>> lt_cache;
+  std::map<std::string, std::unique_ptr<lt::Tuned>> lt_cache;
+  bool lt_search = true;  // --lt-search: bf16's cuBLASLt algorithms chosen by timing (nn/lt_tuned.cuh)
+  // --verify: our passes (nn/linear.cuh) in place of every epilogue they can replace, untimed, so that
+  // the CPU comparison covers them whatever the timing would choose; ours_launches counts them.
+  bool force_ours = false;
+  int ours_launches = 0;
   std::unique_ptr<sdpa::Attention> sdpa;
   Phases* ph = nullptr;
   // Called by backward() as soon as block l's parameter gradients are enqueued (l = -1: at the end,
@@ -84,7 +90,7 @@ struct Model {
   // while the backward of the earlier blocks goes on.
   std::function<void(int)> on_block_grads;
 
-  DeviceBuffer params, params_t, grads, m, v, decay;
+  DeviceBuffer params, params_t, grads, m, v, decay, blas_ws;
   DeviceBuffer tok, tgt, loss, logits, dlogits;
   std::vector<DeviceBuffer> xs;  // the residual stream: xs[l] enters block l, xs[L] leaves the last one
   std::vector<Layer> layer;
@@ -104,6 +110,14 @@ struct Model {
   int64_t drop_step = 0;
   dropout::Params drop;
   DeviceBuffer ddrop;
+  // --fused-ln (the default): the residual add and the LayerNorm after it in one kernel, and the
+  // LayerNorm backward with its parameter gradients and the next dropout in one (nn/kernels/layernorm.cuh).
+  bool fused_ln = true;
+  // The stream the step is enqueued on (0: the legacy default stream; the trainer gives its own, which
+  // it can capture into a CUDA graph), and the step's changing values in device memory (null: by
+  // argument; see k::StepVars).
+  cudaStream_t s = 0;
+  const k::StepVars* sv = nullptr;
 
   Model(const gpt::Config& cfg, int b, Attn want, bool fusion = true, double dropout_p = 0)
       : c(cfg), lay(cfg), B(b), T_(cfg.context), N(b * cfg.context), fuse(fusion), drop_p(dropout_p) {
@@ -131,6 +145,7 @@ struct Model {
     tmp = dln = datt = View{scratch_small.as(), scratch_small.bytes()};
     dqkv = dfc = embed_partial = View{scratch_big.as(), scratch_big.bytes()};
     if (impl == Attn::kMatmul) build_head_pointers();
+    use_stream(0);  // the workspace
     to_device(decay.as<uint8_t>(), train::decay_mask(c));
     CUDA_CHECK(cudaMemset(m.as(), 0, m.bytes()));
     CUDA_CHECK(cudaMemset(v.as(), 0, v.bytes()));
@@ -161,6 +176,7 @@ struct Model {
         {"adam v", &v, n * 4, false},
         {"weight-decay mask", &decay, n, false},
         {"cuBLASLt workspace", &lt_ws, kLtWorkspace, false},
+        {"cuBLAS workspace", &blas_ws, kLtWorkspace, false},
         {"tokens", &tok, NN * 4, true},
         {"targets", &tgt, NN * 4, true},
         {"losses", &loss, NN * 4, true},
@@ -177,7 +193,9 @@ struct Model {
         {"cuDNN dsum", &dsum, cudnn ? sdpa->dsum_elems() * 4 : 0, true},
         {"cuDNN dq accumulator", &dq_acc, cudnn ? sdpa->dq_acc_elems() * 4 : 0, true},
         {"cuDNN workspace", &ws, cudnn ? sdpa->workspace() : 0, false},
-        {"column-sum partials", &partial, size_t(k::col_chunks(N)) * 4 * C * 4, true},  // widest: a bias of 4C
+        {"column-sum partials", &partial,  // widest: a bias of 4C, or the fused LayerNorm's per-block partials
+         std::max(size_t(k::col_chunks(N)) * 4 * C, size_t(k::ln_bwd_blocks(N, k::kLnMinRowsPerWarp)) * 2 * C) * 4,
+         true},
         {"norm partials", &norm_partial, size_t(k::kNormBlocks) * 4, true},
         {"sum of squares", &sumsq, 4, true},
         {"dropout: d(sublayer out) through the mask", &ddrop, drop_p > 0 ? NN * C * E : 0, true},
@@ -220,12 +238,25 @@ struct Model {
       return dx_t.as<T>();
   }
   void mark(Phase p) {
-    if (ph) ph->mark(p);
+    if (ph) ph->mark(p, s);
+  }
+  // Enqueue everything on `st` from now on (the matmuls through the cuBLAS handle; cuDNN and cuBLASLt
+  // take the stream per call).
+  // cuBLAS gets a workspace of our own, set again after each cublasSetStream (which resets it): then a
+  // captured step (CUDA graph) and an eager one use the same workspace, with no allocation inside the
+  // capture, and so the same algorithms.
+  void use_stream(cudaStream_t st) {
+    s = st;
+    CUBLAS_CHECK(cublasSetStream(blas, st));
+    CUBLAS_CHECK(cublasSetWorkspace(blas, blas_ws.as(), blas_ws.bytes()));
   }
   int rows_grid() const { return (N + 7) / 8; }  // 8 warps (rows) per 256-thread block
 
   // nn/linear.cuh: the matmuls with their bias (and GELU), forward and backward.
-  lt::Matmul* lt_get(const lt::Spec& sp, cudaDataType_t out_type);
+  lt::Tuned* lt_get(const lt::Spec& sp, cudaDataType_t out_type);
+  bool bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int I, int O);
+  bool fwd_apart(lt::Tuned* mm, const T* in, size_t w, size_t b, const T* out, const T* gelu_out, int I, int O);
+  bool dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, const T* din, int I, int O);
   void linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out = nullptr);
   void linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre = nullptr);
   // nn/attention.cuh: the three attentions.
@@ -238,26 +269,130 @@ struct Model {
   void sync_weights();
 
   void ln_fwd(const float* x, size_t w, size_t b, T* y, float* mean, float* rstd) {
-    k::layernorm_fwd<T><<<rows_grid(), 256>>>(x, P(w), P(b), y, mean, rstd, N, c.width);
+    k::layernorm_fwd<T><<<rows_grid(), 256, 0, s>>>(x, P(w), P(b), y, mean, rstd, N, c.width);
     LAUNCH_CHECK();
     mark(kLayerNorm);
   }
   // dx (+)= LayerNorm backward; dx_t gets the result in T; the gains' and biases' gradients by column sums.
   void ln_back(const float* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy, bool accumulate) {
     const int C = c.width, chunks = k::col_chunks(N);
-    k::layernorm_bwd<T><<<rows_grid(), 256>>>(x, P(w), mean, rstd, dy, dx.as<float>(), dxT(), N, C, accumulate);
+    k::layernorm_bwd<T><<<rows_grid(), 256, 0, s>>>(x, P(w), mean, rstd, dy, dx.as<float>(), dxT(), N, C, accumulate);
     LAUNCH_CHECK();
-    k::ln_param_partials<T><<<dim3((C + 31) / 32, chunks), dim3(32, 8)>>>(x, mean, rstd, dy, partial.as<float>(), N, C);
+    k::ln_param_partials<T>
+        <<<dim3((C + 31) / 32, chunks), dim3(32, 8), 0, s>>>(x, mean, rstd, dy, partial.as<float>(), N, C);
     LAUNCH_CHECK();
-    k::colsum_finish<<<grid_for(size_t(2) * C), 256>>>(partial.as<float>(), chunks, 2, C, G(w), G(b));
+    k::colsum_finish<<<grid_for(size_t(2) * C), 256, 0, s>>>(partial.as<float>(), chunks, 2, C, G(w), G(b));
     LAUNCH_CHECK();
     mark(kLayerNorm);
+  }
+  // The fused LayerNorm (--fused-ln): this width fits its vector kernels (C a multiple of 4, at most
+  // 1024; the batch's first element, for dropout's groups of 4, is then a multiple of 4 too).
+  bool ln_fused() const { return fused_ln && c.width % 4 == 0 && c.width <= 128 * k::kLnMaxChunks; }
+  template <class F>
+  void with_chunks(F&& f) {  // f(K) with K = chunks of 4 per lane, a compile-time constant
+    switch ((c.width / 4 + k::kWarp - 1) / k::kWarp) {
+      case 1:
+        return f(std::integral_constant<int, 1>());
+      case 2:
+        return f(std::integral_constant<int, 2>());
+      case 3:
+        return f(std::integral_constant<int, 3>());
+      case 4:
+        return f(std::integral_constant<int, 4>());
+      case 5:
+        return f(std::integral_constant<int, 5>());
+      case 6:
+        return f(std::integral_constant<int, 6>());
+      case 7:
+        return f(std::integral_constant<int, 7>());
+      default:
+        return f(std::integral_constant<int, 8>());
+    }
+  }
+  // x_out = a + drop(y) at `site` (y null: x is a, nothing written), then the LayerNorm of x.
+  void residual_ln_fwd(float* x_out, const float* a, const T* y, uint32_t site, size_t w, size_t b, T* ln, float* mean,
+                       float* rstd) {
+    with_chunks([&](auto K) {
+      k::residual_layernorm_fwd<T, decltype(K)::value>
+          <<<rows_grid(), 256, 0, s>>>(x_out, a, y, P(w), P(b), ln, mean, rstd, N, c.width, drop, site, sv);
+    });
+    LAUNCH_CHECK();
+    mark(kLayerNorm);
+  }
+  static constexpr uint32_t kNoSite = 0xFFFFFFFFu;  // no dropout site follows (the embedding's is done apart)
+  // The LayerNorm backward into dx, then d(the sublayer output before it) for the next linear_back: dx
+  // through `site`'s mask (in ddrop), or dx itself in T without dropout. Fused: one kernel writes both
+  // and the parameter gradients' partials; unfused: ln_back, then dropout_bwd.
+  const T* ln_back_to(const float* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy,
+                      bool accumulate, uint32_t site) {
+    if (!ln_fused()) {
+      ln_back(x, w, b, mean, rstd, dy, accumulate);
+      return site == kNoSite ? nullptr : through_dropout(site);
+    }
+    T* dout = site == kNoSite ? nullptr : drop.on ? ddrop.as<T>() : dxT();
+    const int rows = ln_rows_per_warp(x, w, mean, rstd, dy, dout != nullptr, accumulate, site);
+    ln_bwd_fused(rows, x, w, mean, rstd, dy, dx.as<float>(), dout, partial.as<float>(), G(w), G(b), accumulate, site);
+    mark(kLayerNorm);
+    return dout;
+  }
+  // The fused backward (rows_per_warp rows a warp), then its partials added into the gradients gw, gb.
+  void ln_bwd_fused(int rows_per_warp, const float* x, size_t w, const float* mean, const float* rstd, const T* dy,
+                    float* dxp, T* dout, float* part, float* gw, float* gb, bool accumulate, uint32_t site) {
+    const int C = c.width, blocks = k::ln_bwd_blocks(N, rows_per_warp);
+    with_chunks([&](auto K) {
+      k::layernorm_bwd_fused<T, decltype(K)::value><<<blocks, 256, size_t(8) * C * sizeof(float), s>>>(
+          x, P(w), mean, rstd, dy, dxp, dout, part, N, C, rows_per_warp, accumulate, drop, site, sv);
+    });
+    LAUNCH_CHECK();
+    k::ln_partials_finish<<<(2 * C + 31) / 32, dim3(32, k::kLnFinishRows), 0, s>>>(part, blocks, C, gw, gb);
+    LAUNCH_CHECK();
+  }
+  // Rows per warp of the fused backward: k::kLnRowsPerWarp, or in bf16 with --lt-search each of
+  // k::kLnRowsChoices timed once per shape on the real inputs, into scratch outputs, and the fastest kept
+  // for the process (nn/lt_tuned.cuh's memo, as the matmuls' choices). fp32 keeps the fixed one: its
+  // sums' order, and so its bits, stay the same from one process to the next.
+  int ln_rows_per_warp(const float* x, size_t w, const float* mean, const float* rstd, const T* dy, bool with_dout,
+                       bool accumulate, uint32_t site) {
+    if (!lt_search || !std::is_same<T, bf16>::value) return k::kLnRowsPerWarp;
+    const std::string key = "LayerNorm backward rows per warp " + std::to_string(c.width) + "x" + std::to_string(N);
+    const int known = lt::recall(key);
+    if (known >= 0) return known;
+    if (lt::capturing(s)) return k::kLnRowsPerWarp;
+    const size_t NC = size_t(N) * c.width;
+    float *dx_s = nullptr, *part_s = nullptr, *g_s = nullptr;
+    T* dout_s = nullptr;
+    CUDA_CHECK(cudaMalloc(&dx_s, NC * sizeof(float)));
+    CUDA_CHECK(cudaMemsetAsync(dx_s, 0, NC * sizeof(float), s));  // accumulate reads it
+    CUDA_CHECK(cudaMalloc(&part_s, partial.bytes()));
+    CUDA_CHECK(cudaMalloc(&g_s, size_t(2) * c.width * sizeof(float)));
+    CUDA_CHECK(cudaMemsetAsync(g_s, 0, size_t(2) * c.width * sizeof(float), s));
+    if (with_dout) CUDA_CHECK(cudaMalloc(&dout_s, NC * sizeof(T)));
+    constexpr int n = int(sizeof(k::kLnRowsChoices) / sizeof(int));
+    float t[n];
+    lt::time_each(s, n, t, [&](int i) {
+      ln_bwd_fused(k::kLnRowsChoices[i], x, w, mean, rstd, dy, dx_s, dout_s, part_s, g_s, g_s + c.width, accumulate,
+                   site);
+    });
+    CUDA_CHECK(cudaFree(dx_s));
+    CUDA_CHECK(cudaFree(part_s));
+    CUDA_CHECK(cudaFree(g_s));
+    if (dout_s) CUDA_CHECK(cudaFree(dout_s));
+    int best = 0;
+    std::string note;
+    for (int i = 0; i < n; ++i) {
+      if (t[i] < t[best]) best = i;
+      note += std::to_string(k::kLnRowsChoices[i]) + ": " + std::to_string(int(1e3 * t[i] + 0.5)) + " us, ";
+    }
+    note += "kept " + std::to_string(k::kLnRowsChoices[best]);
+    lt::remember(key, k::kLnRowsChoices[best], note);
+    std::printf("%s: %s\n", key.c_str(), note.c_str());
+    return k::kLnRowsChoices[best];
   }
   // d(sublayer output) for the backward: dx through `site`'s mask (in ddrop), or dx itself without dropout.
   const T* through_dropout(uint32_t site) {
     if (!drop.on) return dxT();
     const size_t NC = size_t(N) * c.width;
-    k::dropout_bwd<T><<<grid_for(NC), 256>>>(dx.as<float>(), ddrop.as<T>(), NC, drop, site);
+    k::dropout_bwd<T><<<grid_for(NC), 256, 0, s>>>(dx.as<float>(), ddrop.as<T>(), NC, drop, site, sv);
     LAUNCH_CHECK();
     mark(kResidual);
     return ddrop.as<T>();
@@ -269,77 +404,96 @@ struct Model {
     const size_t NC = size_t(N) * C;
     drop = dropout::Params();
     if (train && drop_p > 0) drop = dropout::make(drop_p, drop_key, drop_step), drop.first = drop_first;
-    k::embed_fwd<<<grid_for(NC), 256>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C, drop);
+    const bool fused = ln_fused();
+    k::embed_fwd<<<grid_for(NC), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C, drop,
+                                              sv);
     LAUNCH_CHECK();
     mark(kEmbed);
+    if (fused)  // block 0's ln1 (every later LayerNorm rides on the residual add before it)
+      residual_ln_fwd(nullptr, xs[0].as<float>(), nullptr, kNoSite, lay.layer[0].ln1_w, lay.layer[0].ln1_b,
+                      layer[0].ln1.as<T>(), layer[0].ln1_mean.as<float>(), layer[0].ln1_rstd.as<float>());
     for (int l = 0; l < c.layers; ++l) {
       auto& L = layer[size_t(l)];
       const auto& Wl = lay.layer[size_t(l)];
-      ln_fwd(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1.as<T>(), L.ln1_mean.as<float>(),
-             L.ln1_rstd.as<float>());
+      if (!fused)
+        ln_fwd(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1.as<T>(), L.ln1_mean.as<float>(),
+               L.ln1_rstd.as<float>());
       linear(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, L.qkv.as<T>(), C, 3 * C);
       attention_fwd(L);
       linear(L.att.as<T>(), Wl.proj_w, Wl.proj_b, tmp.as<T>(), C, C);
-      k::residual_add<T><<<grid_for(NC), 256>>>(L.x_mid.as<float>(), xs[size_t(l)].as<float>(), tmp.as<T>(), NC, drop,
-                                                dropout::site_attn(l));
-      LAUNCH_CHECK();
-      mark(kResidual);
-      ln_fwd(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2.as<T>(), L.ln2_mean.as<float>(), L.ln2_rstd.as<float>());
+      residual_then_ln(L.x_mid.as<float>(), xs[size_t(l)].as<float>(), dropout::site_attn(l), Wl.ln2_w, Wl.ln2_b,
+                       L.ln2.as<T>(), L.ln2_mean.as<float>(), L.ln2_rstd.as<float>());
       linear(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, L.fc.as<T>(), C, 4 * C, L.gl.as<T>());  // fc keeps the pre-activation
       linear(L.gl.as<T>(), Wl.fc2_w, Wl.fc2_b, tmp.as<T>(), 4 * C, C);
-      k::residual_add<T><<<grid_for(NC), 256>>>(xs[size_t(l) + 1].as<float>(), L.x_mid.as<float>(), tmp.as<T>(), NC,
-                                                drop, dropout::site_mlp(l));
-      LAUNCH_CHECK();
-      mark(kResidual);
+      // The LayerNorm after this block: the next block's ln1, or the final one.
+      const bool last = l + 1 == c.layers;
+      Layer* nx = last ? nullptr : &layer[size_t(l) + 1];
+      const size_t nw = last ? lay.lnf_w : lay.layer[size_t(l) + 1].ln1_w,
+                   nb = last ? lay.lnf_b : lay.layer[size_t(l) + 1].ln1_b;
+      residual_then_ln(xs[size_t(l) + 1].as<float>(), L.x_mid.as<float>(), dropout::site_mlp(l), nw, nb,
+                       last ? lnf.as<T>() : nx->ln1.as<T>(), last ? lnf_mean.as<float>() : nx->ln1_mean.as<float>(),
+                       last ? lnf_rstd.as<float>() : nx->ln1_rstd.as<float>());
     }
-    ln_fwd(xs.back().as<float>(), lay.lnf_w, lay.lnf_b, lnf.as<T>(), lnf_mean.as<float>(), lnf_rstd.as<float>());
     matmul_fwd<T, float>(blas, lnf.as<T>(), W(lay.wte), logits.as<float>(), N, C,
                          c.vocab);  // the tied head, fp32 logits
     mark(kMatmul);
     k::softmax_xent<T>
-        <<<rows_grid(), 256>>>(logits.as<float>(), tgt.as<int>(), loss.as<float>(), dlogits.as<T>(), N, c.vocab);
+        <<<rows_grid(), 256, 0, s>>>(logits.as<float>(), tgt.as<int>(), loss.as<float>(), dlogits.as<T>(), N, c.vocab);
     LAUNCH_CHECK();
     mark(kLoss);
+  }
+  // x_out = a + drop(tmp) at `site`, then the LayerNorm that reads x_out: one fused kernel, or the
+  // residual add and, where a LayerNorm follows inside a block (ln2) or at the end (lnf), its own pass.
+  void residual_then_ln(float* x_out, const float* a, uint32_t site, size_t w, size_t b, T* ln, float* mean,
+                        float* rstd) {
+    if (ln_fused()) return residual_ln_fwd(x_out, a, tmp.as<T>(), site, w, b, ln, mean, rstd);
+    const size_t NC = size_t(N) * c.width;
+    k::residual_add<T><<<grid_for(NC), 256, 0, s>>>(x_out, a, tmp.as<T>(), NC, drop, site, sv);
+    LAUNCH_CHECK();
+    mark(kResidual);
+    ln_fwd(x_out, w, b, ln, mean, rstd);
   }
 
   // Backward from dlogits into `grads` (zeroed here).
   void backward() {
     const int C = c.width;
-    CUDA_CHECK(cudaMemsetAsync(grads.as(), 0, grads.bytes()));
+    CUDA_CHECK(cudaMemsetAsync(grads.as(), 0, grads.bytes(), s));
     matmul_bwd_in<T>(blas, dlogits.as<T>(), W(lay.wte), dln.as<T>(), N, C, c.vocab);
     matmul_bwd_w<T>(blas, lnf.as<T>(), dlogits.as<T>(), G(lay.wte), N, C, c.vocab);
     mark(kMatmul);
-    ln_back(xs.back().as<float>(), lay.lnf_w, lay.lnf_b, lnf_mean.as<float>(), lnf_rstd.as<float>(), dln.as<T>(),
-            false);
+    // dsub: d(the last block's MLP output), through its dropout
+    const T* dsub = ln_back_to(xs.back().as<float>(), lay.lnf_w, lay.lnf_b, lnf_mean.as<float>(), lnf_rstd.as<float>(),
+                               dln.as<T>(), false, dropout::site_mlp(c.layers - 1));
     for (int l = c.layers - 1; l >= 0; --l) {
       auto& L = layer[size_t(l)];
       const auto& Wl = lay.layer[size_t(l)];
       // MLP: xs[l+1] = x_mid + drop(fc2(gelu(fc(ln2(x_mid))))); dx holds d/dxs[l+1]
-      linear_back(L.gl.as<T>(), Wl.fc2_w, Wl.fc2_b, through_dropout(dropout::site_mlp(l)), dfc.as<T>(), 4 * C, C,
+      linear_back(L.gl.as<T>(), Wl.fc2_w, Wl.fc2_b, dsub, dfc.as<T>(), 4 * C, C,
                   L.fc.as<T>());  // dfc = d(gl) * gelu'(fc)
       linear_back(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, dfc.as<T>(), dln.as<T>(), C, 4 * C);
-      ln_back(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2_mean.as<float>(), L.ln2_rstd.as<float>(), dln.as<T>(),
-              true);
+      dsub = ln_back_to(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2_mean.as<float>(), L.ln2_rstd.as<float>(),
+                        dln.as<T>(), true, dropout::site_attn(l));
       // Attention: x_mid = xs[l] + drop(proj(attention(qkv(ln1(xs[l]))))); dx now holds d/dx_mid
-      linear_back(L.att.as<T>(), Wl.proj_w, Wl.proj_b, through_dropout(dropout::site_attn(l)), datt.as<T>(), C, C);
+      linear_back(L.att.as<T>(), Wl.proj_w, Wl.proj_b, dsub, datt.as<T>(), C, C);
       attention_bwd(L);
       linear_back(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, dqkv.as<T>(), dln.as<T>(), C, 3 * C);
-      ln_back(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1_mean.as<float>(), L.ln1_rstd.as<float>(),
-              dln.as<T>(), true);
+      dsub = ln_back_to(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1_mean.as<float>(), L.ln1_rstd.as<float>(),
+                        dln.as<T>(), true, l > 0 ? dropout::site_mlp(l - 1) : kNoSite);
       if (on_block_grads) on_block_grads(l);
     }
     if (drop.on) {  // the embedding's dropout: dx is read only by the two embedding gradients below
-      k::dropout_scale<<<grid_for(size_t(N) * C), 256>>>(dx.as<float>(), size_t(N) * C, drop, dropout::site_embed());
+      k::dropout_scale<<<grid_for(size_t(N) * C), 256, 0, s>>>(dx.as<float>(), size_t(N) * C, drop,
+                                                               dropout::site_embed(), sv);
       LAUNCH_CHECK();
     }
-    k::embed_bwd_pos<<<grid_for(size_t(T_) * C), 256>>>(dx.as<float>(), G(lay.wpe), B, T_, C);
+    k::embed_bwd_pos<<<grid_for(size_t(T_) * C), 256, 0, s>>>(dx.as<float>(), G(lay.wpe), B, T_, C);
     LAUNCH_CHECK();
     const int slices = k::embed_slices(N);
-    k::embed_bwd_tok<<<dim3(c.vocab, slices), 256>>>(tok.as<int>(), dx.as<float>(), embed_partial.as<float>(), N, C,
-                                                     c.vocab);
+    k::embed_bwd_tok<<<dim3(c.vocab, slices), 256, 0, s>>>(tok.as<int>(), dx.as<float>(), embed_partial.as<float>(), N,
+                                                           C, c.vocab);
     LAUNCH_CHECK();
-    k::colsum_finish<<<grid_for(size_t(c.vocab) * C), 256>>>(embed_partial.as<float>(), slices, 1, c.vocab * C,
-                                                             G(lay.wte), nullptr);
+    k::colsum_finish<<<grid_for(size_t(c.vocab) * C), 256, 0, s>>>(embed_partial.as<float>(), slices, 1, c.vocab * C,
+                                                                   G(lay.wte), nullptr);
     LAUNCH_CHECK();
     mark(kEmbed);
     if (on_block_grads) on_block_grads(-1);

@@ -11,17 +11,17 @@
 // The gradient norm and the AdamW update, all on the GPU; norm_out receives the norm.
 template <class T>
 void Model<T>::optimizer_step(const train::AdamW& opt, double lr, int64_t t, double clip, float* norm_out) {
-  k::sum_squares_partial<<<k::kNormBlocks, 256>>>(grads.as<float>(), lay.total, norm_partial.as<float>());
+  k::sum_squares_partial<<<k::kNormBlocks, 256, 0, s>>>(grads.as<float>(), lay.total, norm_partial.as<float>());
   LAUNCH_CHECK();
-  k::block_sum<<<1, 256>>>(norm_partial.as<float>(), k::kNormBlocks, sumsq.as<float>(), false);
+  k::block_sum<<<1, 256, 0, s>>>(norm_partial.as<float>(), k::kNormBlocks, sumsq.as<float>(), false);
   LAUNCH_CHECK();
   T* pt = nullptr;
   if constexpr (!std::is_same<T, float>::value) pt = params_t.as<T>();
-  k::adamw_clipped<T><<<grid_for(lay.total), 256>>>(
+  k::adamw_clipped<T><<<grid_for(lay.total), 256, 0, s>>>(
       params.as<float>(), pt, grads.as<float>(), m.as<float>(), v.as<float>(), decay.as<unsigned char>(), lay.total,
       float(lr), float(opt.beta1), float(opt.beta2), float(opt.eps), float(opt.weight_decay),
       float(1 - std::pow(opt.beta1, double(t))), float(1 - std::pow(opt.beta2, double(t))), sumsq.as<float>(),
-      float(clip), norm_out);
+      float(clip), norm_out, sv);
   LAUNCH_CHECK();
   mark(kOptimizer);
 }
@@ -37,13 +37,14 @@ void optimizer_step_shard(Model<T>& md, const train::AdamW& opt, double lr, int6
                           size_t begin, size_t end, const std::function<void(float*)>& sum_over_ranks) {
   const size_t n = end - begin;  // 0 only on a rank whose shard is all padding (a tiny model on many GPUs)
   float* g = md.grads.template as<float>() + begin;
-  k::sum_squares_partial<<<k::kNormBlocks, 256>>>(g, n, md.norm_partial.template as<float>());
+  k::sum_squares_partial<<<k::kNormBlocks, 256, 0, md.s>>>(g, n, md.norm_partial.template as<float>());
   LAUNCH_CHECK();
-  k::block_sum<<<1, 256>>>(md.norm_partial.template as<float>(), k::kNormBlocks, md.sumsq.template as<float>(), false);
+  k::block_sum<<<1, 256, 0, md.s>>>(md.norm_partial.template as<float>(), k::kNormBlocks, md.sumsq.template as<float>(),
+                                    false);
   LAUNCH_CHECK();
   sum_over_ranks(md.sumsq.template as<float>());
   // At least one block: block 0 writes the norm even where the shard is empty.
-  k::adamw_clipped<T><<<std::max(1, grid_for(n)), 256>>>(
+  k::adamw_clipped<T><<<std::max(1, grid_for(n)), 256, 0, md.s>>>(
       md.params.template as<float>() + begin, static_cast<T*>(nullptr), g, md.m.template as<float>(),
       md.v.template as<float>(), md.decay.template as<unsigned char>() + begin, n, float(lr), float(opt.beta1),
       float(opt.beta2), float(opt.eps), float(opt.weight_decay), float(1 - std::pow(opt.beta1, double(t))),
@@ -56,7 +57,7 @@ void optimizer_step_shard(Model<T>& md, const train::AdamW& opt, double lr, int6
 template <class T>
 void Model<T>::sync_weights() {
   if constexpr (!std::is_same<T, float>::value) {
-    k::convert<T><<<grid_for(lay.total), 256>>>(params.as<float>(), params_t.as<T>(), lay.total);
+    k::convert<T><<<grid_for(lay.total), 256, 0, s>>>(params.as<float>(), params_t.as<T>(), lay.total);
     LAUNCH_CHECK();
   }
 }

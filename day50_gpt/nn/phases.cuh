@@ -12,16 +12,16 @@ inline const char* kPhaseName[kPhases] = {"embedding", "layernorm",     "matmul 
 struct Phases {
   bool on = false;
   std::vector<std::pair<int, cudaEvent_t>> marks;
-  void start() {
+  void start(cudaStream_t st = 0) {
     on = true;
-    mark(-1);
+    mark(-1, st);
   }
-  // Everything enqueued since the previous mark is charged to `p`.
-  void mark(int p) {
+  // Everything enqueued (on the step's stream st) since the previous mark is charged to `p`.
+  void mark(int p, cudaStream_t st = 0) {
     if (!on) return;
     cudaEvent_t e;
     CUDA_CHECK(cudaEventCreate(&e));
-    CUDA_CHECK(cudaEventRecord(e));
+    CUDA_CHECK(cudaEventRecord(e, st));
     marks.push_back({p, e});
   }
   std::vector<double> finish() {

@@ -36,6 +36,7 @@ template <class T>
 std::vector<double> one_gpu_step_times(const gpt::Config& c, TrainOptions o, int batch, const train::Corpus& data,
                                        Attn attn, uint64_t seed, int warm, int reps) {
   o.batch = batch;
+  o.graph = false;  // eager, like the N-GPU steps it is compared with (data parallelism has no graph)
   Trainer<T> tr(c, o, data, attn, seed);
   for (int i = 0; i < warm; ++i) tr.step_once();
   return step_times(tr, reps);

@@ -38,6 +38,18 @@ struct Trainer {
   int world = 1, rank = 0;
   DeviceBuffer checksum;  // replicas_identical()'s
 
+  // One GPU: the step runs on the trainer's own stream and reads what changes from step to step (the
+  // step, the data position, the learning rate, the slot of its loss; k::StepVars) from device memory,
+  // copied there before each step from a pinned ring (one entry per step between read_backs, which
+  // synchronize: an entry is never rewritten while its copy may still be pending). So every step
+  // enqueues the same launches, and with --graph on they are captured once into a CUDA graph and
+  // replayed: one launch a step instead of several hundred. Data parallelism keeps the plain path.
+  cudaStream_t stream = 0;
+  DeviceBuffer step_vars;
+  k::StepVars* ring = nullptr;
+  cudaGraphExec_t graph = nullptr;
+  bool warmed = false;  // one eager step before the capture (cuBLAS and cuBLASLt set up on first use)
+
   Trainer(const gpt::Config& c, const TrainOptions& opts, const train::Corpus& d, Attn attn, uint64_t seed,
           dp::Replica* replica = nullptr)
       : cfg(c),
@@ -57,8 +69,27 @@ struct Trainer {
               gpt::init_params(cfg, rng));  // the same seed on every replica: the same weights
     rng_state = rng.next();
     m.sync_weights();
+    m.fused_ln = o.fused_ln, m.lt_search = o.lt_search;
     dp::attach(dp, cfg, o, m);
+    if (!dp) {
+      // A blocking stream: the host copies elsewhere (cudaMemcpy on the legacy stream) stay ordered with it.
+      CUDA_CHECK(cudaStreamCreate(&stream));
+      m.use_stream(stream);
+      step_vars.alloc(sizeof(k::StepVars));
+      CUDA_CHECK(cudaMallocHost(&ring, size_t(o.log_every) * sizeof(k::StepVars)));
+      m.sv = step_vars.as<k::StepVars>();
+    }
   }
+  ~Trainer() {
+    if (!stream) return;
+    cudaStreamSynchronize(stream);
+    if (graph) cudaGraphExecDestroy(graph);
+    cudaFreeHost(ring);
+    m.use_stream(0);
+    cudaStreamDestroy(stream);
+  }
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
   // Whether every replica holds the same weights, bit for bit: a checksum (the sum of squares, reduced
   // in a fixed order) compared across the replicas. Collective: every replica calls it at the same step.
   bool replicas_identical() {
@@ -71,27 +102,51 @@ struct Trainer {
     return dp::same_everywhere(dp, checksum.as<float>());
   }
   void step_once() {
-    // Data parallel: the step's first event on the timeline (run/dp_timeline.cuh).
-    dp::step_begin(dp);
+    dp::step_begin(dp);  // data parallel: the step's first event on the timeline (run/dp_timeline.cuh)
+    if (m.sv) {
+      k::StepVars& v = ring[pending];
+      const double lr = train::lr_at(step, o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
+      v.step = step, v.pos = pos, v.slot = pending;
+      v.lr = float(lr), v.bc1 = float(1 - std::pow(opt.beta1, double(step + 1))),
+      v.bc2 = float(1 - std::pow(opt.beta2, double(step + 1)));  // what optimizer_step would pass
+      CUDA_CHECK(cudaMemcpyAsync(step_vars.as(), &v, sizeof v, cudaMemcpyHostToDevice, stream));
+    }
+    // Eager instead: the first step, a --dump capture, a step the bench splits into phases (events between them).
+    if (m.sv && o.graph && !capture && warmed && !m.ph) {
+      if (!graph) graph = capture_step();
+      CUDA_CHECK(cudaGraphLaunch(graph, stream));
+    } else {
+      enqueue_step();
+      warmed = true;
+    }
+    pos = (pos + uint64_t(o.batch) * cfg.context) % data.train.size();
+    ++step, ++pending;
+    if (pending == o.log_every) read_back();
+  }
+  // The step's work, enqueued (or captured): the batch, forward, loss, backward, clipping and AdamW.
+  void enqueue_step() {
     const int B = m.B, Tq = cfg.context;  // this replica's share of the global batch: sequences rank*B ... rank*B + B-1
+    const k::StepVars* sv = m.sv;         // non-null: step and data position from device memory
     if (o.random_batches)
-      k::gather_batch_random<<<grid_for(size_t(B) * Tq), 256>>>(corpus.as<int>(), data.train.size(), rng_state, step,
-                                                                uint64_t(rank) * B, B, Tq, m.tok.template as<int>(),
-                                                                m.tgt.template as<int>());
+      k::gather_batch_random<<<grid_for(size_t(B) * Tq), 256, 0, stream>>>(
+          corpus.as<int>(), data.train.size(), rng_state, step, uint64_t(rank) * B, B, Tq, m.tok.template as<int>(),
+          m.tgt.template as<int>(), sv);
     else
-      k::gather_batch<<<grid_for(size_t(B) * Tq), 256>>>(corpus.as<int>(), data.train.size(),
-                                                         pos + uint64_t(rank) * B * Tq, B, Tq, m.tok.template as<int>(),
-                                                         m.tgt.template as<int>());
+      k::gather_batch<<<grid_for(size_t(B) * Tq), 256, 0, stream>>>(
+          corpus.as<int>(), data.train.size(), (sv ? 0 : pos) + uint64_t(rank) * B * Tq, B, Tq,
+          m.tok.template as<int>(), m.tgt.template as<int>(), sv);
     LAUNCH_CHECK();
-    pos = (pos + uint64_t(o.batch) * Tq) % data.train.size();
     // Dropout's masks: a function of (the run's seed, the step, the element's place in the global batch).
     m.drop_key = rng_state, m.drop_step = step, m.drop_first = uint64_t(rank) * B * Tq * cfg.width;
     m.forward();
-    k::block_sum<<<1, 256>>>(m.loss.template as<float>(), m.N, step_loss.as<float>() + pending, true);
+    // With sv, the kernels add the step's slot to the logging buffers themselves.
+    float* loss_at = step_loss.as<float>() + (sv ? 0 : pending);
+    float* norm_at = step_norm.as<float>() + (sv ? 0 : pending);
+    k::block_sum<<<1, 256, 0, stream>>>(m.loss.template as<float>(), m.N, loss_at, true, sv);
     LAUNCH_CHECK();
     dp::mark(dp, "forward + loss");
     m.backward();  // with dp, the buckets' all-reduces start from inside it
-    dp::finish_step(dp, step_loss.as<float>() + pending);
+    dp::finish_step(dp, loss_at);
     if (capture) {
       capture = false;
       cap_grads = to_host(m.grads.template as<float>(), m.lay.total);
@@ -103,9 +158,20 @@ struct Trainer {
       cap_loss /= double(l.size());
     }
     const double lr = train::lr_at(step, o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
-    dp::optimizer_step(dp, m, opt, lr, step + 1, o.clip, step_norm.as<float>() + pending);  // ZeRO-1: a shard
-    ++step, ++pending;
-    if (pending == o.log_every) read_back();
+    dp::optimizer_step(dp, m, opt, lr, step + 1, o.clip, norm_at);  // ZeRO-1: a shard
+  }
+  // The whole step as one CUDA graph (--graph on): captured once from enqueue_step, whose launches no
+  // longer depend on the step (everything that does is read from m.sv). Logging, validation and
+  // checkpoints stay outside it; restore() drops it (the dropout key may change).
+  cudaGraphExec_t capture_step() {
+    cudaGraph_t g;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    enqueue_step();
+    CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+    cudaGraphExec_t e;
+    CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    return e;
   }
   // Bring the pending steps' losses and norms to the host (one synchronization).
   void read_back() {
@@ -153,5 +219,9 @@ struct Trainer {
     dp::restore_optimizer_state(dp, m, k.m, k.v);  // ZeRO-1: this rank's shard
     step = k.step, pos = k.data_pos % data.train.size(), rng_state = k.rng_state;
     m.sync_weights();
+    if (graph) {  // captured with the old rng_state (the dropout key)
+      CUDA_CHECK(cudaGraphExecDestroy(graph));
+      graph = nullptr;
+    }
   }
 };

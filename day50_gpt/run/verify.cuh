@@ -16,6 +16,7 @@
 #include "verify.h"
 #include "verify_attention.cuh"
 #include "verify_decode.cuh"
+#include "verify_step.cuh"
 
 // ---- Verification ----------------------------------------------------------------------------------
 inline gpt::Config tiny_config() {
@@ -26,10 +27,12 @@ inline gpt::Config tiny_config() {
 }
 
 // GPU vs CPU on a tiny configuration: logits, loss and every parameter's gradient; with dropout p > 0,
-// both draw the same masks (nn/dropout.h) at a training step picked from the seed.
+// both draw the same masks (nn/dropout.h) at a training step picked from the seed. fusion false: the
+// unfused matmuls and the unfused LayerNorm. cfg: another configuration than tiny_config().
 template <class T>
-void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true, double dropout_p = 0) {
-  const gpt::Config c = tiny_config();
+void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true, double dropout_p = 0,
+                 const gpt::Config* cfg = nullptr, bool force_ours = false) {
+  const gpt::Config c = cfg ? *cfg : tiny_config();
   const int B = 3, Tq = c.context;
   verify::Rng rng(seed);
   std::vector<float> p = gpt::init_params(c, rng);
@@ -52,11 +55,14 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   const double loss_ref = gpt::forward(c, p, tok, tgt, B, Tq, a, dropout::make(dropout_p, key, step));
   const std::vector<double> g_ref = gpt::backward(c, p, tok, tgt, B, Tq, a);
   Model<T> m(c, B, attn, fusion, dropout_p);
+  m.fused_ln = fusion;
+  m.force_ours = force_ours;
   m.drop_key = key, m.drop_step = step;
   char dtag[32] = "";
   if (dropout_p > 0) std::snprintf(dtag, sizeof dtag, " dropout %.2g", dropout_p);
   const std::string tag = std::string("tiny GPT ") + Types<T>::name() + " " + attn_name(m.impl) + "-attn" +
-                          (fusion ? "" : " unfused") + dtag;
+                          (fusion ? "" : " unfused") + dtag + (cfg ? " width " + std::to_string(c.width) : "") +
+                          (force_ours ? " plain matmuls + our bias/GELU passes" : "");
   std::printf("%s: attention = %s\n", tag.c_str(), m.attn_note.c_str());
   to_device(m.params.template as<float>(), p);
   m.sync_weights();
@@ -86,6 +92,9 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   res.add(verify::compare(tag + " mean loss vs CPU", &loss, &loss_ref, 1, tloss));
   const std::vector<float> g = to_host(m.grads.template as<float>(), g_ref.size());
   res.add(verify::compare(tag + " every gradient vs CPU", g.data(), g_ref.data(), g.size(), tg));
+  if (force_ours)
+    res.add(verify::fact(tag + ": our passes ran in place of the epilogues", m.ours_launches > 0, "count",
+                         std::to_string(m.ours_launches) + " launches"));
 }
 
 // Generation on the GPU (KV cache, CUDA graphs, sampling kernel) against the CPU's decode_step and
@@ -189,4 +198,16 @@ void verify_training(results::Results& res, const train::Corpus& data, uint64_t 
   std::vector<double> a(full.begin(), full.end()), b(resumed.begin(), resumed.end());
   res.add(verify::compare(tag + ": resumed run's losses == uninterrupted run's", b.data(), a.data(),
                           std::min(a.size(), b.size()), deterministic ? exact : close));
+  verify_step_paths<T>(res, data, seed, attn);  // run/verify_step.cuh: graph vs eager, fused vs unfused LayerNorm
+  // bf16's timed choices may keep every cuBLASLt epilogue; here our bias / GELU passes after the plain
+  // matmuls (nn/linear.cuh) replace each one they can, against the CPU (non-zero biases).
+  if (std::is_same<T, bf16>::value) verify_tiny<T>(res, seed + 13, attn, true, 0.2, nullptr, true);
+  if (std::is_same<T, float>::value) {
+    // The fused LayerNorm where a row is not a whole number of warps' chunks: width 136 = 34 chunks of 4
+    // (lanes 0-1 take two, the others one), against the CPU, with and without the fusions.
+    gpt::Config w = tiny_config();
+    w.width = 136;
+    verify_tiny<T>(res, seed + 11, attn, true, 0.2, &w);
+    verify_tiny<T>(res, seed + 11, attn, false, 0.2, &w);
+  }
 }

@@ -21,8 +21,10 @@ __global__ void sum_squares_partial(const float* g, size_t n, float* partial) {
     partial[blockIdx.x] = t;
   }
 }
-// out[0] = sum of x[0..n) (or the mean, when divide): one block of 256 threads, fixed order.
-__global__ void block_sum(const float* x, int n, float* out, bool divide) {
+// out[0] = sum of x[0..n) (or the mean, when divide): one block of 256 threads, fixed order. With sv:
+// out[sv->slot] (the step's place in the logging buffer).
+__global__ void block_sum(const float* x, int n, float* out, bool divide, const StepVars* sv = nullptr) {
+  if (sv) out += sv->slot;
   __shared__ float part[256 / kWarp];
   float s = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
@@ -37,11 +39,13 @@ __global__ void block_sum(const float* x, int n, float* out, bool divide) {
 }
 // AdamW with the clipping scale min(1, clip / norm) computed here from the squared norm (no host
 // round trip); the norm is kept for the log. In bf16 mode it also refreshes the bf16 copy of the
-// weights that the matmuls read (p_t; null in fp32 mode).
+// weights that the matmuls read (p_t; null in fp32 mode). With sv, the learning rate and the bias
+// corrections come from device memory and the norm goes to norm_out[sv->slot].
 template <class T>
 __global__ void adamw_clipped(float* p, T* p_t, const float* g, float* m, float* v, const unsigned char* decay,
                               size_t n, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
-                              const float* sumsq, float clip, float* norm_out) {
+                              const float* sumsq, float clip, float* norm_out, const StepVars* sv = nullptr) {
+  if (sv) lr = sv->lr, bc1 = sv->bc1, bc2 = sv->bc2, norm_out += sv->slot;
   const float norm = sqrtf(*sumsq), gscale = norm > clip ? clip / norm : 1.f;
   if (blockIdx.x == 0 && threadIdx.x == 0) *norm_out = norm;
   GRID_STRIDE(i, n) {

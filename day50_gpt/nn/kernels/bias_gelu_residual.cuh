@@ -28,20 +28,65 @@ template <class T>
 __global__ void gelu_bwd(const T* x, const T* dy, T* dx, size_t n) {
   GRID_STRIDE(i, n) dx[i] = st<T>(ld(dy[i]) * gelu_grad(ld(x[i])));
 }
+// ---- The same in one pass with 16-byte accesses, after cuBLAS's plain matmul: where a cuBLASLt
+// epilogue is slower than the plain matmul and a pass of ours (nn/linear.cuh times both per shape).
+// A Pack is V = 16 / sizeof(T) elements, one 128-bit load or store; the callers check that the row
+// width is a multiple of V and that every pointer is 16-byte aligned.
+template <class T>
+struct alignas(16) Pack {
+  T v[16 / sizeof(T)];
+};
+// pre[n][o] += b[o]; with act (not null) also act[n][o] = gelu(pre[n][o]), from the rounded
+// pre-activation, the one the backward reads (as add_bias then gelu_fwd would give).
+template <class T>
+__global__ void bias_gelu_vec(T* pre, const float* b, T* act, int N, int O) {
+  constexpr int V = 16 / sizeof(T);
+  const int OV = O / V;
+  Pack<T>* p = reinterpret_cast<Pack<T>*>(pre);
+  GRID_STRIDE(i, size_t(N) * OV) {
+    const int o = int(i % OV) * V;
+    Pack<T> x = p[i];
+#pragma unroll
+    for (int j = 0; j < V; ++j) x.v[j] = st<T>(ld(x.v[j]) + b[o + j]);
+    p[i] = x;
+    if (act) {
+      Pack<T> y;
+#pragma unroll
+      for (int j = 0; j < V; ++j) y.v[j] = st<T>(gelu(ld(x.v[j])));
+      reinterpret_cast<Pack<T>*>(act)[i] = y;
+    }
+  }
+}
+// d = d * gelu'(x) in place, over `packs` Packs (gelu_bwd with dx == dy, 128-bit accesses).
+template <class T>
+__global__ void gelu_bwd_vec(const T* x, T* d, size_t packs) {
+  constexpr int V = 16 / sizeof(T);
+  const Pack<T>* px = reinterpret_cast<const Pack<T>*>(x);
+  Pack<T>* pd = reinterpret_cast<Pack<T>*>(d);
+  GRID_STRIDE(i, packs) {
+    const Pack<T> a = px[i];
+    Pack<T> g = pd[i];
+#pragma unroll
+    for (int j = 0; j < V; ++j) g.v[j] = st<T>(ld(g.v[j]) * gelu_grad(ld(a.v[j])));
+    pd[i] = g;
+  }
+}
 // The residual connection: out = a + drop(y) (out, a fp32; y is a sublayer's output in T). The dropout
 // mask is drawn here, where y is read anyway (nn/dropout.h): no mask is stored, no extra pass is made.
 template <class T>
-__global__ void residual_add(float* out, const float* a, const T* y, size_t n, dropout::Params d, uint32_t site) {
-  for_each_dropout(n, d, site, [&](size_t i, float f) { out[i] = a[i] + ld(y[i]) * f; });
+__global__ void residual_add(float* out, const float* a, const T* y, size_t n, dropout::Params d, uint32_t site,
+                             const StepVars* sv = nullptr) {
+  for_each_dropout(n, at_step(d, sv), site, [&](size_t i, float f) { out[i] = a[i] + ld(y[i]) * f; });
 }
 // Dropout's backward, the mask regenerated: dy = mask * dx / (1 - p), in T for the next matmul.
 template <class T>
-__global__ void dropout_bwd(const float* dx, T* dy, size_t n, dropout::Params d, uint32_t site) {
-  for_each_dropout(n, d, site, [&](size_t i, float f) { dy[i] = st<T>(dx[i] * f); });
+__global__ void dropout_bwd(const float* dx, T* dy, size_t n, dropout::Params d, uint32_t site,
+                            const StepVars* sv = nullptr) {
+  for_each_dropout(n, at_step(d, sv), site, [&](size_t i, float f) { dy[i] = st<T>(dx[i] * f); });
 }
 // The same in place, in fp32 (the embedding's gradient, which nothing else reads afterwards).
-__global__ void dropout_scale(float* x, size_t n, dropout::Params d, uint32_t site) {
-  for_each_dropout(n, d, site, [&](size_t i, float f) { x[i] *= f; });
+__global__ void dropout_scale(float* x, size_t n, dropout::Params d, uint32_t site, const StepVars* sv = nullptr) {
+  for_each_dropout(n, at_step(d, sv), site, [&](size_t i, float f) { x[i] *= f; });
 }
 
 // partial[chunk][c] = sum over the chunk's rows of dy[n][c]

@@ -47,6 +47,24 @@ __device__ __forceinline__ float warp_max(float v) {
 #define GRID_STRIDE(i, n) \
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
 
+// ---- The values that change from one training step to the next ------------------------------------
+// The step, the sequential data position, the learning rate, AdamW's bias corrections and the slot of
+// the step's loss and norm in the logging buffers. The trainer copies them into device memory before
+// each step and the kernels read them there (sv non-null), so the launches of every step are the same:
+// what lets one captured CUDA graph replay every step (run/trainer.cuh, --graph). sv null: the values
+// passed by argument (the checks, validation, data parallelism).
+struct StepVars {
+  long long step;
+  unsigned long long pos;
+  float lr, bc1, bc2;
+  int slot;
+};
+// Dropout's parameters at this step: the step from device memory where there is one.
+__device__ __forceinline__ dropout::Params at_step(dropout::Params d, const StepVars* sv) {
+  if (sv) d.step = uint32_t(sv->step);
+  return d;
+}
+
 // ---- Dropout (nn/dropout.h) ------------------------------------------------------------------------
 // Calls f(i, factor) for the n elements of one dropout site, factor 0 or 1/(1-p). A thread takes four
 // consecutive elements and draws their four factors with one Philox call (a call per element would

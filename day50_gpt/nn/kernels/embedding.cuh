@@ -9,8 +9,8 @@ namespace k {
 // ---- Embedding ---------------------------------------------------------------------------------
 // x[n][c] = drop(wte[tok[n]][c] + wpe[n % T][c])   (fp32: x is the residual stream)
 __global__ void embed_fwd(const int* tok, const float* wte, const float* wpe, float* x, int N, int T, int C,
-                          dropout::Params d) {
-  for_each_dropout(size_t(N) * C, d, dropout::site_embed(), [&](size_t i, float f) {
+                          dropout::Params d, const StepVars* sv = nullptr) {
+  for_each_dropout(size_t(N) * C, at_step(d, sv), dropout::site_embed(), [&](size_t i, float f) {
     const int n = int(i / C), c = int(i % C);
     x[i] = (wte[size_t(tok[n]) * C + c] + wpe[size_t(n % T) * C + c]) * f;
   });
@@ -68,8 +68,11 @@ __global__ void embed_bwd_tok(const int* tok, const float* dx, float* partial, i
 }
 
 // ---- Keeping the training step free of host synchronization -------------------------------------
-// The batch is gathered on the GPU from the corpus uploaded once (train::batch's twin).
-__global__ void gather_batch(const int* data, size_t n, unsigned long long pos, int B, int T, int* tok, int* tgt) {
+// The batch is gathered on the GPU from the corpus uploaded once (train::batch's twin). With sv, the
+// step's data position sv->pos is added to `pos` (which then holds only the replica's offset).
+__global__ void gather_batch(const int* data, size_t n, unsigned long long pos, int B, int T, int* tok, int* tgt,
+                             const StepVars* sv = nullptr) {
+  if (sv) pos += sv->pos;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < B * T; i += gridDim.x * blockDim.x) {
     const size_t at = size_t((pos + (unsigned long long)i) % n);  // sequences are consecutive: b*T + t == i
     tok[i] = data[at];
@@ -78,9 +81,11 @@ __global__ void gather_batch(const int* data, size_t n, unsigned long long pos, 
 }
 
 // Random batches (train::batch_random's twin): sequence b0 + b of the global batch at `step` starts at
-// dropout::sequence_start, a Philox draw; one thread per token.
+// dropout::sequence_start, a Philox draw; one thread per token. With sv, the step is sv->step.
 __global__ void gather_batch_random(const int* data, size_t n, unsigned long long key, long long step,
-                                    unsigned long long b0, int B, int T, int* tok, int* tgt) {
+                                    unsigned long long b0, int B, int T, int* tok, int* tgt,
+                                    const StepVars* sv = nullptr) {
+  if (sv) step = sv->step;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < B * T; i += gridDim.x * blockDim.x) {
     const int b = i / T, t = i % T;
     const size_t at = size_t(dropout::sequence_start(key, step, b0 + (unsigned long long)b, n, T)) + size_t(t);

@@ -1,5 +1,6 @@
 // day50_gpt/nn/kernels/layernorm.cuh: LayerNorm forward and backward (rows), and its gains' and biases' gradients
-// (column sums).
+// (column sums); then the fused form (--fused-ln on, the default): the residual add and the LayerNorm after
+// it in one pass, 128-bit loads, and a backward that sums the parameter gradients as it goes.
 #pragma once
 #include "common.cuh"
 
@@ -67,6 +68,193 @@ __global__ void ln_param_partials(const float* x, const float* mean, const float
     for (int j = 1; j < 8; ++j) sg += red[0][j][threadIdx.x], sb += red[1][j][threadIdx.x];
     partial[(size_t(blockIdx.y) * 2 + 0) * C + c] = sg;
     partial[(size_t(blockIdx.y) * 2 + 1) * C + c] = sb;
+  }
+}
+
+// ---- Fused: residual add + LayerNorm, vector loads (--fused-ln on) -----------------------------
+// Where the unfused LayerNorm's time goes: every block ends with `x = a + drop(y)` (one kernel: read a
+// and y, write x) and the next LayerNorm reads x again; the backward reads x and dy twice (once for dx,
+// once more, column-wise, for the gains' gradients), then a second kernel drops out dx into the next
+// matmul's input. And each of those kernels loads 4 bytes per thread per instruction. The fused
+// kernels below make one pass each way, and each lane moves 4 elements (16 bytes of fp32) per load.
+// They need C % 4 == 0 and C <= 32 * 4 * kLnMaxChunks (the model falls back to the kernels above
+// otherwise): a row of C fp32 values is C/4 chunks of 4, lane l of the row's warp holds chunks
+// l, l + 32, ... in registers (K of them), so the row is read from memory once.
+constexpr int kLnMaxChunks = 8;  // C <= 1024 on the fused path
+// Backward: rows each warp walks (its partial gradient sums cover them), 8 warps (256 threads) a block.
+// More rows, fewer partials to write and add; fewer rows, more blocks to fill the SMs' last wave. The
+// model keeps kLnRowsPerWarp or, in bf16 with --lt-search, the fastest of kLnRowsChoices (timed).
+constexpr int kLnRowsPerWarp = 4;
+constexpr int kLnRowsChoices[] = {1, 2, 4, 8};
+constexpr int kLnMinRowsPerWarp = 1;  // the smallest choice: the most blocks, the partials' buffer size
+inline int ln_bwd_blocks(int N, int rows_per_warp) { return (N + 8 * rows_per_warp - 1) / (8 * rows_per_warp); }
+
+__device__ __forceinline__ void load4(const float* p, float v[4]) {
+  const float4 q = *reinterpret_cast<const float4*>(p);
+  v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+}
+__device__ __forceinline__ void load4(const __nv_bfloat16* p, float v[4]) {
+  const uint2 q = *reinterpret_cast<const uint2*>(p);  // 4 bf16 = 8 bytes
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&q.x)),
+               hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&q.y));
+  v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
+}
+__device__ __forceinline__ void store4(float* p, const float v[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ void store4(__nv_bfloat16* p, const float v[4]) {
+  uint2 q;
+  *reinterpret_cast<__nv_bfloat162*>(&q.x) = __floats2bfloat162_rn(v[0], v[1]);
+  *reinterpret_cast<__nv_bfloat162*>(&q.y) = __floats2bfloat162_rn(v[2], v[3]);
+  *reinterpret_cast<uint2*>(p) = q;
+}
+
+// One warp per row. With y: x = a + drop(y) is written to x_out (the residual stream, fp32) and
+// normalised; without (y null): x = a. ln = (x - mean) * rstd * g + b; mean and rstd kept for the
+// backward. The dropout factors of a chunk are one Philox call (its 4 elements are one group of
+// nn/dropout.h's, since C and the batch's first element are multiples of 4).
+template <class T, int K>
+__global__ void __launch_bounds__(256)
+    residual_layernorm_fwd(float* x_out, const float* a, const T* y, const float* g, const float* b, T* ln, float* mean,
+                           float* rstd, int N, int C, dropout::Params d, uint32_t site, const StepVars* sv) {
+  const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp, C4 = C / 4;
+  if (row >= N) return;
+  const dropout::Params dd = at_step(d, sv);
+  float v[K][4];
+  float s = 0;
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const int j = lane + kWarp * i;
+    if (j >= C4) continue;
+    const size_t at = size_t(row) * C + 4 * size_t(j);
+    load4(a + at, v[i]);
+    if (y) {
+      float yv[4], f[4] = {1.f, 1.f, 1.f, 1.f};
+      load4(y + at, yv);
+      if (dd.on) dropout::factors4(dd, site, (dd.first + at) >> 2, f);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) v[i][q] = v[i][q] + yv[q] * f[q];
+      store4(x_out + at, v[i]);
+    }
+    s += (v[i][0] + v[i][1]) + (v[i][2] + v[i][3]);
+  }
+  const float m = warp_sum(s) / C;
+  float var = 0;
+#pragma unroll
+  for (int i = 0; i < K; ++i)
+    if (lane + kWarp * i < C4)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) var += (v[i][q] - m) * (v[i][q] - m);
+  const float r = rsqrtf(warp_sum(var) / C + 1e-5f);
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const int j = lane + kWarp * i;
+    if (j >= C4) continue;
+    float gv[4], bv[4], o[4];
+    load4(g + 4 * j, gv), load4(b + 4 * j, bv);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) o[q] = (v[i][q] - m) * r * gv[q] + bv[q];
+    store4(ln + size_t(row) * C + 4 * size_t(j), o);
+  }
+  if (lane == 0) mean[row] = m, rstd[row] = r;
+}
+
+// The backward of one LayerNorm, its parameter gradients included. Block (8 warps) owns
+// 8 * rows_per_warp consecutive rows, each warp rows_per_warp of them; a lane adds dy * xhat and dy of
+// its columns over its rows in registers, the block adds its 8 warps' sums through shared memory (in
+// warp order) and writes one partial per column: partial[block][2][C] (ln_partials_finish adds them).
+// No atomics: the same bits every run. dx (+)= rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+// as in layernorm_bwd; dout (if not null) gets dx times the dropout factors of `site` (d.on), in T:
+// the next matmul's input, without the separate dropout_bwd pass. Dynamic shared memory: 8 * C floats.
+// (At most 85 registers for K <= 4, so that 3 blocks share an SM: more rows' loads in flight.)
+template <class T, int K>
+__global__ void __launch_bounds__(256, K <= 4 ? 3 : 1)
+    layernorm_bwd_fused(const float* x, const float* g, const float* mean, const float* rstd, const T* dy, float* dx,
+                        T* dout, float* partial, int N, int C, int rows_per_warp, bool accumulate, dropout::Params d,
+                        uint32_t site, const StepVars* sv) {
+  extern __shared__ float red[];  // [8 warps][C]
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, C4 = C / 4;
+  const dropout::Params dd = at_step(d, sv);
+  float dg[K][4], db[K][4];
+#pragma unroll
+  for (int i = 0; i < K; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) dg[i][q] = db[i][q] = 0.f;
+  for (int k = 0; k < rows_per_warp; ++k) {
+    const int row = (blockIdx.x * (blockDim.x / kWarp) + warp) * rows_per_warp + k;
+    if (row >= N) break;
+    const float m = mean[row], r = rstd[row];
+    float xh[K][4], dxh[K][4];
+    float s1 = 0, s2 = 0;
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      const int j = lane + kWarp * i;
+      if (j >= C4) continue;
+      const size_t at = size_t(row) * C + 4 * size_t(j);
+      float xv[4], dyv[4], gv[4];  // g again each row: from L1, and 4K registers fewer than keeping it
+      load4(x + at, xv), load4(dy + at, dyv), load4(g + 4 * j, gv);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        xh[i][q] = (xv[q] - m) * r, dxh[i][q] = dyv[q] * gv[q];
+        s1 += dxh[i][q], s2 += dxh[i][q] * xh[i][q];
+        dg[i][q] += dyv[q] * xh[i][q], db[i][q] += dyv[q];
+      }
+    }
+    s1 = warp_sum(s1) / C, s2 = warp_sum(s2) / C;
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      const int j = lane + kWarp * i;
+      if (j >= C4) continue;
+      const size_t at = size_t(row) * C + 4 * size_t(j);
+      float old[4] = {0.f, 0.f, 0.f, 0.f}, o[4], f[4] = {1.f, 1.f, 1.f, 1.f};
+      if (accumulate) load4(dx + at, old);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) o[q] = old[q] + r * (dxh[i][q] - s1 - xh[i][q] * s2);
+      store4(dx + at, o);
+      if (dout) {
+        if (dd.on) dropout::factors4(dd, site, (dd.first + at) >> 2, f);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) o[q] *= f[q];
+        store4(dout + at, o);  // T = float without dropout: dout == dx, the same values again
+      }
+    }
+  }
+  // The block's column sums, gains then biases, each through the shared buffer in warp order.
+  for (int which = 0; which < 2; ++which) {
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      const int j = lane + kWarp * i;
+      if (j < C4)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) red[warp * C + 4 * j + q] = which == 0 ? dg[i][q] : db[i][q];
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+      float t = 0;
+      for (int w = 0; w < int(blockDim.x / kWarp); ++w) t += red[w * C + c];
+      partial[(size_t(blockIdx.x) * 2 + which) * C + c] = t;
+    }
+    __syncthreads();
+  }
+}
+
+// out0[c] += sum over blocks of partial[block][0][c], out1[c] likewise with [1]: block (32 x 16) owns 32
+// of the 2C sums; its 16 rows of threads each add every 16th partial (8 loads in flight), then one
+// thread adds the 16 in order. (colsum_finish gives each column one thread, which walks the partials
+// one after another: a chain of dependent adds as long as the partials.)
+constexpr int kLnFinishRows = 16;
+__global__ void ln_partials_finish(const float* partial, int chunks, int C, float* out0, float* out1) {
+  __shared__ float red[kLnFinishRows][33];
+  const int i = blockIdx.x * 32 + threadIdx.x;  // which * C + c
+  float s = 0;
+  if (i < 2 * C)
+#pragma unroll 8
+    for (int ch = threadIdx.y; ch < chunks; ch += kLnFinishRows) s += partial[size_t(ch) * 2 * C + i];
+  red[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < 2 * C) {
+    for (int j = 1; j < kLnFinishRows; ++j) s += red[j][threadIdx.x];
+    (i < C ? out0[i] : out1[i - C]) += s;
   }
 }
 

@@ -1,0 +1,86 @@
+// day50_gpt/run/bench_step.cuh: what --bench reports about one training step beyond its time: the model
+// FLOPs and the MFU they give, and the LayerNorm alone against the copy bandwidth it could reach.
+#pragma once
+#include <cstdio>
+#include <string>
+
+#include "json.h"
+#include "results.h"
+#include "timing.cuh"
+#include "trainer.cuh"
+
+// Model FLOPs of one training step (PaLM's accounting, appendix B of Chowdhery et al. 2022): per token,
+// 6 FLOPs per weight of a matmul (forward 2, backward 4) and 12 * layers * context * width for
+// attention's QK^T and PV (forward and backward, the causal mask not subtracted). The weights of the
+// matmuls: 12 C^2 per block (qkv 3 C^2, projection C^2, MLP 8 C^2) and the tied head's C * V.
+// Recomputation, LayerNorm, softmax and the optimizer are not counted: MFU counts the model's work.
+inline double model_flops_per_step(const gpt::Config& c, int batch) {
+  const double C = c.width, L = c.layers, T = c.context, V = c.vocab;
+  const double per_token = 6 * (12 * L * C * C + C * V) + 12 * L * T * C;
+  return per_token * double(batch) * T;
+}
+// Dense peaks (no sparsity) from NVIDIA's H100 / H200 SXM data sheets (the two share the SM): bf16
+// tensor cores, and fp32 without tensor cores (the fp32 path keeps TF32 off). On another GPU the MFU
+// is still against these figures: say so where it is reported.
+constexpr double kPeakBf16Tflops = 989.4, kPeakFp32Tflops = 66.9;
+
+// The LayerNorm of one block alone, forward (x_mid = x + drop(proj output), then ln2) and backward
+// (ln2's: dx += ..., the gains' gradients, the attention's dropout into the next matmul's input), on
+// the trainer's own buffers (the model is left with garbage in them: call last), fused and unfused,
+// L2 flushed before each repeat; and a device-to-device copy of the residual stream, the bandwidth the
+// LayerNorm could reach. Bytes: what the fused kernels must read and write at least.
+template <class T>
+json::Value bench_layernorm(results::Results& res, Trainer<T>& tr, const std::string& name) {
+  Model<T>& m = tr.m;
+  Layer& L = m.layer[0];
+  const auto& W = m.lay.layer[0];
+  const double NC = double(m.N) * m.c.width, E = sizeof(T), rows = m.N;
+  const bool drop = m.drop.on;
+  auto fwd = [&] {
+    m.residual_then_ln(L.x_mid.template as<float>(), m.xs[0].template as<float>(), dropout::site_attn(0), W.ln2_w,
+                       W.ln2_b, L.ln2.template as<T>(), L.ln2_mean.template as<float>(),
+                       L.ln2_rstd.template as<float>());
+  };
+  auto bwd = [&] {
+    m.ln_back_to(L.x_mid.template as<float>(), W.ln2_w, W.ln2_b, L.ln2_mean.template as<float>(),
+                 L.ln2_rstd.template as<float>(), m.dln.template as<T>(), true, dropout::site_attn(0));
+  };
+  // forward: a and x_out fp32, y and ln in T, mean and rstd; backward: x, dx (read and written) fp32,
+  // dy and the next input in T, mean and rstd.
+  const double fwd_bytes = NC * (4 + E + 4 + E) + rows * 8, bwd_bytes = NC * (4 + 4 + 4 + E + E) + rows * 8;
+  timing::Options to = timing::flushed(30, 300);
+  to.stream = m.s;
+  const bool was = m.fused_ln;
+  m.fused_ln = true;
+  const timing::Stats f = timing::time_gpu(fwd, to), b = timing::time_gpu(bwd, to);
+  m.fused_ln = false;
+  const timing::Stats fu = timing::time_gpu(fwd, to), bu = timing::time_gpu(bwd, to);
+  m.fused_ln = was;
+  const size_t cb = size_t(NC) * 4;
+  const timing::Stats cp = timing::time_gpu(
+      [&] {
+        CUDA_CHECK(cudaMemcpyAsync(m.xs[1].template as<float>(), m.xs[0].template as<float>(), cb,
+                                   cudaMemcpyDeviceToDevice, m.s));
+      },
+      to);
+  const double copy_gbs = 2.0 * cb / (cp.median_ms * 1e6), fg = fwd_bytes / (f.median_ms * 1e6),
+               bg = bwd_bytes / (b.median_ms * 1e6);
+  std::printf(
+      "  LayerNorm alone (%s, %d x %d%s, L2 flushed): fused forward %.1f us = %.0f GB/s (%.0f%% of copy), "
+      "backward %.1f us = %.0f GB/s (%.0f%%); unfused forward %.1f us, backward %.1f us; copy %.0f GB/s\n",
+      Types<T>::name(), m.N, m.c.width, drop ? ", dropout" : "", 1e3 * f.median_ms, fg, 100 * fg / copy_gbs,
+      1e3 * b.median_ms, bg, 100 * bg / copy_gbs, 1e3 * fu.median_ms, 1e3 * bu.median_ms, copy_gbs);
+  json::Value j = json::Value::object();
+  j["fused_fwd_us"] = 1e3 * f.median_ms, j["fused_bwd_us"] = 1e3 * b.median_ms;
+  j["unfused_fwd_us"] = 1e3 * fu.median_ms, j["unfused_bwd_us"] = 1e3 * bu.median_ms;
+  j["fwd_gbs"] = fg, j["bwd_gbs"] = bg, j["copy_gbs"] = copy_gbs;
+  j["fwd_pct_of_copy"] = 100 * fg / copy_gbs, j["bwd_pct_of_copy"] = 100 * bg / copy_gbs;
+  j["bytes_note"] =
+      "the fused kernels' minimum traffic: forward reads x, y and writes x_out, ln; backward reads x, dy, dx "
+      "and writes dx and the next matmul's input (fp32 residual stream, activations in the step's type)";
+  res.add_goal(name + ": fused LayerNorm forward >= 80% of copy bandwidth (%)", 100 * fg / copy_gbs,
+               fg >= 0.8 * copy_gbs);
+  res.add_goal(name + ": fused LayerNorm backward >= 80% of copy bandwidth (%)", 100 * bg / copy_gbs,
+               bg >= 0.8 * copy_gbs);
+  return j;
+}

@@ -1,0 +1,61 @@
+// day50_gpt/run/verify_step.cuh: gpt --verify's checks of the training step's two speed-ups: the step
+// replayed as a CUDA graph gives the eager step's losses and weights (bit for bit where the step is
+// deterministic), and the fused LayerNorm (residual add + LayerNorm, fused backward) trains like the
+// unfused one (to rounding: its sums are added in another order). GPU vs CPU for the fused kernels is
+// verify_tiny's (run/verify.cuh).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "results.h"
+#include "trainer.cuh"
+#include "verify.h"
+
+// Train `steps` steps with options o; the per-step losses and the final weights.
+template <class T>
+void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus& data, Attn attn, uint64_t seed,
+               int steps, std::vector<double>& losses, std::vector<double>& params, std::string& attn_used) {
+  Trainer<T> t(c, o, data, attn, seed);
+  while (t.step < steps) t.step_once();
+  t.read_back();
+  losses.assign(t.losses.begin(), t.losses.end());
+  const std::vector<float> p = to_host(t.m.params.template as<float>(), t.m.lay.total);
+  params.assign(p.begin(), p.end());
+  attn_used = attn_name(t.m.impl);
+}
+
+template <class T>
+void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_t seed, Attn attn) {
+  gpt::Config c;
+  c.layers = 2, c.heads = 4, c.width = 128, c.context = 64;
+  TrainOptions o;
+  o.batch = 16, o.steps = 200, o.warmup = 10, o.lr = 3e-3, o.log_every = 4;  // 12 steps: 3 logging rounds
+  const int steps = 12;
+  std::vector<double> l_eager, p_eager, l_graph, p_graph, l_fused, p_fused, l_unf, p_unf;
+  std::string a;
+  // Graph against eager, bit for bit: on a deterministic step, so the matmul attention where cuDNN's
+  // would be (its backward adds with atomics: two eager runs differ by rounding already; its capture
+  // is exercised by verify_training's runs, which use the graph).
+  const Attn det = attn == Attn::kCudnn ? Attn::kMatmul : attn;
+  o.graph = false;
+  train_for<T>(c, o, data, det, seed, steps, l_eager, p_eager, a);
+  o.graph = true;
+  train_for<T>(c, o, data, det, seed, steps, l_graph, p_graph, a);
+  const std::string tag = std::string("training step ") + Types<T>::name() + " " + a + "-attn";
+  const verify::Tol exact{0, 0, "bitwise"};
+  res.add(verify::compare(tag + ": CUDA graph replay's losses == eager steps' (" + std::to_string(steps) + " steps)",
+                          l_graph.data(), l_eager.data(), l_eager.size(), exact));
+  res.add(verify::compare(tag + ": CUDA graph replay's weights == eager steps'", p_graph.data(), p_eager.data(),
+                          p_eager.size(), exact));
+  // Fused against unfused LayerNorm, with the attention asked for (both with the graph).
+  train_for<T>(c, o, data, attn, seed, steps, l_fused, p_fused, a);
+  o.fused_ln = false;
+  train_for<T>(c, o, data, attn, seed, steps, l_unf, p_unf, a);
+  const bool bf = std::is_same<T, bf16>::value;
+  // Adam divides by the gradients' size, so rounding-sized differences grow over the steps: loose.
+  const verify::Tol tl = bf ? verify::Tol{0.02, 0.01, "bf16"} : verify::Tol{1e-3, 1e-3, "fp32, 12 steps"};
+  const std::string tag2 = std::string("training step ") + Types<T>::name() + " " + a + "-attn";
+  res.add(verify::compare(
+      tag2 + ": fused LayerNorm's losses == unfused's, to rounding (" + std::to_string(steps) + " steps)",
+      l_fused.data(), l_unf.data(), l_unf.size(), tl));
+}
