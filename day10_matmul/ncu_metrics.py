@@ -12,7 +12,10 @@ import sys
 
 WANTED = ["Duration", "Compute (SM) Throughput", "DRAM Throughput", "L2 Hit Rate", "Registers Per Thread",
           "Theoretical Occupancy", "Achieved Occupancy", "Issue Slots Busy", "One or More Eligible", "No Eligible",
-          "Issued Warp Per Scheduler", "Block Limit Registers", "Dynamic Shared Memory Per Block"]
+          "Issued Warp Per Scheduler", "Block Limit Registers", "Dynamic Shared Memory Per Block",
+          # the tail of a persistent kernel: how evenly the SMs were kept busy (steps 12 and 14)
+          "gpu__time_duration.sum", "sm__cycles_active.avg", "sm__cycles_active.min", "sm__cycles_active.max",
+          "sm__cycles_elapsed.max"]
 
 
 def parse(text):
