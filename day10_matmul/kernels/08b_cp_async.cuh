@@ -174,8 +174,9 @@ struct CpAsyncLaunch {
 };
 
 // Shapes for steps 8b and 8c: step 8's best shapes (8x16 outputs per thread, one block of 8
-// warps per SM), a 2-blocks-per-SM shape (8x8 per thread, 128 registers), and BK = 32 (half
-// the barriers per FMA). s = shared-memory stages.
+// warps per SM), a 2-blocks-per-SM shape (8x8 per thread, 128 registers), BK = 32 (half the
+// barriers per FMA) and BK = 8 (half the shared memory and copies per stage, twice the barriers).
+// s = shared-memory stages.
 //                                        BM   BN  BK  WM  WN WNITER TM TN  NT MINB  STAGES
 using PipeA = PipeConfig<WarpTileConfig<128, 256, 16, 64, 64, 4, 8, 4, 256>, 3>;
 using PipeB = PipeConfig<WarpTileConfig<128, 256, 16, 64, 64, 4, 8, 4, 256>, 4>;
@@ -185,6 +186,8 @@ using PipeE = PipeConfig<WarpTileConfig<128, 128, 16, 64, 64, 4, 8, 4, 128>, 4>;
 using PipeF = PipeConfig<WarpTileConfig<128, 128, 16, 32, 64, 2, 8, 4, 256, 2>, 3>;
 using PipeG = PipeConfig<WarpTileConfig<128, 256, 32, 64, 64, 4, 8, 4, 256>, 2>;
 using PipeH = PipeConfig<WarpTileConfig<128, 256, 32, 64, 64, 4, 8, 4, 256>, 3>;
+using PipeI = PipeConfig<WarpTileConfig<128, 256, 8, 64, 64, 4, 8, 4, 256>, 3>;
+using PipeJ = PipeConfig<WarpTileConfig<128, 256, 8, 64, 64, 4, 8, 4, 256>, 4>;
 
 // The candidates of a pipelined step, named like step 8's plus the stage count. Launch::run<Cfg>
 // launches that step's kernel with shape Cfg.
@@ -199,6 +202,8 @@ inline std::vector<TunedKernel> pipe_candidates() {
       {"128x128x16 w32x64 t8x4 256thr 2blk s3", Launch::template run<PipeF>},
       {"128x256x32 w64x64 t8x4 256thr s2", Launch::template run<PipeG>},
       {"128x256x32 w64x64 t8x4 256thr s3", Launch::template run<PipeH>},
+      {"128x256x8 w64x64 t8x4 256thr s3", Launch::template run<PipeI>},
+      {"128x256x8 w64x64 t8x4 256thr s4", Launch::template run<PipeJ>},
   };
 }
 
