@@ -458,11 +458,16 @@ static void autotune_step(Run& r, size_t step, const Shape& ts, const std::vecto
       continue;
     }
     timing::Stats t = timing::time_gpu([&] { cands[c].run(ts.M, ts.N, ts.K, r.d.A, r.d.B, r.d.C, 0); }, topt);
-    std::printf("    %-40s %8.3f ms  %6.1f TFLOP/s\n", cands[c].name, t.median_ms, ts.flops() / t.median_ms / 1e9);
+    cudaFuncAttributes fa{};
+    if (cands[c].attributes) fa = cands[c].attributes();
+    std::printf("    %-40s %8.3f ms  %6.1f TFLOP/s  %3d regs  %4zu B spilled\n", cands[c].name, t.median_ms,
+                ts.flops() / t.median_ms / 1e9, fa.numRegs, fa.localSizeBytes);
     json::Value row = json::Value::object();
     row["config"] = cands[c].name;
     row["ms"] = t.median_ms;
     row["tflops"] = ts.flops() / t.median_ms / 1e9;
+    row["regs"] = fa.numRegs;
+    row["local_bytes"] = static_cast<unsigned long>(fa.localSizeBytes);
     tune.push(row);
     if (t.median_ms < best) {
       best = t.median_ms;

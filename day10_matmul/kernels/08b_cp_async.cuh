@@ -171,6 +171,12 @@ struct CpAsyncLaunch {
     static bool attr_set = false;
     launch_pipelined<Cfg>(sgemm_08b_cp_async<Cfg>, attr_set, M, N, K, A, B, C, s);
   }
+  template <class Cfg>
+  static cudaFuncAttributes attributes() {
+    cudaFuncAttributes a;
+    CUDA_CHECK(cudaFuncGetAttributes(&a, sgemm_08b_cp_async<Cfg>));
+    return a;
+  }
 };
 
 // Shapes for steps 8b and 8c: step 8's best shapes (8x16 outputs per thread, one block of 8
@@ -190,20 +196,20 @@ using PipeI = PipeConfig<WarpTileConfig<128, 256, 8, 64, 64, 4, 8, 4, 256>, 3>;
 using PipeJ = PipeConfig<WarpTileConfig<128, 256, 8, 64, 64, 4, 8, 4, 256>, 4>;
 
 // The candidates of a pipelined step, named like step 8's plus the stage count. Launch::run<Cfg>
-// launches that step's kernel with shape Cfg.
+// launches that step's kernel with shape Cfg; Launch::attributes<Cfg> reads its resources.
 template <class Launch>
 inline std::vector<TunedKernel> pipe_candidates() {
   return {
-      {"128x256x16 w64x64 t8x4 256thr s3", Launch::template run<PipeA>},
-      {"128x256x16 w64x64 t8x4 256thr s4", Launch::template run<PipeB>},
-      {"128x256x16 w64x64 t8x8 256thr s3", Launch::template run<PipeC>},
-      {"256x128x16 w64x64 t8x4 256thr s3", Launch::template run<PipeD>},
-      {"128x128x16 w64x64 t8x4 128thr s4", Launch::template run<PipeE>},
-      {"128x128x16 w32x64 t8x4 256thr 2blk s3", Launch::template run<PipeF>},
-      {"128x256x32 w64x64 t8x4 256thr s2", Launch::template run<PipeG>},
-      {"128x256x32 w64x64 t8x4 256thr s3", Launch::template run<PipeH>},
-      {"128x256x8 w64x64 t8x4 256thr s3", Launch::template run<PipeI>},
-      {"128x256x8 w64x64 t8x4 256thr s4", Launch::template run<PipeJ>},
+      {"128x256x16 w64x64 t8x4 256thr s3", Launch::template run<PipeA>, Launch::template attributes<PipeA>},
+      {"128x256x16 w64x64 t8x4 256thr s4", Launch::template run<PipeB>, Launch::template attributes<PipeB>},
+      {"128x256x16 w64x64 t8x8 256thr s3", Launch::template run<PipeC>, Launch::template attributes<PipeC>},
+      {"256x128x16 w64x64 t8x4 256thr s3", Launch::template run<PipeD>, Launch::template attributes<PipeD>},
+      {"128x128x16 w64x64 t8x4 128thr s4", Launch::template run<PipeE>, Launch::template attributes<PipeE>},
+      {"128x128x16 w32x64 t8x4 256thr 2blk s3", Launch::template run<PipeF>, Launch::template attributes<PipeF>},
+      {"128x256x32 w64x64 t8x4 256thr s2", Launch::template run<PipeG>, Launch::template attributes<PipeG>},
+      {"128x256x32 w64x64 t8x4 256thr s3", Launch::template run<PipeH>, Launch::template attributes<PipeH>},
+      {"128x256x8 w64x64 t8x4 256thr s3", Launch::template run<PipeI>, Launch::template attributes<PipeI>},
+      {"128x256x8 w64x64 t8x4 256thr s4", Launch::template run<PipeJ>, Launch::template attributes<PipeJ>},
   };
 }
 

@@ -70,6 +70,12 @@ struct PrefetchLaunch {
     static bool attr_set = false;
     launch_pipelined<Cfg>(sgemm_08c_prefetch<Cfg>, attr_set, M, N, K, A, B, C, s);
   }
+  template <class Cfg>
+  static cudaFuncAttributes attributes() {
+    cudaFuncAttributes a;
+    CUDA_CHECK(cudaFuncGetAttributes(&a, sgemm_08c_prefetch<Cfg>));
+    return a;
+  }
 };
 
 // The same shapes as step 8b, so that the two steps compare shape for shape.
