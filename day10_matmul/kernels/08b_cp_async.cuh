@@ -1,12 +1,13 @@
 // Step 8b: step 8's warp tiling, with the tiles copied by cp.async into a ring of STAGES
 // shared-memory buffers.
 //
-// Step 7 stages the next tile in registers: 32 registers per thread hold it from the
-// global loads (LDG) until the compute loop is done, then it is stored to shared memory
-// (STS: for A, one STS.32 per float, since the tile is transposed on the way). With
-// cp.async the copy engine writes shared memory itself:
-//  - those staging registers are free (the 8x16 register tile of step 8 left the compiler
-//    at its 255-register limit), and no STS instructions compete with the FFMAs for issue
+// Step 7 stages the next tile in registers: (BM + BN) * BK / NT floats per thread (24 for a
+// 128x256x16 tile with 256 threads) are held from the global loads (LDG) until the
+// compute loop is done, then stored to shared memory (STS; for A one STS.32 per float, since
+// the tile is transposed on the way). With cp.async the copy engine writes shared memory
+// itself:
+//  - those staging registers are free (step 8's 8x16 register tile keeps the compiler close
+//    to its 255-register limit), and no STS instructions compete with the FFMAs for issue
 //    slots;
 //  - the copies of tiles kt+1 .. kt+STAGES-1 are in flight while tile kt is computed, so
 //    with 3-4 stages a slow load has several tiles' worth of time to arrive.
