@@ -54,9 +54,7 @@
 #include "kernels/05_2d_blocktiling.cuh"
 #include "kernels/06_vectorized.cuh"
 #include "kernels/07_warptiling.cuh"
-#include "kernels/08_autotuned.cuh"
-#include "kernels/08b_cp_async.cuh"
-#include "kernels/08c_frag_prefetch.cuh"
+#include "kernels/tuned_steps.cuh"
 #include "kernels/09_wmma_bf16.cuh"
 #include "kernels/10_wgmma_tma.h"
 
@@ -186,19 +184,7 @@ static Kernel f32(std::string id, std::string name, Fp32Fn fn) {
                 [](const Shape&, std::string*) { return true; }};
 }
 
-// The FP32 steps whose tile shape (and pipeline depth) is picked by measurement at run time
-// (autotune()): each compiles a list of candidates; the step's name carries the winner's.
-struct TunedStep {
-  const char* id;
-  const char* name;
-  const std::vector<TunedKernel>& (*candidates)();
-};
-static const std::vector<TunedStep>& tuned_steps() {
-  static const std::vector<TunedStep> t = {{"08", "08_autotuned", tune_candidates},
-                                           {"08b", "08b_cp_async", cp_async_candidates},
-                                           {"08c", "08c_frag_prefetch", prefetch_candidates}};
-  return t;
-}
+// Candidate `cand` of tuned step `step` (kernels/tuned_steps.cuh) as a kernel of the ladder.
 static Kernel tuned_kernel(size_t step, size_t cand) {
   const TunedStep& t = tuned_steps()[step];
   const TunedKernel& c = t.candidates()[cand];
