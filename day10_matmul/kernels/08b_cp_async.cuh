@@ -183,6 +183,11 @@ struct CpAsyncLaunch {
 // Shapes for steps 8b and 8c: step 8's best shapes (8x16 outputs per thread, one block of 8
 // warps per SM), a 2-blocks-per-SM shape (8x8 per thread, 128 registers), BK = 32 (half the
 // barriers per FMA) and BK = 8 (half the shared memory and copies per stage, twice the barriers).
+// Then the other side of the design space: 16 warps per SM (4 per scheduler, so that while some
+// wait on shared memory or a barrier others issue FFMAs) at 128 registers per thread and 8x8
+// outputs each, as two 128x128 blocks per SM (the classic SGEMM layout) or one 256x128 block of
+// 512 threads; and the BK = 32 winner shape with a deeper ring, transposed, and with step 8's
+// 8x8 sub-tiles.
 // s = shared-memory stages.
 //                                        BM   BN  BK  WM  WN WNITER TM TN  NT MINB  STAGES
 using PipeA = PipeConfig<WarpTileConfig<128, 256, 16, 64, 64, 4, 8, 4, 256>, 3>;
@@ -195,6 +200,12 @@ using PipeG = PipeConfig<WarpTileConfig<128, 256, 32, 64, 64, 4, 8, 4, 256>, 2>;
 using PipeH = PipeConfig<WarpTileConfig<128, 256, 32, 64, 64, 4, 8, 4, 256>, 3>;
 using PipeI = PipeConfig<WarpTileConfig<128, 256, 8, 64, 64, 4, 8, 4, 256>, 3>;
 using PipeJ = PipeConfig<WarpTileConfig<128, 256, 8, 64, 64, 4, 8, 4, 256>, 4>;
+using PipeK = PipeConfig<WarpTileConfig<128, 256, 32, 64, 64, 4, 8, 4, 256>, 4>;
+using PipeL = PipeConfig<WarpTileConfig<256, 128, 32, 64, 64, 4, 8, 4, 256>, 3>;
+using PipeM = PipeConfig<WarpTileConfig<128, 128, 8, 64, 32, 2, 8, 4, 256, 2>, 4>;
+using PipeN = PipeConfig<WarpTileConfig<128, 128, 16, 64, 32, 1, 8, 8, 256, 2>, 3>;
+using PipeO = PipeConfig<WarpTileConfig<256, 128, 16, 64, 32, 1, 8, 8, 512>, 3>;
+using PipeP = PipeConfig<WarpTileConfig<128, 256, 32, 64, 64, 2, 8, 8, 256>, 3>;
 
 // The candidates of a pipelined step, named like step 8's plus the stage count. Launch::run<Cfg>
 // launches that step's kernel with shape Cfg; Launch::attributes<Cfg> reads its resources.
@@ -211,6 +222,12 @@ inline std::vector<TunedKernel> pipe_candidates() {
       {"128x256x32 w64x64 t8x4 256thr s3", Launch::template run<PipeH>, Launch::template attributes<PipeH>},
       {"128x256x8 w64x64 t8x4 256thr s3", Launch::template run<PipeI>, Launch::template attributes<PipeI>},
       {"128x256x8 w64x64 t8x4 256thr s4", Launch::template run<PipeJ>, Launch::template attributes<PipeJ>},
+      {"128x256x32 w64x64 t8x4 256thr s4", Launch::template run<PipeK>, Launch::template attributes<PipeK>},
+      {"256x128x32 w64x64 t8x4 256thr s3", Launch::template run<PipeL>, Launch::template attributes<PipeL>},
+      {"128x128x8 w64x32 t8x4 256thr 2blk s4", Launch::template run<PipeM>, Launch::template attributes<PipeM>},
+      {"128x128x16 w64x32 t8x8 256thr 2blk s3", Launch::template run<PipeN>, Launch::template attributes<PipeN>},
+      {"256x128x16 w64x32 t8x8 512thr s3", Launch::template run<PipeO>, Launch::template attributes<PipeO>},
+      {"128x256x32 w64x64 t8x8 256thr s3", Launch::template run<PipeP>, Launch::template attributes<PipeP>},
   };
 }
 
