@@ -36,13 +36,17 @@ for f in sass:
     name, body = f.split("\n", 1)
     name = name.strip()
     d = demangle(name)
-    m = re.search(r"(sgemm_0\d_\w+|gemm_\d\d_\w+)", d)
+    # sgemm_08b_cp_async, sgemm_08c_prefetch: a letter after the step number.
+    m = re.search(r"(sgemm_0\d[a-z]?_\w+|gemm_\d\d_\w+)", d)
     if not m:
         continue
     label = m.group(1)
     t = re.search(r"WarpTileConfig<([^>]*)>", d)
     if t:
         label += " <" + t.group(1).replace(" ", "") + ">"
+    s = re.search(r"PipeConfig<WarpTileConfig<[^>]*>\s*,\s*(\d+)\s*>", d)
+    if s:  # steps 8b/8c: the same tile with another number of shared-memory stages is another kernel
+        label += " s" + s.group(1)
     r = res.get(name, {})
     num = lambda k: int(r[k]) if k in r else None
     rows[label] = {"kernel": label, "regs": num("REG"), "shared_bytes": num("SHARED"), "local_bytes": num("LOCAL"),
