@@ -69,9 +69,38 @@ class Value {
     return out;
   }
 
+  // The length of the well-formed UTF-8 sequence at s[i] (1 to 4), or 0 where the bytes are not one
+  // (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut short).
+  static size_t utf8_length(const std::string& s, size_t i) {
+    const unsigned char c = s[i];
+    if (c < 0x80) return 1;
+    size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+    if (n == 0 || i + n > s.size()) return 0;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
+    const unsigned char d = s[i + 1];
+    if ((c == 0xE0 && d < 0xA0) || (c == 0xED && d >= 0xA0) || (c == 0xF0 && d < 0x90) || (c == 0xF4 && d >= 0x90))
+      return 0;
+    return n;
+  }
+
+  // A JSON string literal. JSON text is UTF-8, so a byte that is not part of a well-formed sequence
+  // (a model's sample may hold any byte) becomes U+FFFD, as Python's errors="replace" reads it;
+  // otherwise one such byte would make the whole results file unreadable.
   static std::string escape(const std::string& s) {
     std::string o = "\"";
-    for (unsigned char c : s) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      const unsigned char c = s[i];
+      if (c >= 0x80) {
+        const size_t n = utf8_length(s, i);
+        if (n == 0) {
+          o += "\\ufffd";
+        } else {
+          o.append(s, i, n);
+          i += n - 1;
+        }
+        continue;
+      }
       switch (c) {
         case '"':
           o += "\\\"";

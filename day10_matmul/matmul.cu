@@ -3,7 +3,7 @@
 //
 // Convention (stated once, used everywhere): every matrix is row-major.
 //   Steps 1-8 (FP32 on CUDA cores):  C[M x N] = A[M x K] * B[K x N]            fp32 in/out
-//   Steps 9-11 (tensor cores, bf16): C[M x N] = A[M x K] * Bt[N x K]^T         bf16 in/out,
+//   Steps 9-14 (tensor cores, bf16): C[M x N] = A[M x K] * Bt[N x K]^T         bf16 in/out,
 //                                    fp32 accumulation (Bt: a linear layer's weight layout)
 // cuBLAS is column-major; a row-major matrix is its transpose in column-major, so
 // C = A*B is computed as C^T = B^T * A^T: cublasSgemm(N, N, n=N, m=M, k=K, B, ldb=N, A, lda=K,
@@ -16,7 +16,10 @@
 //   08b step 8 with cp.async tile copies into a 2-4 stage shared-memory ring ·
 //   08c step 8b with register fragments double-buffered across the tile boundary ·
 //   09 WMMA bf16 tensor cores · 10 wgmma + TMA + mbarrier pipeline + warp specialization +
-//   persistent tiles (sm_90a) · 11 step 10 + 2-CTA clusters with TMA multicast (sm_90a)
+//   persistent tiles (sm_90a) · 11 step 10 + 2-CTA clusters with TMA multicast (sm_90a) ·
+//   12 step 10 with the epilogue through shared memory and TMA stores · 13 step 12 + clusters ·
+//   14 step 12 with a stream-K tail (the last partial wave's k-steps shared by every SM)
+//   (steps 12-14: several configurations, each checked and timed as its own row, e.g. "[s4 c2]")
 // Baselines in the same run: cuBLAS SGEMM (TF32 off), cuBLAS TF32, cuBLAS BF16.
 //
 // Build and run
@@ -34,6 +37,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,10 +61,12 @@
 #include "kernels/tuned_steps.cuh"
 #include "kernels/09_wmma_bf16.cuh"
 #include "kernels/10_wgmma_tma.h"
+#include "kernels/12_wgmma_tma_store.h"
+#include "kernels/14_stream_k.h"
 
 using bf16 = __nv_bfloat16;
 static const char* kProg = "matmul";
-static int g_group_m = 16;  // --group-m: tile order of steps 10 and 11
+static int g_group_m = 16;  // --group-m: tile order of steps 10-14
 
 struct Shape {
   int M, N, K;
@@ -218,6 +224,20 @@ static std::vector<Kernel> make_kernels(const std::vector<int>& tuned) {
                [](const Shape& s, std::string* why) {
                  return wgmma_gpu_supported(why) && wgmma_shape_supported(s.M, s.N, s.K, why);
                }});
+  std::vector<TmaStoreConfig> cfgs = tma_store_configs();  // steps 12-14: every configuration is checked and timed
+  cfgs.insert(cfgs.end(), stream_k_configs().begin(), stream_k_configs().end());
+  for (const TmaStoreConfig& c : cfgs) {
+    const auto run = c.run;
+    const char* base = c.step == 12   ? "12_wgmma_tma_store ["
+                       : c.step == 13 ? "13_tma_store_cluster ["
+                                      : "14_stream_k [";
+    k.push_back(
+        {std::to_string(c.step), std::string(base) + c.name + "]", Kind::Bf16,
+         [run](const Shape& s, Buffers& d, cudaStream_t st) { run(s.M, s.N, s.K, d.Ah, d.Bth, d.Ch, g_group_m, st); },
+         [](const Shape& s, std::string* why) {
+           return wgmma_gpu_supported(why) && wgmma_shape_supported(s.M, s.N, s.K, why);
+         }});
+  }
   return k;
 }
 
@@ -239,6 +259,15 @@ static std::vector<float> download_bf16(const bf16* d, size_t n) {
   return f;
 }
 
+// A check's name starts with the step: for FP32 its id ("08b", and an autotune candidate's shape
+// after it); the bf16 steps with several configurations (12-14) add theirs, so that a failing
+// configuration is named.
+static std::string check_tag(const Kernel& k) {
+  if (k.kind == Kind::Fp32) return k.id;
+  const size_t cfg = k.name.find(" [");
+  return k.name.substr(0, 2) + (cfg != std::string::npos ? k.name.substr(cfg) : "");
+}
+
 // Runs kernel k once on poisoned output and compares with `ref` (CPU double or cuBLAS).
 template <class R>
 static verify::Check run_and_check(const Kernel& k, const Shape& s, Buffers& d, const R* ref,
@@ -250,7 +279,7 @@ static verify::Check run_and_check(const Kernel& k, const Shape& s, Buffers& d, 
     poison(d.Ch, mn * 2);
   k.run(s, d, 0);
   CUDA_CHECK(cudaDeviceSynchronize());
-  const std::string name = k.id + " " + s.str() + " vs " + against;
+  const std::string name = check_tag(k) + " " + s.str() + " vs " + against;
   if (k.kind == Kind::Fp32) return verify::compare(name, download_f32(d.C, mn).data(), ref, mn, tol_fp32(s));
   return verify::compare(name, download_bf16(d.Ch, mn).data(), ref, mn, tol_bf16(s));
 }
@@ -296,9 +325,9 @@ static Options parse_options(int argc, char** argv) {
       args.int_list("sizes", {}, 1, 46340, "square sizes to time (default: 4096; --bench: 256..8192)");
   const std::vector<long long> shape_arg =
       args.int_list("shape", {}, 1, 1 << 30, "one extra M,N,K shape to check and time");
-  o.kernel_ids = args.int_list("kernels", {}, 1, 11, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
-  o.group_m =
-      int(args.integer("group-m", 16, 1, 1024, "step 10: rows of tiles per group in the tile order (1 = plain order)"));
+  o.kernel_ids = args.int_list("kernels", {}, 1, 14, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
+  o.group_m = int(
+      args.integer("group-m", 16, 1, 1024, "steps 10-14: rows of tiles per group in the tile order (1 = plain order)"));
   args.finish();
   o.st.validate(kProg);
   if (!shape_arg.empty() && shape_arg.size() != 3) cli::usage_error(kProg, "--shape expects three numbers M,N,K");
@@ -306,7 +335,10 @@ static Options parse_options(int argc, char** argv) {
   if (o.st.verify && !sizes.empty()) cli::usage_error(kProg, "--sizes times kernels; --verify times nothing");
   results::require_outputs(kProg, o.st);
   if (sizes.empty())
-    sizes = o.st.bench ? std::vector<long long>{256, 512, 1024, 2048, 4096, 8192} : std::vector<long long>{4096};
+    // --bench: 3072 and 6144 fill in the TFLOP/s-against-N curve between the powers of two,
+    // where steps 10-13 run partial waves (288 and 1152 tiles of 128x256 on 132 SMs).
+    sizes = o.st.bench ? std::vector<long long>{256, 512, 1024, 2048, 3072, 4096, 6144, 8192}
+                       : std::vector<long long>{4096};
   if (!o.st.verify) {
     for (auto n : sizes) o.timed.push_back({int(n), int(n), int(n)});
     if (o.st.bench)  // a GPT MLP's two GEMMs (B*T = 16384 tokens, width 384) and a long-K product
@@ -330,6 +362,7 @@ struct Run {
   std::vector<int> tuned = std::vector<int>(tuned_steps().size(), 0);
   std::vector<Kernel> kernels = make_kernels(tuned);
   std::vector<std::string> refused;
+  std::set<std::string> failed;  // kernels that failed a check: reported, and not timed
   Run(const Options& opt, results::Results& r) : o(opt), res(r), rng{uint64_t(opt.st.seed)} {}
 };
 
@@ -380,7 +413,9 @@ static void check_shape(Run& r, const Shape& s, bool cpu) {
       r.refused.push_back(k.name + " " + s.str() + ": " + why);
       continue;
     }
-    r.res.add(check(k));
+    verify::Check c = check(k);
+    if (!c.passed) r.failed.insert(k.name);
+    r.res.add(c);
     if (k.id == "08" && s.M == 127 && !r.o.st.npy_dir.empty()) save_npy(r.o.st.npy_dir, s, h, ref32, r.d);
   }
   // Every autotune candidate must be correct, not only the winner (the check's name carries its shape).
@@ -403,7 +438,10 @@ static void run_checks(Run& r) {
   if (!verify_mode) cpu_shapes = {{127, 129, 131}, {1000, 1500, 777}, {1000, 1504, 776}};
   if (small)
     cpu_shapes = {{127, 129, 131}, {1, 1, 1}, {1, 150, 77}, {100, 1, 77}, {129, 130, 1}, {130, 264, 72}, {64, 8, 1032}};
-  std::vector<Shape> blas_shapes = {{2048, 2048, 2048}};
+  // 3000x4104x1032: ~3 tiles per persistent block of steps 10-14 (the pipeline and the C staging
+  // slots carried from tile to tile), with partial tiles at both edges; for step 14, the 12
+  // tiles of the partial wave split ~11 ways each (64x8x4104: one tile split 65 ways).
+  std::vector<Shape> blas_shapes = {{2048, 2048, 2048}, {3000, 4104, 1032}};
   if (!verify_mode || small) blas_shapes.clear();
   std::printf("\n1. Checks (outputs poisoned with NaN before each run)\n");
   for (auto& s : cpu_shapes) check_shape(r, s, true);
@@ -602,6 +640,10 @@ static void time_shape(Run& r, const Shape& s, const Peaks& pk, const timing::Op
       std::printf("  %-44s skipped: %s\n", k.name.c_str(), why.c_str());
       continue;
     }
+    if (r.failed.count(k.name)) {
+      std::printf("  %-44s not timed: it failed a check above\n", k.name.c_str());
+      continue;
+    }
     const bool f32 = k.kind == Kind::Fp32;
     if (f32)
       poison(d.C, mn * 4);
@@ -612,7 +654,7 @@ static void time_shape(Run& r, const Shape& s, const Peaks& pk, const timing::Op
                  f32 ? t_sgemm.median_ms : t_bf16.median_ms, f32 ? pk.fp32 : pk.bf16,
                  f32 ? "measured FP32 FMA ceiling" : pk.bf16_name));
     CUDA_CHECK(cudaDeviceSynchronize());
-    const std::string cname = k.id + " " + s.str() + " after timing vs cuBLAS";
+    const std::string cname = check_tag(k) + " " + s.str() + " after timing vs cuBLAS";
     verify::Check c = f32 ? verify::compare(cname, download_f32(d.C, mn).data(), blas32.data(), mn, tol_fp32(s))
                           : verify::compare(cname, download_bf16(d.Ch, mn).data(), blas16.data(), mn, tol_bf16(s));
     if (!c.passed) verify::print(c);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# day10_matmul/profile.sh: Nsight Compute reports of steps 7, 8b (its autotuned shape) and 10 at n = 4096
-# (`make profile`).
+# day10_matmul/profile.sh: Nsight Compute reports of steps 7, 8b (its autotuned shape), 10, 12 [s4 c2]
+# and 14 [s4 c2 tail] at n = 4096 (`make profile`).
 # Writes ../results/<gpu>/day10_ncu_<step>.txt and, beside them, day10_ncu.json: the figures the
 # notes quote (ncu_metrics.py), so that they can be cited through markers. Needs a GPU and ncu;
 # leaves the clocks alone.
@@ -12,16 +12,27 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1 | tr 'A-Z' 'a
 out=../results/$gpu
 mkdir -p "$out"
 S="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats"
+# Steps 12 and 14 against 10: what the TMA-store epilogue and the stream-K tail change. SM active
+# cycles (min/avg/max over SMs, against the elapsed cycles) show the idle tail of a partial wave;
+# the gmma pipe's share of the elapsed cycles is how busy the tensor cores were over the whole run.
+# --launch-skip 2 (3): the 1000x1504x776 check launches each of the 2 configurations of step 12
+# (the 3 of step 14) once before the timed size, whose first launch is [s4 c2] ([s4 c2 tail]).
+M="sm__cycles_elapsed.max,sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max"
+M="$M,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed"
 # --launch-skip 3: the three check shapes of the default run launch each kernel once first.
 "$NCU" --clock-control none --kernel-name regex:sgemm_07 --launch-skip 3 --launch-count 1 $S --section InstructionStats \
   ./build/matmul --sizes 4096 --kernels 7 >"$out/day10_ncu_07_warptiling.txt" 2>&1
-"$NCU" --clock-control none --kernel-name regex:gemm_10 --launch-skip 2 --launch-count 1 $S \
+"$NCU" --clock-control none --kernel-name regex:gemm_10 --launch-skip 2 --launch-count 1 $S --metrics "$M" \
   ./build/matmul --sizes 4096 --kernels 10 >"$out/day10_ncu_10_wgmma.txt" 2>&1
+"$NCU" --clock-control none --kernel-name regex:gemm_tma_store --launch-skip 2 --launch-count 1 $S --metrics "$M" \
+  ./build/matmul --sizes 4096 --kernels 12 >"$out/day10_ncu_12_tma_store.txt" 2>&1
+"$NCU" --clock-control none --kernel-name regex:gemm_14 --launch-skip 3 --launch-count 1 $S --metrics "$M" \
+  ./build/matmul --sizes 4096 --kernels 14 >"$out/day10_ncu_14_stream_k.txt" 2>&1
 # Step 8b: the shape that won its autotuning in the last `make bench` results file (else the one that
 # won on the H200), picked out by its full demangled name (ncu writes a default MINB of 1 or leaves it
 # out). --launch-skip 6: the three check shapes launch each candidate once, and the step's own entry
 # (candidate 0 until autotuned) once more each; the 7th launch of that kernel is in the autotuning at 4096.
-# Best effort: a failure here leaves the reports of steps 7 and 10 as they are.
+# Best effort: a failure here leaves the other reports as they are.
 re8b=$(python3 - "$out/day10_matmul.json" <<'PY'
 import json, re, sys
 try:
@@ -43,5 +54,7 @@ else
   echo "step 8b: no Nsight Compute report (pattern '$re8b'; see $out/day10_ncu_08b_cp_async.txt)"
 fi
 sed -i "s#$(cd .. && pwd)/##g" "$out"/day10_ncu_*.txt
-echo "wrote $out/day10_ncu_07_warptiling.txt $out/day10_ncu_10_wgmma.txt $r8b"
-python3 ncu_metrics.py "$out/day10_ncu.json" "$out/day10_ncu_07_warptiling.txt" "$out/day10_ncu_10_wgmma.txt" $r8b
+reports="$out/day10_ncu_07_warptiling.txt $out/day10_ncu_10_wgmma.txt $out/day10_ncu_12_tma_store.txt $out/day10_ncu_14_stream_k.txt $r8b"
+echo "wrote $reports"
+# shellcheck disable=SC2086  # one argument per report
+python3 ncu_metrics.py "$out/day10_ncu.json" $reports

@@ -13,8 +13,8 @@ CUOBJDUMP=${CUOBJDUMP:-$(command -v cuobjdump || echo "${CUDA_HOME:-/usr/local/c
 [ -x "$CUOBJDUMP" ] || { echo "cuobjdump not found (CUDA toolkit bin/)"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# The binary holds steps 1-9; the sm_90a objects hold steps 10-11 (the binary lists them again).
-objs="build/matmul build/10_wgmma_tma.o build/11_wgmma_cluster.o"
+# The binary holds steps 1-9; the sm_90a objects hold steps 10-14 (the binary lists them again).
+objs="build/matmul build/10_wgmma_tma.o build/11_wgmma_cluster.o build/12_wgmma_tma_store.o build/14_stream_k.o"
 for o in $objs; do "$CUOBJDUMP" -sass "$o" >>"$tmp/main.sass"; done
 for o in $objs; do "$CUOBJDUMP" -res-usage "$o" >>"$tmp/res.txt"; done
 mkdir -p "$(dirname "$out")"
@@ -29,18 +29,19 @@ def demangle(s):
     except OSError:
         return s
 pats = [("FFMA", r"\bFFMA\b"), ("LDS.32", r"\bLDS(\.U)?\s"), ("LDS.128", r"\bLDS(\.U)?\.128\b"), ("LDG.128", r"\bLDG\.E\.128"),
-        ("LDG other", r"\bLDG\.E(?!\.128)"), ("STS", r"\bSTS"), ("HMMA", r"\bHMMA"), ("HGMMA", r"\bHGMMA"), ("UTMALDG", r"\bUTMALDG"),
+        ("LDG other", r"\bLDG\.E(?!\.128)"), ("STS", r"\bSTS"), ("HMMA", r"\bHMMA"), ("HGMMA", r"\bHGMMA"), ("UTMALDG", r"\bUTMALDG"), ("UTMASTG", r"\bUTMASTG"),
         ("BAR", r"\bBAR\.SYNC|\bBAR\b"), ("SYNCS", r"\bSYNCS")]
 rows = {}
 for f in sass:
     name, body = f.split("\n", 1)
     name = name.strip()
     d = demangle(name)
-    # sgemm_08b_cp_async, sgemm_08c_prefetch: a letter after the step number.
-    m = re.search(r"(sgemm_0\d[a-z]?_\w+|gemm_\d\d_\w+)", d)
+    # sgemm_08b_cp_async, sgemm_08c_prefetch: a letter after the step number. Steps 12-13 are one
+    # template (stages, C staging boxes, cluster size): the arguments name the row.
+    m = re.search(r"(sgemm_0\d[a-z]?_\w+|gemm_\d\d_\w+|gemm_tma_store<[^>]*>)", d)
     if not m:
         continue
-    label = m.group(1)
+    label = m.group(1).replace(" ", "")
     t = re.search(r"WarpTileConfig<([^>]*)>", d)
     if t:
         label += " <" + t.group(1).replace(" ", "") + ">"

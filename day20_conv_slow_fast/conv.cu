@@ -1,4 +1,4 @@
-// day20_conv_slow_fast/conv.cu: one 2D convolution written six ways on the GPU, each checked
+// day20_conv_slow_fast/conv.cu: one 2D convolution written ten ways on the GPU, each checked
 // against a CPU reference and cuDNN, and timed against cuDNN's best fp32 algorithm.
 //
 // The operation (conv_shape.h): cross-correlation, NCHW input x[N][C][H][W], KCRS filter
@@ -13,6 +13,10 @@
 //   5 im2col + cuBLAS SGEMM (and the memory it costs)
 //   6 implicit GEMM: variant 5's GEMM without materializing im2col
 //   7 Winograd F(2x2, 3x3): transforms + 16 batched GEMMs
+//   8 Winograd F(4x4, 3x3): transforms + 36 batched GEMMs by cuBLAS
+//   9 the same with our own batched SIMT GEMM (block tiles compared)
+//  10 the same a slice of images at a time, so that the transformed tiles stay in L2
+//  11 the same with each GEMM's channel sum split over several blocks (split-K)
 // A variant that does not support a shape says why and is skipped for it.
 //
 // Build and run
@@ -21,6 +25,7 @@
 //   ./build/conv --verify                      # odd shapes, strides, dilations; no timing
 //   ./build/conv --bench --json ../results/{gpu}/day20_conv_slow_fast.json
 //   ./build/conv --conv 8,64,28,28,128,3,3,1,1,1 --variants 6,7   # N,C,H,W,K,R,S,pad,stride,dil
+//   ./build/conv --bench --resnet --variants 6,7,8,9,10,11   # only ResNet-18/34's 3x3 layers at batch 32
 //   ./build/conv --help
 // Exit codes: 0 pass, 1 a check failed, 2 usage/input error, 77 skipped (no GPU).
 #include <cublas_v2.h>
@@ -30,8 +35,11 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
+#include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ceilings.cuh"
@@ -43,95 +51,10 @@
 #include "npy.h"
 #include "results.h"
 #include "timing.cuh"
+#include "variants.cuh"
 #include "verify.h"
 
-#include "kernels/2_naive.cuh"
-#include "kernels/3_tiled_single.cuh"
-#include "kernels/3b_single_register.cuh"
-#include "kernels/4_direct_multi.cuh"
-#include "kernels/5_im2col_gemm.cuh"
-#include "kernels/6_implicit_gemm.cuh"
-#include "kernels/7_winograd.cuh"
-
 static const char* kProg = "conv";
-
-// Device buffers of one shape.
-struct Bufs {
-  float *x = nullptr, *w = nullptr, *y = nullptr, *yref = nullptr, *ws = nullptr;
-  size_t ws_bytes = 0;
-  cublasHandle_t blas = nullptr;
-};
-
-struct Variant {
-  int id;
-  std::string name;
-  std::function<bool(const ConvShape&, const Bufs&, std::string*)> supports;
-  std::function<void(const ConvShape&, const Bufs&)> prepare;  // once per shape and filter, untimed
-  std::function<void(const ConvShape&, const Bufs&, cudaStream_t)> run;
-};
-
-static size_t workspace_needed(const ConvShape& s) {
-  size_t b = im2col_bytes(s);
-  std::string why;
-  if (supports_07(s, &why)) b = std::max(b, wino::workspace_bytes(s));
-  return b;
-}
-
-static std::vector<Variant> make_variants() {
-  auto always = [](const ConvShape&, const Bufs&, std::string*) { return true; };
-  auto none = [](const ConvShape&, const Bufs&) {};
-  auto ws_ok = [](size_t need, const Bufs& b, std::string* why) {
-    if (need <= b.ws_bytes) return true;
-    *why = "needs a " + std::to_string(need >> 20) + " MiB workspace, more than this GPU has free";
-    return false;
-  };
-  std::vector<Variant> v;
-  v.push_back({2, "02_naive", always, none,
-               [](const ConvShape& s, const Bufs& b, cudaStream_t st) { run_02_naive(s, b.x, b.w, b.y, st); }});
-  // Variant 3 at several tile shapes (output tile = TW x TH*PY): the tile-size trade-off.
-  auto tiled = [&](std::string cfg, void (*fn)(const ConvShape&, const float*, float*, cudaStream_t)) {
-    v.push_back({3, "03_tiled_single " + cfg,
-                 [](const ConvShape& s, const Bufs&, std::string* why) { return supports_03(s, why); },
-                 [](const ConvShape& s, const Bufs& b) { set_03_filter(s, b.w); },
-                 [fn](const ConvShape& s, const Bufs& b, cudaStream_t st) { fn(s, b.x, b.y, st); }});
-  };
-  tiled("16x16", run_03_tiled<16, 16, 1>);
-  tiled("32x8", run_03_tiled<32, 8, 1>);
-  tiled("32x32 (32x8 thr, 4 rows each)", run_03_tiled<32, 8, 4>);
-  tiled("64x32 (64x4 thr, 8 rows each)", run_03_tiled<64, 4, 8>);
-  tiled("128x16 (128x2 thr, 8 rows each)", run_03_tiled<128, 2, 8>);
-  // The step past the textbook: no shared memory, a sliding window of rows in registers.
-  auto strip = [&](std::string cfg, void (*fn)(const ConvShape&, const float*, float*, cudaStream_t)) {
-    v.push_back({3, "03b_register_strip " + cfg,
-                 [](const ConvShape& s, const Bufs&, std::string* why) { return supports_03b(s, why); },
-                 [](const ConvShape& s, const Bufs& b) { set_03_filter(s, b.w); },
-                 [fn](const ConvShape& s, const Bufs& b, cudaStream_t st) { fn(s, b.x, b.y, st); }});
-  };
-  strip("4 cols x 2 rows/thread", run_03b_strip<2>);
-  strip("4 cols x 4 rows/thread", run_03b_strip<4>);
-  strip("4 cols x 8 rows/thread", run_03b_strip<8>);
-  strip("4 cols x 16 rows/thread", run_03b_strip<16>);
-  v.push_back({4, "04_direct_multichannel",
-               [](const ConvShape& s, const Bufs&, std::string* why) { return supports_04(s, why); }, none,
-               [](const ConvShape& s, const Bufs& b, cudaStream_t st) { run_04_direct(s, b.x, b.w, b.y, st); }});
-  v.push_back(
-      {5, "05_im2col_cublas",
-       [ws_ok](const ConvShape& s, const Bufs& b, std::string* why) { return ws_ok(im2col_bytes(s), b, why); }, none,
-       [](const ConvShape& s, const Bufs& b, cudaStream_t st) { run_05_im2col(b.blas, s, b.x, b.w, b.y, b.ws, st); }});
-  v.push_back({6, "06_implicit_gemm",
-               [](const ConvShape& s, const Bufs&, std::string* why) { return supports_06(s, why); },
-               [](const ConvShape& s, const Bufs&) { set_06_table(s); },
-               [](const ConvShape& s, const Bufs& b, cudaStream_t st) { run_06_implicit_gemm(s, b.x, b.w, b.y, st); }});
-  v.push_back({7, "07_winograd_2x2_3x3",
-               [ws_ok](const ConvShape& s, const Bufs& b, std::string* why) {
-                 return supports_07(s, why) && ws_ok(wino::workspace_bytes(s), b, why);
-               },
-               none,
-               [](const ConvShape& s, const Bufs& b, cudaStream_t st) {
-                 run_07_winograd(b.blas, s, b.x, b.w, b.y, b.ws, st);
-               }});
-  return v;
-}
 
 // fp32 tolerance: a C*R*S-long dot product of O(1) numbers grows like sqrt(C*R*S).
 static verify::Tol tol_for(const ConvShape& s) { return verify::kFp32.scaled(std::sqrt(double(s.C) * s.R * s.S)); }
@@ -163,18 +86,27 @@ struct Options {
   }
 };
 
+// ResNet-18/34's 3x3 convolutions (stride 1, K = C) at batch 32: one per stage.
+static const std::vector<ConvShape> kResnetLayers = {{32, 64, 56, 56, 64, 3, 3, 1, 1, 1},
+                                                     {32, 128, 28, 28, 128, 3, 3, 1, 1, 1},
+                                                     {32, 256, 14, 14, 256, 3, 3, 1, 1, 1},
+                                                     {32, 512, 7, 7, 512, 3, 3, 1, 1, 1}};
+
 static std::vector<ConvShape> default_shapes(bool verify_mode, bool small) {
   if (!verify_mode)
     return {{1, 1, 1024, 2048, 1, 3, 3, 1, 1, 1},   // one channel, one 3x3 filter: memory-bound
             {1, 64, 56, 56, 64, 3, 3, 1, 1, 1},     // a ResNet-18 layer, batch 1
-            {32, 64, 56, 56, 64, 3, 3, 1, 1, 1},    // the same layer, batch 32
-            {32, 256, 14, 14, 256, 3, 3, 1, 1, 1},  // a deeper ResNet layer
+            kResnetLayers[0],                       // the same layer, batch 32
+            kResnetLayers[1],                       // the next stages
+            kResnetLayers[2],                       //
+            kResnetLayers[3],                       //
             {32, 3, 224, 224, 64, 7, 7, 3, 2, 1}};  // ResNet's first layer: 7x7, stride 2
   std::vector<ConvShape> shapes = {
       {1, 5, 37, 53, 7, 5, 5, 2, 1, 1},  {2, 3, 17, 19, 4, 3, 3, 1, 2, 2},   {1, 1, 31, 45, 1, 3, 3, 1, 1, 1},
       {3, 8, 20, 21, 16, 3, 3, 1, 1, 1}, {1, 4, 9, 9, 3, 1, 1, 0, 1, 1},     {2, 3, 30, 30, 8, 7, 7, 3, 2, 1},
       {1, 1, 7, 7, 1, 7, 7, 0, 1, 1},    {2, 16, 13, 11, 20, 3, 3, 0, 1, 1}, {1, 1, 64, 64, 1, 5, 5, 2, 1, 1},
-      {3, 1, 37, 20, 1, 3, 3, 1, 1, 1}};  // last: the register strip at odd H, W = 20 (5 float4s)
+      {3, 1, 37, 20, 1, 3, 3, 1, 1, 1},    // the register strip at odd H, W = 20 (5 float4s)
+      {1, 37, 9, 9, 130, 3, 3, 1, 1, 1}};  // F(4x4): C padded to 48, 9 tiles padded to 12, K over 128
   if (small)
     shapes.resize(6);
   else
@@ -184,19 +116,20 @@ static std::vector<ConvShape> default_shapes(bool verify_mode, bool small) {
 }
 
 static Options parse_options(int argc, char** argv) {
-  cli::Args args(argc, argv, kProg, "2D convolution six ways, checked against a CPU reference and cuDNN");
+  cli::Args args(argc, argv, kProg, "2D convolution ten ways, checked against a CPU reference and cuDNN");
   Options o;
   o.st = cli::standard_flags(
       args, 20261122, "write x, w, cuDNN's y and variant 6's y of the --conv shape (else the first shape) as .npy");
   const std::vector<long long> conv_arg =
       args.int_list("conv", {}, 0, 1 << 20, "one more shape: N,C,H,W,K,R,S,pad,stride,dil");
-  o.variant_ids = args.int_list("variants", {}, 2, 7, "variants to run, e.g. 3,6,7 (default: all)");
+  o.variant_ids = args.int_list("variants", {}, 2, 11, "variants to run, e.g. 3,6,7 (default: all)");
+  const bool resnet = args.flag("resnet", "only ResNet-18/34's 3x3 layers at batch 32 (and any --conv shape)");
   o.flush_by_write = args.flag(
       "flush-by-write", "flush L2 with a memset instead of a read (to see what dirty lines cost a short kernel)");
   args.finish();
   o.st.validate(kProg);
   results::require_outputs(kProg, o.st);
-  o.shapes = default_shapes(o.st.verify, o.st.small);
+  o.shapes = resnet ? kResnetLayers : default_shapes(o.st.verify, o.st.small);
   if (!conv_arg.empty()) {
     if (conv_arg.size() != 10) cli::usage_error(kProg, "--conv expects 10 numbers: N,C,H,W,K,R,S,pad,stride,dil");
     ConvShape s{int(conv_arg[0]), int(conv_arg[1]), int(conv_arg[2]), int(conv_arg[3]), int(conv_arg[4]),
@@ -208,6 +141,14 @@ static Options parse_options(int argc, char** argv) {
   }
   return o;
 }
+
+// One timed shape's outcome: our fastest variant against cuDNN's best, with what each costs.
+struct LayerRow {
+  ConvShape s;
+  std::string ours, cudnn;
+  double ours_ms, cudnn_ms, pct, pct_min, pct_max, ours_err, cudnn_err, ours_err_atol;
+  size_t ours_ws, cudnn_ws;
+};
 
 // What lives for the whole run: the libraries, the buffers, the ceilings and the records.
 struct Run {
@@ -221,6 +162,9 @@ struct Run {
   double fp32_peak = NAN, copy_peak = NAN;  // ceilings for "% of peak", measured in this run
   timing::Options topt;
   json::Value refused = json::Value::array(), cudnn_choices = json::Value::array();
+  std::map<std::string, double> max_err;   // this shape's variants: max |error| against the CPU
+  std::map<std::string, double> err_atol;  // ... and the larger of max |error| / atol vs CPU and vs cuDNN
+  std::vector<LayerRow> layers;            // per timed shape: our fastest against cuDNN's
   Run(const Options& opt, results::Results& r) : o(opt), res(r), rng{uint64_t(opt.st.seed)} {
     CUDNN_CHECK(cudnnCreate(&handle));
     CUBLAS_CHECK(cublasCreate(&b.blas));
@@ -242,13 +186,28 @@ struct Run {
 struct ShapeData {
   std::vector<float> hx, hw;
   Reference ref;
-  verify::Tol tol;
+  verify::Tol tol;              // the direct method's
+  double rms_x = 0, rms_w = 0;  // the inputs' sizes, for the Winograd F(4x4) error model
 };
+
+static double rms(const std::vector<float>& v) {
+  double s = 0;
+  for (float a : v) s += double(a) * a;
+  return std::sqrt(s / double(v.size()));
+}
+
+// A variant's tolerance: the direct method's, or F(4x4)'s from its error model (8_winograd_4x4.h).
+static verify::Tol tol_of(const Variant& v, const ConvShape& s, const ShapeData& sd) {
+  if (!v.wino4_tol) return sd.tol;
+  return verify::Tol{wino4::tolerance_atol(s.C, sd.rms_x, sd.rms_w), sd.tol.rtol, "fp32 F(4x4)"};
+}
 
 static ShapeData prepare_shape(Run& r, const ConvShape& s) {
   ShapeData d{std::vector<float>(s.x_elems()), std::vector<float>(s.w_elems()), {}, tol_for(s)};
   verify::fill_uniform(d.hx, r.rng);
   verify::fill_uniform(d.hw, r.rng);
+  d.rms_x = rms(d.hx);
+  d.rms_w = rms(d.hw);
   Bufs& b = r.b;
   CUDA_CHECK(cudaMalloc(&b.x, d.hx.size() * 4));
   CUDA_CHECK(cudaMalloc(&b.w, d.hw.size() * 4));
@@ -316,6 +275,7 @@ static bool run_cudnn(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const Shape
     j["algo"] = a.name;
     j["ms"] = a.ok() ? json::Value(double(a.ms)) : json::Value();
     j["workspace_bytes"] = (long long)a.workspace;
+    j["math"] = dnn::math_name(a.math);
     j["status_ok"] = a.ok();
     algos.push(j);
   }
@@ -346,15 +306,22 @@ static std::vector<const Variant*> check_variants(Run& r, const ConvShape& s, co
                                                   const std::vector<float>& ycudnn, bool save) {
   std::vector<const Variant*> ok_variants;
   std::vector<float> y06;
+  r.max_err.clear();
+  r.err_atol.clear();
   for (const Variant& v : r.variants) {
     if (!r.o.wanted(v.id)) continue;
     std::string why;
     if (!v.supports(s, r.b, &why)) {
       // One line per kernel family (the tile-size configurations share their reason).
-      const bool first_of_family =
-          v.id != 3 || v.name.find("32x8") != std::string::npos || v.name.find("2 rows/") != std::string::npos;
+      const bool family = v.id == 3 || v.id >= 9;
+      auto has = [&](const char* t) { return v.name.find(t) != std::string::npos; };
+      const bool first_of_family = v.id == 3    ? has("32x8") || has("2 rows/")
+                                   : v.id == 9  ? has(" 128x128")
+                                   : v.id == 10 ? has("16MiB 64x64")
+                                   : v.id == 11 ? has("2x 64x64")
+                                                : true;
       if (first_of_family)
-        std::printf("  SKIP  %s: %s\n", v.id == 3 ? v.name.substr(0, v.name.find(' ')).c_str() : v.name.c_str(),
+        std::printf("  SKIP  %s: %s\n", family ? v.name.substr(0, v.name.find(' ')).c_str() : v.name.c_str(),
                     why.c_str());
       r.refused.push(v.name + " " + s.str() + ": " + why);
       continue;
@@ -364,8 +331,12 @@ static std::vector<const Variant*> check_variants(Run& r, const ConvShape& s, co
     v.run(s, r.b, 0);
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<float> out = to_host(r.b.y, s.y_elems());
-    r.res.add(sd.ref.check(v.name + " " + s.str(), out, sd.tol));
-    r.res.add(verify::compare(v.name + " " + s.str() + " vs cuDNN", out.data(), ycudnn.data(), out.size(), sd.tol));
+    const verify::Tol tol = tol_of(v, s, sd);
+    r.max_err[v.name] = r.res.add(sd.ref.check(v.name + " " + s.str(), out, tol)).max_abs_err;
+    const double vs_cudnn =
+        r.res.add(verify::compare(v.name + " " + s.str() + " vs cuDNN", out.data(), ycudnn.data(), out.size(), tol))
+            .max_abs_err;
+    r.err_atol[v.name] = std::max(r.max_err[v.name], vs_cudnn) / tol.atol;
     ok_variants.push_back(&v);
     if (v.id == 6) y06 = out;
   }
@@ -412,13 +383,23 @@ static dnn::Timed cudnn_best(Run& r, const ConvShape& s, dnn::ConvDesc& dd, cons
                              json::Value& ex) {
   const dnn::Operands ops{r.b.x, r.b.w, r.b.yref};
   const size_t offer = dnn::workspace_budget(size_t(1) << 30);
-  const std::vector<dnn::Timed> all = dnn::retime(r.handle, dd, dnn::Dir::Fwd, c.found, ops, r.dws, offer, r.topt);
+  // fp32 against fp32: an algorithm reported under a tensor-op math type would round to TF32.
+  std::vector<dnn::AlgoPerf> fp32_only;
+  for (const auto& a : c.found)
+    if (a.math != CUDNN_TENSOR_OP_MATH && a.math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) fp32_only.push_back(a);
+  const std::vector<dnn::Timed> all = dnn::retime(r.handle, dd, dnn::Dir::Fwd, fp32_only, ops, r.dws, offer, r.topt);
+  if (all.empty()) {
+    std::fprintf(stderr, "error: no cuDNN algorithm ran under FMA math for %s\n", s.str().c_str());
+    std::exit(cli::kFail);
+  }
   const dnn::Timed& best = all.front();
   json::Value retimed = json::Value::array();
   for (const auto& t : all) {
     json::Value a = json::Value::object();
     a["algo"] = t.algo.name;
     a["ms"] = t.t.median_ms;
+    a["workspace_bytes"] = (long long)t.algo.workspace;
+    a["math"] = dnn::math_name(t.algo.math);
     retimed.push(a);
   }
   std::printf("  cuDNN re-timed: fastest is %s (Find's first choice was %s)\n", best.algo.name.c_str(),
@@ -427,9 +408,12 @@ static dnn::Timed cudnn_best(Run& r, const ConvShape& s, dnn::ConvDesc& dd, cons
   CUDNN_CHECK(dnn::run(r.handle, dd, dnn::Dir::Fwd, best.algo.algo, best.algo.math, ops, r.dws.get(best.algo.workspace),
                        best.algo.workspace));
   CUDA_CHECK(cudaDeviceSynchronize());
-  r.res.add(sd.ref.check("cudnn " + best.algo.name + " (fastest re-timed) " + s.str(), to_host(r.b.yref, s.y_elems()),
-                         sd.tol));
+  ex["max_abs_err_vs_cpu"] = r.res
+                                 .add(sd.ref.check("cudnn " + best.algo.name + " (fastest re-timed) " + s.str(),
+                                                   to_host(r.b.yref, s.y_elems()), sd.tol))
+                                 .max_abs_err;
   ex["algo"] = best.algo.name;
+  ex["math"] = dnn::math_name(best.algo.math);
   ex["find_first_choice"] = c.pick->name;
   ex["workspace_bytes"] = (long long)best.algo.workspace;
   ex["retimed"] = retimed;
@@ -438,15 +422,16 @@ static dnn::Timed cudnn_best(Run& r, const ConvShape& s, dnn::ConvDesc& dd, cons
 
 // The headline ratio at this shape: the fastest variant against cuDNN's best algorithm, re-timed
 // as 3 interleaved rounds (cuDNN, then ours); the variant's row carries the median and min..max.
-static void headline(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const dnn::Timed& best,
-                     const std::vector<const Variant*>& vs, std::vector<results::Bench>& rows) {
+// Returns that row (empty name: no variant ran).
+static results::Bench headline(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const dnn::Timed& best,
+                               const std::vector<const Variant*>& vs, std::vector<results::Bench>& rows) {
   results::Bench* fastest = nullptr;
   const Variant* v = nullptr;
   for (size_t i = 0; i < vs.size(); ++i) {  // rows[i + first] is vs[i]'s row
     results::Bench& b = rows[rows.size() - vs.size() + i];
     if (!fastest || b.ms < fastest->ms) fastest = &b, v = vs[i];
   }
-  if (!fastest) return;
+  if (!fastest) return {};
   const dnn::Operands ops{r.b.x, r.b.w, r.b.yref};
   void* ws = r.dws.get(best.algo.workspace);
   v->prepare(s, r.b);
@@ -471,6 +456,18 @@ static void headline(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const dnn::T
   fastest->pct_of_ref_max = il.pct_max;
   std::printf("  headline: %s at %.1f%% of cuDNN's best (median of %d interleaved rounds, %.1f..%.1f%%)\n",
               fastest->name.c_str(), il.pct_median, il.repeats, il.pct_min, il.pct_max);
+  return *fastest;
+}
+
+// Variants 8-11 transform the filter inside every call (as cuDNN does); this is that part alone,
+// so that the notes can say what a network that transforms its weights once would save, and the
+// first version's kernel beside it (uncoalesced loads, 8_winograd_4x4.cuh). {NaN, NaN}: none ran.
+static std::pair<double, double> wino4_filter_ms(Run& r, const ConvShape& s, const std::vector<const Variant*>& vs) {
+  const bool any = std::any_of(vs.begin(), vs.end(), [](const Variant* v) { return v->id >= 8; });
+  if (!any) return {NAN, NAN};
+  const Wino4Bufs b(s, r.b.ws);
+  return {timing::time_gpu([&] { wino4_filter(s, r.b.w, b.U, 0); }, r.topt).median_ms,
+          timing::time_gpu([&] { wino4_filter_per_thread(s, r.b.w, b.U, 0); }, r.topt).median_ms};
 }
 
 // Timing: cuDNN's best first (the denominator), then every variant, each re-checked afterwards.
@@ -500,21 +497,37 @@ static void time_shape(Run& r, const ConvShape& s, dnn::ConvDesc& dd, const Shap
     fe["note"] = "cudaMemcpy of x into y: the same bytes moved, nothing computed";
     add(make_row(r, s, "copy_floor [cudaMemcpy same bytes]", tf, ref, tc, fe));
   }
+  const std::pair<double, double> filter_ms = wino4_filter_ms(r, s, ok_variants);
   for (const Variant* v : ok_variants) {
     v->prepare(s, r.b);
     poison(r.b.y, s.y_elems() * 4);
     timing::Stats t = timing::time_gpu([&] { v->run(s, r.b, 0); }, r.topt);
     json::Value e = json::Value::object();
     if (v->id == 5) e["im2col_bytes"] = (long long)im2col_bytes(s);
-    if (v->id == 7) e["workspace_bytes"] = (long long)wino::workspace_bytes(s);
+    e["workspace_bytes"] = (long long)v->workspace(s);
+    e["max_abs_err_vs_cpu"] = r.max_err[v->name];
+    e["atol"] = tol_of(*v, s, sd).atol;
+    e["max_abs_err_over_atol"] = r.err_atol[v->name];  // the larger of the checks vs CPU and vs cuDNN
+    v->describe(s, e);
+    if (v->id >= 8) {
+      e["filter_transform_ms"] = filter_ms.first;
+      e["filter_transform_per_thread_ms"] = filter_ms.second;
+    }
     add(make_row(r, s, v->name, t, ref, tc, e));
     CUDA_CHECK(cudaDeviceSynchronize());
     verify::Check ck = verify::compare(v->name + " " + s.str() + " after timing vs cuDNN",
-                                       to_host(r.b.y, s.y_elems()).data(), c.y.data(), s.y_elems(), sd.tol);
+                                       to_host(r.b.y, s.y_elems()).data(), c.y.data(), s.y_elems(), tol_of(*v, s, sd));
     if (!ck.passed) verify::print(ck);
     r.res.add_quiet(ck);
   }
-  headline(r, s, dd, best, ok_variants, rows);
+  const results::Bench top = headline(r, s, dd, best, ok_variants, rows);
+  if (!top.name.empty()) {
+    const Variant* tv =
+        *std::find_if(ok_variants.begin(), ok_variants.end(), [&](const Variant* v) { return v->name == top.name; });
+    r.layers.push_back({s, top.name, best.algo.name, top.ms, top.ref_ms, top.pct_of_ref_median, top.pct_of_ref_min,
+                        top.pct_of_ref_max, r.max_err[top.name], ex.find("max_abs_err_vs_cpu")->number(),
+                        r.err_atol[top.name], tv->workspace(s), best.algo.workspace});
+  }
   for (const auto& b : rows) r.res.add(b);
   if (r.o.wanted(5) && r.b.ws_bytes)
     std::printf("  (im2col's column matrix for this shape: %.1f MB, %.1fx the input)\n", im2col_bytes(s) / 1e6,
@@ -538,6 +551,45 @@ static bool run_shape(Run& r, const ConvShape& s, bool save_npy_here) {
   if (!r.o.st.verify) time_shape(r, s, dd, sd, c, ok_variants);
   free_shape(r.b);
   return true;
+}
+
+// The table of every timed shape (our fastest against cuDNN's best, with workspace and error), and
+// the goals issue 21 set: at least level with cuDNN at 32x64x56x56 and 32x256x14x14; the moonshot,
+// 120% at both and level at every ResNet-18/34 3x3 layer at batch 32.
+static void report_layers(Run& r) {
+  if (r.layers.empty()) return;
+  std::printf("\n%-28s %-34s %9s %-18s %9s %21s %17s %21s %9s\n", "shape", "our fastest", "us", "cuDNN best", "us",
+              "% of cuDNN (min..max)", "workspace MB", "max |err| ours/cuDNN", "err/atol");
+  json::Value table = json::Value::array();
+  auto pct_at = [&](const ConvShape& s) {
+    for (const LayerRow& l : r.layers)
+      if (l.s.str() == s.str()) return l.pct;
+    return double(NAN);
+  };
+  for (const LayerRow& l : r.layers) {
+    std::printf("%-28s %-34s %9.1f %-18s %9.1f %8.1f (%5.1f..%5.1f) %8.1f /%7.1f %10.2e /%9.2e %9.3f\n",
+                l.s.str().c_str(), l.ours.c_str(), l.ours_ms * 1e3, l.cudnn.c_str(), l.cudnn_ms * 1e3, l.pct, l.pct_min,
+                l.pct_max, l.ours_ws / 1e6, l.cudnn_ws / 1e6, l.ours_err, l.cudnn_err, l.ours_err_atol);
+    json::Value j = json::Value::object();
+    j["shape"] = l.s.str(), j["ours"] = l.ours, j["ours_ms"] = l.ours_ms, j["cudnn"] = l.cudnn;
+    j["cudnn_ms"] = l.cudnn_ms, j["pct_of_cudnn"] = l.pct, j["pct_min"] = l.pct_min, j["pct_max"] = l.pct_max;
+    j["ours_workspace_bytes"] = (long long)l.ours_ws, j["cudnn_workspace_bytes"] = (long long)l.cudnn_ws;
+    j["ours_max_abs_err"] = l.ours_err, j["cudnn_max_abs_err"] = l.cudnn_err;
+    j["ours_max_abs_err_over_atol"] = l.ours_err_atol;  // the larger of its checks vs CPU and vs cuDNN
+    table.push(j);
+  }
+  r.res.config["layers"] = table;
+  const double a = pct_at(kResnetLayers[0]), b = pct_at(kResnetLayers[2]);
+  if (std::isfinite(a)) r.res.add_goal(">= 100% of cuDNN's best at " + kResnetLayers[0].str(), a, a >= 100);
+  if (std::isfinite(b)) r.res.add_goal(">= 100% of cuDNN's best at " + kResnetLayers[2].str(), b, b >= 100);
+  if (std::isfinite(a) && std::isfinite(b))
+    r.res.add_goal("moonshot: >= 120% of cuDNN's best at both", std::min(a, b), std::min(a, b) >= 120);
+  double worst = INFINITY;
+  for (const ConvShape& s : kResnetLayers) worst = std::min(worst, pct_at(s));  // NaN (not run) stays out
+  bool all_run = true;
+  for (const ConvShape& s : kResnetLayers) all_run = all_run && std::isfinite(pct_at(s));
+  if (all_run)
+    r.res.add_goal("moonshot: >= 100% of cuDNN's best at every ResNet-18/34 3x3 layer (batch 32)", worst, worst >= 100);
 }
 
 // Refuses (exit 2) what will not fit, before any allocation: the largest shape's buffers.
@@ -567,7 +619,10 @@ int main(int argc, char** argv) {
   res.config["l2_flush"] = o.flush_by_write ? "memset (dirty lines)" : "read";
   for (size_t i = 0; i < o.shapes.size(); ++i)
     if (!run_shape(r, o.shapes[i], i == o.npy_shape && !o.st.npy_dir.empty())) return cli::kFail;
+  report_layers(r);
   res.config["cudnn"] = r.cudnn_choices;
+  res.config["cudnn_math"] = "FMA math on an fp32 NCHW descriptor: no TF32; tensor-op algorithms left out";
+  res.config["cublas_math"] = "CUBLAS_DEFAULT_MATH: fp32 FMA, no TF32";
   res.config["refused"] = r.refused;
   return res.finish(kProg, o.st.json);
 }

@@ -277,6 +277,15 @@ def finite_json(x):
 
 
 # ---- Arguments: judged before any GPU work ----------------------------------------------------------
+def default_dropout():
+    """./build/gpt's default dropout, read from options.h (one place to change it): both sides train alike."""
+    with open(os.path.join(HERE, "options.h")) as f:
+        m = re.search(r"constexpr double kDefaultDropout = ([0-9.]+);", f.read())
+    if not m:
+        raise SystemExit(f"{PROG}: options.h has no 'constexpr double kDefaultDropout = P;' line")
+    return float(m.group(1))
+
+
 def parse_args(argv):
     ap = Parser(prog="torch_peer.py", description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=os.path.join(HERE, "build", "gpt"), help="./build/gpt")
@@ -286,7 +295,8 @@ def parse_args(argv):
     for name, default in (("layers", 6), ("heads", 6), ("width", 384), ("context", 256), ("batch", 64),
                           ("vocab", 256)):
         ap.add_argument(f"--{name}", type=int, default=default)
-    ap.add_argument("--dropout", type=float, default=0.0, help="at the embedding and sublayer outputs, as ./build/gpt")
+    ap.add_argument("--dropout", type=float, default=default_dropout(),
+                    help="at the embedding and sublayer outputs, as ./build/gpt (default: its own, kDefaultDropout)")
     ap.add_argument("--attn-dropout", type=float, default=0.0, help="on attention probabilities (nanoGPT's; "
                     "./build/gpt has no such site)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed steps before each timed block (30)")

@@ -178,6 +178,19 @@ TEST(json_output) {
   EXPECT(v.find("int") && v.find("int")->number() == 3 && !v.find("missing"));
 }
 
+// A sampled byte string may be any bytes; the results file must stay UTF-8 (Python reads it strictly).
+TEST(json_utf8) {
+  const std::string ok = "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80";  // é, €, an emoji: kept as written
+  EXPECT(json::Value::escape(ok) == "\"" + ok + "\"");
+  EXPECT(json::Value::escape("a\xFF"
+                             "b") == "\"a\\ufffdb\"");                         // never valid
+  EXPECT(json::Value::escape("\x80") == "\"\\ufffd\"");                        // a stray continuation byte
+  EXPECT(json::Value::escape("\xC3") == "\"\\ufffd\"");                        // cut short at the end
+  EXPECT(json::Value::escape("\xC0\xAF") == "\"\\ufffd\\ufffd\"");             // overlong '/'
+  EXPECT(json::Value::escape("\xED\xA0\x80") == "\"\\ufffd\\ufffd\\ufffd\"");  // a surrogate
+  EXPECT(json::Value::escape("\xE2\x82x") == "\"\\ufffd\\ufffdx\"");           // broken inside
+}
+
 TEST(npy_round_trip) {
   fs::path dir = fs::temp_directory_path() / ("npytest_" + std::to_string(getpid()));
   fs::create_directories(dir);

@@ -2,6 +2,8 @@
 
     <!-- results:KEY -->\n ... <!-- /results:KEY -->    a generated table (views.lesson_block / summary_block)
     <!-- v:EXPR|FMT -->TEXT<!-- /v -->                 one figure (expr.py), on one line
+    <!-- v:EXPR\\|FMT -->TEXT<!-- /v -->                the same in a table row: GitHub splits a row into cells
+                                                       at every unescaped |, even inside an HTML comment
 """
 import difflib
 import glob
@@ -13,7 +15,7 @@ from .freshness import status
 from .load import FileCache, folder_of
 from .views import FRESH_COLUMN, lesson_block, summary_block
 
-INLINE = re.compile(r"<!-- v:(?P<expr>[^|\n]*?)\|(?P<fmt>[^|\n]*?)\s*-->(?P<text>.*?)<!-- /v -->")
+INLINE = re.compile(r"<!-- v:(?P<expr>[^|\n]*?)(?P<sep>\\?\|)(?P<fmt>[^|\n]*?)\s*-->(?P<text>.*?)<!-- /v -->")
 
 
 class MarkerError(Exception):
@@ -47,6 +49,10 @@ def fill_inline(text, files, where):
 
         def one(m):
             if _in_code(line, m.start()):
+                return m.group(0)
+            if line.lstrip().startswith("|") and m.group("sep") == "|":
+                errors.append(f"{where}:{n}: a marker in a table row writes its separator as \\| (GitHub splits the "
+                              f"row into cells at every unescaped |): <!-- v:{m.group('expr')}|")
                 return m.group(0)
             fmt = m.group("fmt").strip()
             try:

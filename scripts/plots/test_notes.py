@@ -74,6 +74,11 @@ def test_grammar():
     expect(new.split("\n")[0] == "a <!-- v:{g/day10:env.driver}|-->580.1<!-- /v --> b" and new.split("\n")[1:5] == notes.split("\n")[1:5],
            "markers: filled (no space before -->, empty FMT); syntax examples in code spans and fences left alone")
     expect(len(errs) == 1 and errs[0].startswith("R.md:6: an inline marker without"), "markers: an unclosed marker is an error")
+    table = "| a | <!-- v:{g/day10:env.driver}\\|-->x<!-- /v --> |\n| b | <!-- v:{g/day10:env.driver}|-->x<!-- /v --> |"
+    new, errs = markers.fill_inline(table, f, "T.md")
+    expect(new.split("\n")[0] == "| a | <!-- v:{g/day10:env.driver}\\|-->580.1<!-- /v --> |" and len(errs) == 1
+           and errs[0].startswith("T.md:2: a marker in a table row"),
+           "markers: in a table row the separator is \\| (kept as written); an unescaped | there is an error")
     expect(text.throttle_note({"env": {"clocks_end": {"hw_power_brake": True}}}) == "timings unreliable: HW power brake active"
            and text.throttle_note({"env": {"clocks_end": {"hw_power_brake": False}}, "throttled": ""}) == "",
            "throttle: the clock flags count when the file has no 'throttled' string")
