@@ -458,50 +458,25 @@ static timing::Options timing_options() {
   return topt;
 }
 
-// One tuned step: each candidate checked against cuBLAS at the tuning shape (a wrong one
-// cannot win), then timed; the fastest is kept. Step 8's table keeps its historical keys
-// ("autotune", "autotuned_config"); the others get the step's id appended.
+// One tuned step at the tuning shape (kernels/tuned_steps.cuh: tune_step). Step 8's table keeps its
+// historical keys ("autotune", "autotuned_config"); the others get the step's id appended.
 static void autotune_step(Run& r, size_t step, const Shape& ts, const std::vector<float>& blas,
                           const timing::Options& topt) {
   const TunedStep& st = tuned_steps()[step];
-  const auto& cands = st.candidates();
   const size_t mn = size_t(ts.M) * ts.N;
-  std::printf("\n  Autotuning step %s at %s (%zu candidates):\n", st.id, ts.str().c_str(), cands.size());
-  double best = 1e30;
-  json::Value tune = json::Value::array();
-  for (size_t c = 0; c < cands.size(); ++c) {
+  auto run = [&](const TunedKernel& k) { k.run(ts.M, ts.N, ts.K, r.d.A, r.d.B, r.d.C, 0); };
+  auto check = [&](const TunedKernel& k) {
     poison(r.d.C, mn * 4);
-    cands[c].run(ts.M, ts.N, ts.K, r.d.A, r.d.B, r.d.C, 0);
+    run(k);
     CUDA_CHECK(cudaDeviceSynchronize());
-    const verify::Check chk =
-        verify::compare(std::string(st.id) + " [" + cands[c].name + "] " + ts.str() + " vs cuBLAS",
-                        download_f32(r.d.C, mn).data(), blas.data(), mn, tol_fp32(ts));
-    r.res.add_quiet(chk);
-    if (!chk.passed) {
-      verify::print(chk);
-      continue;
-    }
-    timing::Stats t = timing::time_gpu([&] { cands[c].run(ts.M, ts.N, ts.K, r.d.A, r.d.B, r.d.C, 0); }, topt);
-    cudaFuncAttributes fa{};
-    if (cands[c].attributes) fa = cands[c].attributes();
-    std::printf("    %-40s %8.3f ms  %6.1f TFLOP/s  %3d regs  %4zu B spilled\n", cands[c].name, t.median_ms,
-                ts.flops() / t.median_ms / 1e9, fa.numRegs, fa.localSizeBytes);
-    json::Value row = json::Value::object();
-    row["config"] = cands[c].name;
-    row["ms"] = t.median_ms;
-    row["tflops"] = ts.flops() / t.median_ms / 1e9;
-    row["regs"] = fa.numRegs;
-    row["local_bytes"] = static_cast<unsigned long>(fa.localSizeBytes);
-    tune.push(row);
-    if (t.median_ms < best) {
-      best = t.median_ms;
-      r.tuned[step] = int(c);
-    }
-  }
-  std::printf("  -> step %s uses %s\n", st.id, cands[r.tuned[step]].name);
+    return verify::compare(std::string(st.id) + " [" + k.name + "] " + ts.str() + " vs cuBLAS",
+                           download_f32(r.d.C, mn).data(), blas.data(), mn, tol_fp32(ts));
+  };
+  json::Value tune = json::Value::array();
+  r.tuned[step] = tune_step(st, ts.str(), ts.flops(), check, run, topt, r.res, tune);
   const std::string suffix = step == 0 ? "" : std::string("_") + st.id;
   r.res.config["autotune" + suffix] = tune;
-  r.res.config["autotuned_config" + suffix] = cands[r.tuned[step]].name;
+  r.res.config["autotuned_config" + suffix] = st.candidates()[r.tuned[step]].name;
 }
 
 // Autotunes the tuned FP32 steps at 4096 (or the largest timed square size below it).
