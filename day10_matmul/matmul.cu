@@ -13,6 +13,8 @@
 //   01 naive · 02 coalesced · 03 shared-memory tiles · 04 1D register blocking ·
 //   05 2D register blocking · 06 float4 loads + transposed A tile · 07 warp tiling +
 //   double buffering · 08 step 7 with the tile shape autotuned on this GPU ·
+//   08b step 8 with cp.async tile copies into a 2-4 stage shared-memory ring ·
+//   08c step 8b with register fragments double-buffered across the tile boundary ·
 //   09 WMMA bf16 tensor cores · 10 wgmma + TMA + mbarrier pipeline + warp specialization +
 //   persistent tiles (sm_90a) · 11 step 10 + 2-CTA clusters with TMA multicast (sm_90a) ·
 //   12 step 10 with the epilogue through shared memory and TMA stores · 13 step 12 + clusters ·
@@ -56,7 +58,7 @@
 #include "kernels/05_2d_blocktiling.cuh"
 #include "kernels/06_vectorized.cuh"
 #include "kernels/07_warptiling.cuh"
-#include "kernels/08_autotuned.cuh"
+#include "kernels/tuned_steps.cuh"
 #include "kernels/09_wmma_bf16.cuh"
 #include "kernels/10_wgmma_tma.h"
 #include "kernels/12_wgmma_tma_store.h"
@@ -181,13 +183,22 @@ struct Kernel {
   std::function<bool(const Shape&, std::string*)> supports;       // refused shapes say why
 };
 
-static std::vector<Kernel> make_kernels(int tuned_index) {
-  auto f32 = [](std::string id, std::string name,
-                void (*fn)(int, int, int, const float*, const float*, float*, cudaStream_t)) {
-    return Kernel{id, name, Kind::Fp32,
-                  [fn](const Shape& s, Buffers& d, cudaStream_t st) { fn(s.M, s.N, s.K, d.A, d.B, d.C, st); },
-                  [](const Shape&, std::string*) { return true; }};
-  };
+using Fp32Fn = void (*)(int, int, int, const float*, const float*, float*, cudaStream_t);
+static Kernel f32(std::string id, std::string name, Fp32Fn fn) {
+  return Kernel{id, name, Kind::Fp32,
+                [fn](const Shape& s, Buffers& d, cudaStream_t st) { fn(s.M, s.N, s.K, d.A, d.B, d.C, st); },
+                [](const Shape&, std::string*) { return true; }};
+}
+
+// Candidate `cand` of tuned step `step` (kernels/tuned_steps.cuh) as a kernel of the ladder.
+static Kernel tuned_kernel(size_t step, size_t cand) {
+  const TunedStep& t = tuned_steps()[step];
+  const TunedKernel& c = t.candidates()[cand];
+  return f32(t.id, std::string(t.name) + " [" + c.name + "]", c.run);
+}
+
+// tuned[i]: the chosen candidate of tuned_steps()[i].
+static std::vector<Kernel> make_kernels(const std::vector<int>& tuned) {
   std::vector<Kernel> k = {
       f32("01", "01_naive", run_01_naive),
       f32("02", "02_coalesced", run_02_coalesced),
@@ -196,9 +207,8 @@ static std::vector<Kernel> make_kernels(int tuned_index) {
       f32("05", "05_2d_blocktiling", run_05_2d_blocktiling),
       f32("06", "06_vectorized", run_06_vectorized),
       f32("07", "07_warptiling", run_07_warptiling),
-      f32("08", std::string("08_autotuned [") + tune_candidates()[tuned_index].name + "]",
-          tune_candidates()[tuned_index].run),
   };
+  for (size_t i = 0; i < tuned_steps().size(); ++i) k.push_back(tuned_kernel(i, size_t(tuned[i])));
   k.push_back({"09", "09_wmma_bf16", Kind::Bf16,
                [](const Shape& s, Buffers& d, cudaStream_t st) { run_09_wmma(s.M, s.N, s.K, d.Ah, d.Bth, d.Ch, st); },
                [](const Shape&, std::string*) { return true; }});
@@ -249,11 +259,13 @@ static std::vector<float> download_bf16(const bf16* d, size_t n) {
   return f;
 }
 
-// A check's name starts with the step number; the bf16 steps with several configurations
-// (12-14) add theirs, so that a failing configuration is named.
+// A check's name starts with the step: for FP32 its id ("08b", and an autotune candidate's shape
+// after it); the bf16 steps with several configurations (12-14) add theirs, so that a failing
+// configuration is named.
 static std::string check_tag(const Kernel& k) {
+  if (k.kind == Kind::Fp32) return k.id;
   const size_t cfg = k.name.find(" [");
-  return k.name.substr(0, 2) + (k.kind == Kind::Bf16 && cfg != std::string::npos ? k.name.substr(cfg) : "");
+  return k.name.substr(0, 2) + (cfg != std::string::npos ? k.name.substr(cfg) : "");
 }
 
 // Runs kernel k once on poisoned output and compares with `ref` (CPU double or cuBLAS).
@@ -347,8 +359,8 @@ struct Run {
   Blas blas;
   verify::Rng rng;
   Buffers d;
-  int tuned = 0;
-  std::vector<Kernel> kernels = make_kernels(0);
+  std::vector<int> tuned = std::vector<int>(tuned_steps().size(), 0);
+  std::vector<Kernel> kernels = make_kernels(tuned);
   std::vector<std::string> refused;
   std::set<std::string> failed;  // kernels that failed a check: reported, and not timed
   Run(const Options& opt, results::Results& r) : o(opt), res(r), rng{uint64_t(opt.st.seed)} {}
@@ -406,8 +418,15 @@ static void check_shape(Run& r, const Shape& s, bool cpu) {
     r.res.add(c);
     if (k.id == "08" && s.M == 127 && !r.o.st.npy_dir.empty()) save_npy(r.o.st.npy_dir, s, h, ref32, r.d);
   }
-  if (r.o.st.verify && r.o.wanted("08"))  // every autotune candidate must be correct, not only the winner
-    for (size_t c = 0; c < tune_candidates().size(); ++c) r.res.add(check(make_kernels(int(c))[7]));
+  // Every autotune candidate must be correct, not only the winner (the check's name carries its shape).
+  for (size_t i = 0; i < tuned_steps().size(); ++i) {
+    if (!r.o.wanted(tuned_steps()[i].id)) continue;
+    for (size_t c = 0; c < tuned_steps()[i].candidates().size(); ++c) {
+      Kernel kc = tuned_kernel(i, c);
+      kc.id += std::string(" [") + tuned_steps()[i].candidates()[c].name + "]";
+      r.res.add(check(kc));
+    }
+  }
 }
 
 // Small and odd shapes against a CPU reference in double; a large one against cuBLAS (whose
@@ -439,8 +458,32 @@ static timing::Options timing_options() {
   return topt;
 }
 
-// Autotune step 8 at 4096 (or the largest timed square size below it).
+// One tuned step at the tuning shape (kernels/tuned_steps.cuh: tune_step). Step 8's table keeps its
+// historical keys ("autotune", "autotuned_config"); the others get the step's id appended.
+static void autotune_step(Run& r, size_t step, const Shape& ts, const std::vector<float>& blas,
+                          const timing::Options& topt) {
+  const TunedStep& st = tuned_steps()[step];
+  const size_t mn = size_t(ts.M) * ts.N;
+  auto run = [&](const TunedKernel& k) { k.run(ts.M, ts.N, ts.K, r.d.A, r.d.B, r.d.C, 0); };
+  auto check = [&](const TunedKernel& k) {
+    poison(r.d.C, mn * 4);
+    run(k);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return verify::compare(std::string(st.id) + " [" + k.name + "] " + ts.str() + " vs cuBLAS",
+                           download_f32(r.d.C, mn).data(), blas.data(), mn, tol_fp32(ts));
+  };
+  json::Value tune = json::Value::array();
+  r.tuned[step] = tune_step(st, ts.str(), ts.flops(), check, run, topt, r.res, tune);
+  const std::string suffix = step == 0 ? "" : std::string("_") + st.id;
+  r.res.config["autotune" + suffix] = tune;
+  r.res.config["autotuned_config" + suffix] = st.candidates()[r.tuned[step]].name;
+}
+
+// Autotunes the tuned FP32 steps at 4096 (or the largest timed square size below it).
 static void autotune(Run& r, const timing::Options& topt) {
+  bool any = false;
+  for (const TunedStep& t : tuned_steps()) any = any || r.o.wanted(t.id);
+  if (!any) return;
   int tn = 0;
   for (auto& s : r.o.timed)
     if (s.M == s.N && s.N == s.K && s.M <= 4096) tn = std::max(tn, s.M);
@@ -448,27 +491,13 @@ static void autotune(Run& r, const timing::Options& topt) {
   Shape ts{tn, tn, tn};
   r.d.alloc(ts);
   make_inputs(ts, r.rng, r.d);
-  std::printf("\n  Autotuning step 8 at %s (step 7's kernel, tile shapes compiled in):\n", ts.str().c_str());
-  double best = 1e30;
-  json::Value tune = json::Value::array();
-  const auto& cands = tune_candidates();
-  for (size_t c = 0; c < cands.size(); ++c) {
-    timing::Stats t = timing::time_gpu([&] { cands[c].run(ts.M, ts.N, ts.K, r.d.A, r.d.B, r.d.C, 0); }, topt);
-    std::printf("    %-34s %8.3f ms  %6.1f TFLOP/s\n", cands[c].name, t.median_ms, ts.flops() / t.median_ms / 1e9);
-    json::Value row = json::Value::object();
-    row["config"] = cands[c].name;
-    row["ms"] = t.median_ms;
-    row["tflops"] = ts.flops() / t.median_ms / 1e9;
-    tune.push(row);
-    if (t.median_ms < best) {
-      best = t.median_ms;
-      r.tuned = int(c);
-    }
-  }
-  std::printf("  -> step 8 uses %s\n", cands[r.tuned].name);
+  poison(r.d.Cref, size_t(tn) * tn * 4);
+  baseline_sgemm(r.blas, ts, r.d.A, r.d.B, r.d.Cref);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> blas = download_f32(r.d.Cref, size_t(tn) * tn);
   r.res.config["autotune_size"] = tn;
-  r.res.config["autotune"] = tune;
-  r.res.config["autotuned_config"] = cands[r.tuned].name;
+  for (size_t i = 0; i < tuned_steps().size(); ++i)
+    if (r.o.wanted(tuned_steps()[i].id)) autotune_step(r, i, ts, blas, topt);
   r.kernels = make_kernels(r.tuned);
 }
 
@@ -528,6 +557,33 @@ static void headline(Run& r, const Shape& s, std::vector<results::Bench>& rows, 
               best->name.c_str(), il.pct_median, best->ref.c_str(), il.repeats, il.pct_min, il.pct_max);
 }
 
+// The FP32 steps from 07 on that headline() did not already measure, each re-timed as 3
+// interleaved rounds against cuBLAS SGEMM too: the notes compare them with each other, and a
+// ratio taken in one pass drifts with the clock by a few percent.
+static void interleave_fp32_steps(Run& r, const Shape& s, std::vector<results::Bench>& rows,
+                                  const std::function<void()>& sgemm, const timing::Options& topt) {
+  for (auto& b : rows) {
+    if (b.dtype != std::string("fp32") || b.ref.empty() || b.ref_repeats > 0 || b.name < std::string("07")) continue;
+    const Kernel* k = nullptr;
+    for (const Kernel& x : r.kernels)
+      if (x.name == b.name) k = &x;
+    if (!k) continue;
+    const timing::Interleaved il = timing::interleaved([&] { k->run(s, r.d, 0); }, sgemm, topt, 3);
+    b.ms = il.ours.median_ms;
+    b.min_ms = il.ours.min_ms;
+    b.max_ms = il.ours.max_ms;
+    b.reps = il.ours.reps;
+    b.tflops = s.flops() / il.ours.median_ms / 1e9;
+    b.ref_ms = il.ref.median_ms;
+    b.ref_repeats = il.repeats;
+    b.pct_of_ref_median = il.pct_median;
+    b.pct_of_ref_min = il.pct_min;
+    b.pct_of_ref_max = il.pct_max;
+    std::printf("  interleaved %-44s %.1f%% of cublas_sgemm (median of %d rounds, %.1f..%.1f%%)\n", b.name.c_str(),
+                il.pct_median, il.repeats, il.pct_min, il.pct_max);
+  }
+}
+
 // Every wanted kernel at one shape, baselines first (their times are the denominators); each
 // kernel's output re-checked after timing (a fast wrong kernel must not pass).
 static void time_shape(Run& r, const Shape& s, const Peaks& pk, const timing::Options& topt) {
@@ -581,6 +637,7 @@ static void time_shape(Run& r, const Shape& s, const Peaks& pk, const timing::Op
   }
   if (s.M == s.N && s.N == s.K && (s.M == 4096 || s.M == 8192)) {  // the notes' headline sizes
     headline(r, s, rows, "fp32", sgemm, topt);
+    interleave_fp32_steps(r, s, rows, sgemm, topt);
     headline(r, s, rows, "bf16", bf16, topt);
   }
   for (const auto& b : rows) r.res.add(b);
@@ -599,7 +656,7 @@ static void run_timing(Run& r) {
               std::isfinite(pk.bf16) ? (std::to_string(int(pk.bf16)) + " TFLOP/s (" + pk.bf16_name + ")").c_str()
                                      : "no published figure for this GPU");
   const timing::Options topt = timing_options();
-  if (r.o.wanted("08")) autotune(r, topt);
+  autotune(r, topt);
   std::printf(
       "\n3. Timing (median of CUDA events, L2 flushed before each repeat; %% of peak: FP32 vs the measured FMA "
       "ceiling, BF16 vs %s)\n",

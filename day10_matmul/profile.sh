@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# day10_matmul/profile.sh: Nsight Compute reports of steps 7, 10, 12 [s4 c2] and 14 [s4 c2 tail] at
-# n = 4096 (`make profile`).
+# day10_matmul/profile.sh: Nsight Compute reports of steps 7, 8b (its autotuned shape), 10, 12 [s4 c2]
+# and 14 [s4 c2 tail] at n = 4096 (`make profile`).
 # Writes ../results/<gpu>/day10_ncu_<step>.txt and, beside them, day10_ncu.json: the figures the
 # notes quote (ncu_metrics.py), so that they can be cited through markers. Needs a GPU and ncu;
 # leaves the clocks alone.
@@ -28,8 +28,33 @@ M="$M,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed"
   ./build/matmul --sizes 4096 --kernels 12 >"$out/day10_ncu_12_tma_store.txt" 2>&1
 "$NCU" --clock-control none --kernel-name regex:gemm_14 --launch-skip 3 --launch-count 1 $S --metrics "$M" \
   ./build/matmul --sizes 4096 --kernels 14 >"$out/day10_ncu_14_stream_k.txt" 2>&1
+# Step 8b: the shape that won its autotuning in the last `make bench` results file (else the one that
+# won on the H200), picked out by its full demangled name (ncu writes a default MINB of 1 or leaves it
+# out). --launch-skip 6: the three check shapes launch each candidate once, and the step's own entry
+# (candidate 0 until autotuned) once more each; the 7th launch of that kernel is in the autotuning at 4096.
+# Best effort: a failure here leaves the other reports as they are.
+re8b=$(python3 - "$out/day10_matmul.json" <<'PY'
+import json, re, sys
+try:
+    name = json.load(open(sys.argv[1]))["config"]["autotuned_config_08b"]
+except Exception:
+    name = "128x256x32 w64x64 t8x4 256thr s3"
+m = re.fullmatch(r"(\d+)x(\d+)x(\d+) w(\d+)x(\d+) t(\d+)x(\d+) (\d+)thr(?: (\d+)blk)? s(\d+)", name)
+bm, bn, bk, wm, wn, tm, tn, nt, minb, st = m.groups()
+minb = f", ?{minb}" if minb else "(, ?1)?"
+print(f"sgemm_08b_cp_async<PipeConfig<WarpTileConfig<{bm}, ?{bn}, ?{bk}, ?{wm}, ?{wn}, ?[0-9]+, ?{tm}, ?{tn}, ?{nt}{minb}>, ?{st}>")
+PY
+) || re8b=""
+r8b=""
+if [ -n "$re8b" ] && "$NCU" --clock-control none --kernel-name-base demangled --kernel-name "regex:$re8b" --launch-skip 6 \
+  --launch-count 1 $S --section InstructionStats ./build/matmul --sizes 4096 --kernels 8 >"$out/day10_ncu_08b_cp_async.txt" 2>&1 &&
+  grep -q '==PROF== Profiling' "$out/day10_ncu_08b_cp_async.txt"; then
+  r8b="$out/day10_ncu_08b_cp_async.txt"
+else
+  echo "step 8b: no Nsight Compute report (pattern '$re8b'; see $out/day10_ncu_08b_cp_async.txt)"
+fi
 sed -i "s#$(cd .. && pwd)/##g" "$out"/day10_ncu_*.txt
-reports="$out/day10_ncu_07_warptiling.txt $out/day10_ncu_10_wgmma.txt $out/day10_ncu_12_tma_store.txt $out/day10_ncu_14_stream_k.txt"
+reports="$out/day10_ncu_07_warptiling.txt $out/day10_ncu_10_wgmma.txt $out/day10_ncu_12_tma_store.txt $out/day10_ncu_14_stream_k.txt $r8b"
 echo "wrote $reports"
 # shellcheck disable=SC2086  # one argument per report
 python3 ncu_metrics.py "$out/day10_ncu.json" $reports

@@ -36,14 +36,18 @@ for f in sass:
     name, body = f.split("\n", 1)
     name = name.strip()
     d = demangle(name)
-    # Steps 12-13 are one template (stages, C staging boxes, cluster size): the arguments name the row.
-    m = re.search(r"(sgemm_0\d_\w+|gemm_\d\d_\w+|gemm_tma_store<[^>]*>)", d)
+    # sgemm_08b_cp_async, sgemm_08c_prefetch: a letter after the step number. Steps 12-13 are one
+    # template (stages, C staging boxes, cluster size): the arguments name the row.
+    m = re.search(r"(sgemm_0\d[a-z]?_\w+|gemm_\d\d_\w+|gemm_tma_store<[^>]*>)", d)
     if not m:
         continue
     label = m.group(1).replace(" ", "")
     t = re.search(r"WarpTileConfig<([^>]*)>", d)
     if t:
         label += " <" + t.group(1).replace(" ", "") + ">"
+    s = re.search(r"PipeConfig<WarpTileConfig<[^>]*>\s*,\s*(\d+)\s*>", d)
+    if s:  # steps 8b/8c: the same tile with another number of shared-memory stages is another kernel
+        label += " s" + s.group(1)
     r = res.get(name, {})
     num = lambda k: int(r[k]) if k in r else None
     rows[label] = {"kernel": label, "regs": num("REG"), "shared_bytes": num("SHARED"), "local_bytes": num("LOCAL"),

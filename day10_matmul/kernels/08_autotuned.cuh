@@ -14,7 +14,18 @@
 struct TunedKernel {
   const char* name;
   void (*run)(int, int, int, const float*, const float*, float*, cudaStream_t);
+  // What the compiler made of it (registers per thread, local-memory bytes of spills), read with
+  // cudaFuncGetAttributes: the autotune table records it beside the time, since the register
+  // count decides how many warps share an SM.
+  cudaFuncAttributes (*attributes)() = nullptr;
 };
+
+template <class Cfg>
+inline cudaFuncAttributes warptile_attributes() {
+  cudaFuncAttributes a;
+  CUDA_CHECK(cudaFuncGetAttributes(&a, sgemm_07_warptile<Cfg>));
+  return a;
+}
 
 //                         BM   BN  BK  WM  WN WNITER TM TN  NT
 using TuneA = WarpTileConfig<128, 128, 16, 64, 64, 4, 8, 4, 128>;
@@ -34,20 +45,20 @@ using TuneN = WarpTileConfig<64, 128, 16, 32, 64, 2, 8, 4, 128, 4>;
 
 inline const std::vector<TunedKernel>& tune_candidates() {
   static const std::vector<TunedKernel> k = {
-      {"128x128x16 w64x64 t8x4 128thr", launch_warptile<TuneA>},
-      {"128x128x8 w64x32 t8x4 256thr", launch_warptile<TuneB>},
-      {"128x256x16 w64x64 t8x4 256thr", launch_warptile<TuneC>},
-      {"256x128x16 w64x64 t8x4 256thr", launch_warptile<TuneD>},
-      {"128x128x16 w32x64 t8x4 256thr", launch_warptile<TuneE>},
-      {"64x128x16 w32x64 t8x4 128thr", launch_warptile<TuneF>},
-      {"128x128x16 w64x64 t8x8 128thr", launch_warptile<TuneG>},
-      {"128x64x16 w64x32 t8x4 128thr", launch_warptile<TuneH>},
-      {"128x256x8 w64x64 t8x4 256thr", launch_warptile<TuneI>},
-      {"256x128x8 w64x64 t8x4 256thr", launch_warptile<TuneJ>},
-      {"128x256x16 w64x64 t8x8 256thr", launch_warptile<TuneK>},
-      {"128x128x8 w64x32 t8x4 256thr 2blk", launch_warptile<TuneL>},
-      {"128x128x16 w32x64 t8x4 256thr 2blk", launch_warptile<TuneM>},
-      {"64x128x16 w32x64 t8x4 128thr 4blk", launch_warptile<TuneN>},
+      {"128x128x16 w64x64 t8x4 128thr", launch_warptile<TuneA>, warptile_attributes<TuneA>},
+      {"128x128x8 w64x32 t8x4 256thr", launch_warptile<TuneB>, warptile_attributes<TuneB>},
+      {"128x256x16 w64x64 t8x4 256thr", launch_warptile<TuneC>, warptile_attributes<TuneC>},
+      {"256x128x16 w64x64 t8x4 256thr", launch_warptile<TuneD>, warptile_attributes<TuneD>},
+      {"128x128x16 w32x64 t8x4 256thr", launch_warptile<TuneE>, warptile_attributes<TuneE>},
+      {"64x128x16 w32x64 t8x4 128thr", launch_warptile<TuneF>, warptile_attributes<TuneF>},
+      {"128x128x16 w64x64 t8x8 128thr", launch_warptile<TuneG>, warptile_attributes<TuneG>},
+      {"128x64x16 w64x32 t8x4 128thr", launch_warptile<TuneH>, warptile_attributes<TuneH>},
+      {"128x256x8 w64x64 t8x4 256thr", launch_warptile<TuneI>, warptile_attributes<TuneI>},
+      {"256x128x8 w64x64 t8x4 256thr", launch_warptile<TuneJ>, warptile_attributes<TuneJ>},
+      {"128x256x16 w64x64 t8x8 256thr", launch_warptile<TuneK>, warptile_attributes<TuneK>},
+      {"128x128x8 w64x32 t8x4 256thr 2blk", launch_warptile<TuneL>, warptile_attributes<TuneL>},
+      {"128x128x16 w32x64 t8x4 256thr 2blk", launch_warptile<TuneM>, warptile_attributes<TuneM>},
+      {"64x128x16 w32x64 t8x4 128thr 4blk", launch_warptile<TuneN>, warptile_attributes<TuneN>},
   };
   return k;
 }
