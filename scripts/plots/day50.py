@@ -281,7 +281,8 @@ def day50_plot(plt, data, png):
     ax.plot(curve["val_step"], curve["val_loss"], "o-", color="#c33", label="validation loss")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats per byte)")
-    ax.set_title(f"{curve.get('precision', '?')} training on the repository's notes")
+    text = str(data.get("config", {}).get("data", "?")).split("/")[-1]
+    ax.set_title(f"{curve.get('precision', '?')} training on {text}")
     ax.legend(fontsize=8)
     phases = list(steps[0]["extra"]["phase_ms"].keys())
     left = [0.0] * len(steps)
@@ -291,9 +292,10 @@ def day50_plot(plt, data, png):
         ax2.barh([b["name"][len("train step "):] for b in steps], vals, left=left, color=colors[i % len(colors)], label=ph)
         left = [l + v for l, v in zip(left, vals)]
     for i, b in enumerate(steps):
-        ax2.text(left[i], i, f" {left[i]:.1f} ms, {b['tokens_per_s'] / 1e3:.0f}k tok/s", va="center", fontsize=8)
+        # the bars are one eager step's phases; the label is the timed step (a CUDA graph where it is one)
+        ax2.text(left[i], i, f" timed {b['ms']:.2f} ms, {b['tokens_per_s'] / 1e3:.0f}k tok/s", va="center", fontsize=8)
     ax2.set_xlim(0, max(left) * 1.35)
-    ax2.set_xlabel("ms per training step")
+    ax2.set_xlabel("ms per training step (bars: one step run eagerly, events between its phases)")
     ax2.set_title(f"where the time goes, {data['env'].get('gpu', '?')}")
     ax2.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4)
     fig.tight_layout()
