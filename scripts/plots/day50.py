@@ -7,23 +7,92 @@ def _steps(rows):
     return [b for b in rows if str(b.get("name", "")).startswith("train step") and b.get("ms") is not None]
 
 
+def _short(b):
+    return b["name"][len("train step "):]
+
+
+def _on(v):
+    return "–" if v is None else ("on" if v else "off")
+
+
 def step_lines(rows):
     out = ["| training step | ms/step (median of 20) | tokens/s | GPU memory | attention |", "|---|---:|---:|---:|---|"]
     for b in _steps(rows):
         ex = b.get("extra", {})
-        out.append(f"| {b['name'][len('train step '):]} | {b['ms']:.2f} | {fmt(b.get('tokens_per_s'))} | {fmt(ex.get('peak_gpu_mib'))} MiB | "
+        out.append(f"| {_short(b)} | {b['ms']:.2f} | {fmt(b.get('tokens_per_s'))} | {fmt(ex.get('peak_gpu_mib'))} MiB | "
                    f"{str(ex.get('attention', '')).split(' (')[0]} |")
-    steps = [b for b in _steps(rows) if b.get("extra", {}).get("phase_ms") and b["extra"].get("phase_total_ms")]
+    out += variant_lines(rows)
+    for dtype in ("fp32", "bf16"):
+        out += phase_lines([b for b in _steps(rows) if b.get("dtype") == dtype])
+    out += layernorm_lines(rows)
+    return out
+
+
+def variant_lines(rows):
+    """The steps switched on one after another (rows carrying the switches: the newer files); each row's
+    saving is against the row above it of the same precision."""
+    steps = [b for b in _steps(rows) if "graph" in b.get("extra", {})]
     if not steps:
-        return out
-    out += ["", "Where one step's time goes (CUDA events between the phases of one step, ms):", "",
-            "| phase | " + " | ".join(b["name"][len("train step "):] for b in steps) + " |", "|---|" + "---:|" * len(steps)]
+        return []
+    out = ["", "The training steps switched on one after another (each row's saving: against the row above, same precision; "
+           "MFU: model FLOPs per step / step time / the dense peak of the precision):", "",
+           "| training step | matmul epilogues | fused residual+LayerNorm | CUDA graph | timed matmul choices | ms/step | "
+           "saved | MFU |", "|---|---|---|---|---|---:|---:|---:|"]
+    prev = {}
+    for b in steps:
+        ex, d = b["extra"], b.get("dtype")
+        # fp32 keeps cuBLASLt's heuristic pick whatever the switch says (nn/lt_tuned.cuh): shown as such
+        lt = "heuristic" if d == "fp32" else _on(ex.get("lt_search"))
+        saved = "" if d not in prev else f"{prev[d] - b['ms']:.2f} ms"
+        prev[d] = b["ms"]
+        mfu = ex.get("mfu_pct")
+        out.append(f"| {_short(b)} | {_on(ex.get('fusion'))} | {_on(ex.get('fused_ln'))} | {_on(ex.get('graph'))} | {lt} | "
+                   f"{b['ms']:.2f} | {saved} | {'–' if mfu is None else f'{mfu:.1f}%'} |")
+    return out
+
+
+def phase_lines(steps):
+    steps = [b for b in steps if b.get("extra", {}).get("phase_ms") and b["extra"].get("phase_total_ms")]
+    if not steps:
+        return []
+    out = ["", f"Where one {steps[0].get('dtype', '')} step's time goes (CUDA events between the phases of one step, ms):", "",
+           "| phase | " + " | ".join(_short(b) for b in steps) + " |", "|---|" + "---:|" * len(steps)]
     for ph in steps[0]["extra"]["phase_ms"]:
         cells = []
         for b in steps:
             ms = b["extra"]["phase_ms"].get(ph)
             cells.append("–" if ms is None else f"{ms:.3f} ({100 * ms / b['extra']['phase_total_ms']:.0f}%)")
         out.append(f"| {ph} | " + " | ".join(cells) + " |")
+    return out
+
+
+def layernorm_lines(rows):
+    """The fused residual+LayerNorm alone (extra.layernorm_alone of the default steps), against the unfused
+    kernels and the measured copy bandwidth."""
+    lns = [(b, b["extra"]["layernorm_alone"]) for b in _steps(rows) if isinstance(b.get("extra", {}).get("layernorm_alone"), dict)]
+    if not lns:
+        return []
+    out = ["", "The residual add + LayerNorm alone (one layer's, at the step's shape; µs; GB/s counts the fused kernels' "
+           "minimum traffic; % of the copy bandwidth measured in the same run):", "",
+           "| step | forward fused | forward unfused | backward fused | backward unfused | forward GB/s | backward GB/s | copy GB/s |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for b, a in lns:
+        out.append(f"| {_short(b)} | {fmt(a.get('fused_fwd_us'))} | {fmt(a.get('unfused_fwd_us'))} | {fmt(a.get('fused_bwd_us'))} | "
+                   f"{fmt(a.get('unfused_bwd_us'))} | {fmt(a.get('fwd_gbs'))} ({fmt(a.get('fwd_pct_of_copy'))}%) | "
+                   f"{fmt(a.get('bwd_gbs'))} ({fmt(a.get('bwd_pct_of_copy'))}%) | {fmt(a.get('copy_gbs'))} |")
+    return out
+
+
+def choice_lines(cfg):
+    """config.timed_choices: what the start-up timing chose for each shape (bf16)."""
+    tc = cfg.get("timed_choices")
+    if not isinstance(tc, dict) or not tc:
+        return []
+    out = ["Timed at start-up (bf16; shapes M×N×K of the matmul, µs; `config.timed_choices`):", "",
+           "| what | shape | measured, kept |", "|---|---|---|"]
+    for k, v in tc.items():
+        what, _, shape = str(k).rpartition(" ")
+        out.append(f"| {what} | {shape} | {v} |")
     return out
 
 
@@ -83,16 +152,55 @@ GENERATION_HOW = {
     "generate, batch 1, KV cache": "one CUDA graph per token, sampling on the GPU",
     "generate, batch 1, KV cache, no CUDA graph": "the same kernels launched one by one, host waits per token",
 }
+STAGES = ("qkv", "attention", "proj", "fc", "fc2", "head")
+
+
+def _gen_variant(b):
+    """'generate bf16, batch 1, persistent kernel, counting barrier' -> 'persistent kernel, counting barrier'."""
+    name = b["name"]
+    return name.split("batch 1, ", 1)[1] if "batch 1, " in name else name
 
 
 def generation_lines(rows):
     gens = [b for b in rows if str(b.get("name", "")).startswith("generate") and b.get("ms") is not None]
     if not gens:
         return []
-    out = ["| generation, batch 1, fp32 | tokens/s | ms per token |", "|---|---:|---:|"]
-    for b in gens:
+    old = [b for b in gens if "blocks" not in b.get("extra", {})]
+    fast = [b for b in gens if "blocks" in b.get("extra", {})]
+    out = ["| generation, batch 1, the first generator (fp32) | tokens/s | ms per token |", "|---|---:|---:|"]
+    for b in old:
         how = GENERATION_HOW.get(b["name"], b["name"])
         out.append(f"| {how} | {fmt(b.get('tokens_per_s'))} | {b['ms']:.3f} |")
+    if fast:
+        out += ["", "The fused decoders (batch 1, 200 bytes inside the context; % of the memory floor: the time to read "
+                "the weights once at the measured copy bandwidth, over the time per token):", "",
+                "| decoder | weights | blocks | tokens/s | µs per token | % of memory floor |", "|---|---|---:|---:|---:|---:|"]
+        for b in fast:
+            ex = b["extra"]
+            out.append(f"| {_gen_variant(b)} | {b.get('dtype')} | {ex.get('blocks', '–')} | {fmt(b.get('tokens_per_s'))} | "
+                       f"{1e3 * b['ms']:.1f} | {fmt(ex.get('pct_of_memory_floor'))}% |")
+    staged = [b for b in fast if isinstance(b["extra"].get("stage_us"), dict)]
+    if staged:
+        out += ["", "Inside the persistent kernel (a second run with clock stamps after every stage: mean µs per stage of each "
+                "kind, its barrier included; a token is 6 layers of the first five and one head):", "",
+                "| decoder | weights | " + " | ".join(STAGES) + " | token |", "|---|---|" + "---:|" * (len(STAGES) + 1)]
+        for b in staged:
+            st = b["extra"]["stage_us"]
+            out.append(f"| {_gen_variant(b)} | {b.get('dtype')} | " + " | ".join(fmt(st.get(k), 2) for k in STAGES)
+                       + f" | {fmt(st.get('token'))} |")
+    bars = [b for b in rows if str(b.get("name", "")).startswith("grid barrier alone") and b.get("extra", {}).get("us_per_barrier")]
+    if bars:
+        kinds, counts, cell = [], [], {}
+        for b in bars:
+            kind = b["name"][len("grid barrier alone, "):].rsplit(", ", 1)[0]
+            n = b["extra"].get("blocks")
+            kinds += [kind] if kind not in kinds else []
+            counts += [n] if n not in counts else []
+            cell[(kind, n)] = b["extra"]["us_per_barrier"]
+        out += ["", "A grid barrier alone (no work between barriers; µs per barrier):", "",
+                "| blocks | " + " | ".join(kinds) + " |", "|---:|" + "---:|" * len(kinds)]
+        for n in counts:
+            out.append(f"| {n} | " + " | ".join(fmt(cell.get((k, n)), 2) for k in kinds) + " |")
     return out
 
 
@@ -107,7 +215,7 @@ def verify_block(data):
     for c in checks:
         name = str(c.get("name", ""))
         key = name.split(":")[0].split(" vs ")[0]
-        for word in ("tiny GPT", "attention", "dropout", "random batches", "training", "generation", "sliding window",
+        for word in ("decode", "tiny GPT", "attention", "dropout", "random batches", "training step", "training", "generation", "sliding window",
                      "data parallel"):
             if word in name:
                 key = word
@@ -126,7 +234,7 @@ def day50_block(data):
     cfg = data.get("config", {})
     out = [f"Model: {cfg.get('layers')} layers, {cfg.get('heads')} heads, width {cfg.get('width')}, context {cfg.get('context')}, "
            f"batch {cfg.get('batch')} (byte vocabulary, 256).", ""] + step_lines(rows)
-    for part in (attention_lines(rows), curve_lines(cfg), quality_lines(data), generation_lines(rows)):
+    for part in (choice_lines(cfg), attention_lines(rows), curve_lines(cfg), quality_lines(data), generation_lines(rows)):
         out += [""] + part if part else []
     if cfg.get("sample"):
         out += ["", "The sample it wrote (prompt `The GPU `, temperature 0.8, top-k 40):", "", "```", cfg["sample"], "```"]
@@ -173,7 +281,8 @@ def day50_plot(plt, data, png):
     ax.plot(curve["val_step"], curve["val_loss"], "o-", color="#c33", label="validation loss")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats per byte)")
-    ax.set_title(f"{curve.get('precision', '?')} training on the repository's notes")
+    text = str(data.get("config", {}).get("data", "?")).split("/")[-1]
+    ax.set_title(f"{curve.get('precision', '?')} training on {text}")
     ax.legend(fontsize=8)
     phases = list(steps[0]["extra"]["phase_ms"].keys())
     left = [0.0] * len(steps)
@@ -183,9 +292,10 @@ def day50_plot(plt, data, png):
         ax2.barh([b["name"][len("train step "):] for b in steps], vals, left=left, color=colors[i % len(colors)], label=ph)
         left = [l + v for l, v in zip(left, vals)]
     for i, b in enumerate(steps):
-        ax2.text(left[i], i, f" {left[i]:.1f} ms, {b['tokens_per_s'] / 1e3:.0f}k tok/s", va="center", fontsize=8)
+        # the bars are one eager step's phases; the label is the timed step (a CUDA graph where it is one)
+        ax2.text(left[i], i, f" timed {b['ms']:.2f} ms, {b['tokens_per_s'] / 1e3:.0f}k tok/s", va="center", fontsize=8)
     ax2.set_xlim(0, max(left) * 1.35)
-    ax2.set_xlabel("ms per training step")
+    ax2.set_xlabel("ms per training step (bars: one step run eagerly, events between its phases)")
     ax2.set_title(f"where the time goes, {data['env'].get('gpu', '?')}")
     ax2.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4)
     fig.tight_layout()

@@ -86,6 +86,9 @@ def day50_peer_block(data):
     out = [f"Same GPU, same model (6 layers, 6 heads, width 384, context 256, batch 64, byte vocabulary, tied head, AdamW), one run "
            f"(PyTorch {data.get('env', {}).get('torch', '?')}: scaled_dot_product_attention, fused AdamW, no TF32):", "",
            "| training step | ms/step | tokens/s | GPU memory taken | (PyTorch: tensors at the peak) |", "|---|---:|---:|---:|---:|"]
+    if o.get("commit"):  # the ratios below hold for this build of ./build/gpt only
+        out[1:1] = ["", f"Interleaved with ./build/gpt of commit `{str(o['commit'])[:7]}` (its row `{o.get('row', '?')}`): "
+                    "the ratios below are that build's, not a later one's."]
     for mode, row in (t.items() if isinstance(t, dict) else []):
         if not isinstance(row, dict) or row.get("ms") is None:
             continue
