@@ -32,9 +32,11 @@ def day10_headline(data):
 def day10_plot(plt, data, png):
     rows = [b for b in data.get("bench", []) if b.get("tflops") is not None]
     square = [b for b in rows if len(set(b["shape"])) == 1]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 8))
     names = list(dict.fromkeys(b["name"] for b in square))
-    colors = plt.cm.tab20.colors  # 20 distinct colours: the ladder has 14 lines
+    # The merged ladder has 23 lines (3 baselines, 08/08b/08c, 7 configurations of steps 12-14): 40
+    # distinct colours, so that no two lines share one.
+    colors = plt.cm.tab20.colors + plt.cm.tab20b.colors
     for i, name in enumerate(names):
         pts = sorted((b["shape"][0], b["tflops"]) for b in square if b["name"] == name)
         style = "--" if name.startswith("cublas") else "-"
@@ -45,7 +47,8 @@ def day10_plot(plt, data, png):
     ax1.set_xlabel("M = N = K")
     ax1.set_ylabel("TFLOP/s")
     ax1.set_title("TFLOP/s vs size")
-    ax1.legend(fontsize=7)
+    # Below the axes: with 23 lines a legend inside covers the small-size points.
+    ax1.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.1))
     ax1.grid(True, which="both", alpha=0.3)
     at = [b for b in rows if b["shape"] == [4096, 4096, 4096]]
     ax2.barh([b["name"] for b in at], [b["tflops"] for b in at],
@@ -53,12 +56,13 @@ def day10_plot(plt, data, png):
     for i, b in enumerate(at):
         ax2.text(b["tflops"], i, f" {b['tflops']:.1f}", va="center", fontsize=7)
     ax2.set_xscale("log")
+    ax2.tick_params(axis="y", labelsize=8)  # one bar per kernel and configuration: 23 rows
     ax2.invert_yaxis()
     ax2.set_xlabel("TFLOP/s (log scale)")
     ax2.set_title("n = 4096")
     fig.suptitle(f"day10_matmul on {data['env'].get('gpu', '?')}")
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    fig.savefig(png, dpi=110, bbox_inches="tight")  # "tight": the legend below the axes is kept
 
 
 def sass_block(data):
