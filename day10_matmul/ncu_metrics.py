@@ -23,13 +23,15 @@ def parse(text):
     out = {}
     for line in text.splitlines():
         m = re.match(r"^\s+(.+?)\s{2,}(?:(\S+)\s+)?([-\d.,]+)\s*$", line)
-        if not m or m.group(1) not in WANTED or m.group(1) in out:
+        if not m or m.group(1) not in WANTED or m.group(1).replace(".", "_") in out:
             continue
         try:
             value = float(m.group(3).replace(",", ""))
         except ValueError:
             continue
-        out[m.group(1)] = {"value": value, "unit": m.group(2) or ""}
+        # A dotted metric name (sm__cycles_active.min) is stored with '_' for '.', so that a notes marker's
+        # dotted path can reach it.
+        out[m.group(1).replace(".", "_")] = {"value": value, "unit": m.group(2) or ""}
     return out
 
 

@@ -1,5 +1,5 @@
 """day50_gpt-torch_oracle and day50_gpt-torch_peer: the model against PyTorch (correctness, then speed)."""
-from .text import fmt, goals_table
+from .text import cell, fmt, goals_table
 
 
 def day50_oracle_block(data):
@@ -7,7 +7,7 @@ def day50_oracle_block(data):
            "(the program's own checkpoint), on the same batches:", "", "| check | result | numbers |", "|---|---|---|"]
     for c in data.get("checks", []):
         nums = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in c.items() if k not in ("name", "passed"))
-        out.append(f"| {c.get('name', '?')} | {'PASS' if c.get('passed') else 'FAIL'} | {nums} |")
+        out.append(f"| {cell(c.get('name', '?'))} | {'PASS' if c.get('passed') else 'FAIL'} | {nums} |")
     return out + [""]
 
 

@@ -88,11 +88,18 @@ def bench_table(rows):
     return lines
 
 
+def cell(text):
+    """Text for a markdown table cell: GitHub splits a row at every unescaped |, even inside a name."""
+    return str(text).replace("|", "\\|")
+
+
 def goals_table(data, digits):
-    """A results file's performance goals: met, or missed in bold."""
+    """A results file's performance goals: met, or missed in bold (nothing when it has none)."""
+    if not data.get("goals"):
+        return []
     out = ["", "| goal | measured | |", "|---|---:|---|"]
     for g in data.get("goals", []):
         v = g.get("value")
         val = f"{v:.{digits}f}" if isinstance(v, (int, float)) else "–"
-        out.append(f"| {g.get('goal', '?')} | {val} | {'met' if g.get('met') else '**missed**'} |")
+        out.append(f"| {cell(g.get('goal', '?'))} | {val} | {'met' if g.get('met') else '**missed**'} |")
     return out + [""]
