@@ -6,10 +6,8 @@
 //   GELU_AUX_BIAS   D = gelu(A.B + bias), and the pre-activation A.B + bias also written to `aux`
 //   DGELU           D = (A.B) * gelu'(aux)          (the backward of the above, for the input gradient)
 //   BGRADB          D = A.B (+ beta C), and `bias` = the sum of op(B) over the k dimension (a bias gradient)
-// Everything is column-major, as in cuBLAS. The matrix layouts and the algorithm (from cuBLASLt's
-// heuristic) are chosen in the constructor; ok() says whether cuBLASLt supports the combination (a
-// type/epilogue pair it refuses is an answer, not an error: the caller falls back to plain GEMMs).
-// Used by day50 (the GPT's linear layers).
+// Everything is column-major, as in cuBLAS. Descs holds one matmul's descriptors and asks cuBLASLt's
+// heuristic for algorithms; day50's lt::Tuned (nn/lt_tuned.cuh) times those and keeps the fastest.
 #pragma once
 #include <cublasLt.h>
 
@@ -28,70 +26,61 @@ struct Spec {
   int64_t aux_ld = 0;  // for the GELU epilogues: the leading dimension of aux
 };
 
-class Matmul {
- public:
-  Matmul(cublasLtHandle_t h, const Spec& s, size_t workspace_bytes) : h_(h), s_(s), ws_bytes_(workspace_bytes) {
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F,
-                                          CUDA_R_32F));  // fp32 accumulation (and no TF32 for fp32 inputs)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &s.ta, sizeof s.ta));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &s.tb, sizeof s.tb));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue, sizeof s.epilogue));
+// The descriptors of one matmul: the operation with its transposes and epilogue (fp32 accumulation,
+// so no TF32 for fp32 inputs), and the layouts of op(A), op(B) and C = D. Made once, freed with it.
+struct Descs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+
+  explicit Descs(const Spec& s) {
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &s.ta, sizeof s.ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &s.tb, sizeof s.tb));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue, sizeof s.epilogue));
     if (s.aux_ld)
       CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &s.aux_ld, sizeof s.aux_ld));
+          cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &s.aux_ld, sizeof s.aux_ld));
     const bool a_t = s.ta != CUBLAS_OP_N, b_t = s.tb != CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, s.ab, a_t ? s.k : s.m, a_t ? s.m : s.k, s.lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, s.ab, b_t ? s.n : s.k, b_t ? s.k : s.n, s.ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d_, s.cd, s.m, s.n, s.ldd));
-    // The heuristic must see the epilogue's pointers' alignment; our buffers come from cudaMalloc
-    // (256-byte aligned) and their offsets are multiples of 16 bytes, which is what is promised here.
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, s.ab, a_t ? s.k : s.m, a_t ? s.m : s.k, s.lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, s.ab, b_t ? s.n : s.k, b_t ? s.k : s.n, s.ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d, s.cd, s.m, s.n, s.ldd));
+  }
+  ~Descs() {
+    cublasLtMatrixLayoutDestroy(a);
+    cublasLtMatrixLayoutDestroy(b);
+    cublasLtMatrixLayoutDestroy(d);
+    cublasLtMatmulDescDestroy(op);
+  }
+  Descs(const Descs&) = delete;
+  Descs& operator=(const Descs&) = delete;
+
+  // cuBLASLt's heuristic: up to n algorithms that fit in ws_bytes of workspace, best first, into r.
+  // Returns how many; 0 with *why set when it has none (a type/epilogue pair it refuses is an answer,
+  // not an error: the caller falls back to plain GEMMs). Our buffers come from cudaMalloc (256-byte
+  // aligned) at offsets that are multiples of 16 bytes, the alignment the heuristic assumes.
+  int heuristic(cublasLtHandle_t h, size_t ws_bytes, int n, cublasLtMatmulHeuristicResult_t* r,
+                std::string* why) const {
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_,
-                                                      sizeof ws_bytes_));
-    cublasLtMatmulHeuristicResult_t r{};
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                      sizeof ws_bytes));
     int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h_, op_, a_, b_, d_, d_, pref, 1, &r, &found);
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, op, a, b, d, d, pref, n, r, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-      why_ = std::string("cuBLASLt has no algorithm for this epilogue and type combination (") +
+      *why = std::string("cuBLASLt has no algorithm for this epilogue and type combination (") +
              cublasGetStatusString(st) + ")";
-    } else {
-      algo_ = r.algo;
-      ok_ = true;
+      return 0;
     }
+    return found;
   }
-  ~Matmul() {
-    cublasLtMatrixLayoutDestroy(a_);
-    cublasLtMatrixLayoutDestroy(b_);
-    cublasLtMatrixLayoutDestroy(d_);
-    cublasLtMatmulDescDestroy(op_);
-  }
-  Matmul(const Matmul&) = delete;
-  Matmul& operator=(const Matmul&) = delete;
-  bool ok() const { return ok_; }
-  const std::string& why() const { return why_; }
 
-  // D = epilogue(op(A).op(B) + beta * D); bias and aux as the epilogue needs them (else null).
-  void run(const void* A, const void* B, void* D, float beta, const void* bias, void* aux, void* workspace,
-           cudaStream_t stream = 0) {
-    if (bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  // The epilogue's pointers for the next call (null: not used by this epilogue).
+  void set_pointers(const void* bias, void* aux) {
+    if (bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     if (aux)
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
-    const float one = 1.f;
-    CUBLAS_CHECK(
-        cublasLtMatmul(h_, op_, &one, A, a_, B, b_, &beta, D, d_, D, d_, &algo_, workspace, ws_bytes_, stream));
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
   }
-
- private:
-  cublasLtHandle_t h_;
-  Spec s_;
-  size_t ws_bytes_;
-  cublasLtMatmulDesc_t op_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
-  cublasLtMatmulAlgo_t algo_{};
-  bool ok_ = false;
-  std::string why_;
 };
 
 }  // namespace lt

@@ -91,32 +91,10 @@ void time_two(cudaStream_t stream, F0&& f0, F1&& f1, float t[2]) {
 class Tuned {
  public:
   Tuned(cublasLtHandle_t h, const Spec& s, size_t workspace_bytes, const std::string& key, bool search)
-      : h_(h), s_(s), ws_bytes_(workspace_bytes), key_(key), search_(search) {
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &s.ta, sizeof s.ta));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &s.tb, sizeof s.tb));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue, sizeof s.epilogue));
-    if (s.aux_ld)
-      CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &s.aux_ld, sizeof s.aux_ld));
-    const bool a_t = s.ta != CUBLAS_OP_N, b_t = s.tb != CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, s.ab, a_t ? s.k : s.m, a_t ? s.m : s.k, s.lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, s.ab, b_t ? s.n : s.k, b_t ? s.k : s.n, s.ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d_, s.cd, s.m, s.n, s.ldd));
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_,
-                                                      sizeof ws_bytes_));
+      : h_(h), s_(s), ws_bytes_(workspace_bytes), key_(key), search_(search), ds_(s) {
     cublasLtMatmulHeuristicResult_t r[kCandidates] = {};
-    int found = 0;
-    const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(h_, op_, a_, b_, d_, d_, pref, search ? kCandidates : 1, r, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-      why_ = std::string("cuBLASLt has no algorithm for this epilogue and type combination (") +
-             cublasGetStatusString(st) + ")";
-      return;
-    }
+    const int found = ds_.heuristic(h_, ws_bytes_, search ? kCandidates : 1, r, &why_);
+    if (found == 0) return;
     for (int i = 0; i < found; ++i) algos_.push_back(r[i].algo);
     std::lock_guard<std::mutex> lock(chosen_mutex());
     auto it = chosen_algos().find(key_);
@@ -125,12 +103,6 @@ class Tuned {
     else if (found == 1 || !search_)
       pick_ = 0;  // nothing to search
   }
-  ~Tuned() {
-    cublasLtMatrixLayoutDestroy(a_);
-    cublasLtMatrixLayoutDestroy(b_);
-    cublasLtMatrixLayoutDestroy(d_);
-    cublasLtMatmulDescDestroy(op_);
-  }
   Tuned(const Tuned&) = delete;
   Tuned& operator=(const Tuned&) = delete;
   bool ok() const { return !algos_.empty(); }
@@ -138,22 +110,18 @@ class Tuned {
   int candidates() const { return int(algos_.size()); }
   int picked() const { return pick_; }
 
-  // D = epilogue(op(A).op(B) + beta * D), as lt::Matmul::run; the first call may search first.
+  // D = epilogue(op(A).op(B) + beta * D), as cuBLASLt computes it; the first call may search first.
   void run(const void* A, const void* B, void* D, float beta, const void* bias, void* aux, void* workspace,
            cudaStream_t stream = 0) {
     if (pick_ < 0) search(A, B, D, beta, bias, aux, workspace, stream);
     set_pointers(bias, aux);
     const float one = 1.f;
-    CUBLAS_CHECK(cublasLtMatmul(h_, op_, &one, A, a_, B, b_, &beta, D, d_, D, d_, &algos_[size_t(pick_)], workspace,
-                                ws_bytes_, stream));
+    CUBLAS_CHECK(cublasLtMatmul(h_, ds_.op, &one, A, ds_.a, B, ds_.b, &beta, D, ds_.d, D, ds_.d, &algos_[size_t(pick_)],
+                                workspace, ws_bytes_, stream));
   }
 
  private:
-  void set_pointers(const void* bias, void* aux) {
-    if (bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    if (aux)
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
-  }
+  void set_pointers(const void* bias, void* aux) { ds_.set_pointers(bias, aux); }
   // Time every candidate (best of 5 runs after one warm-up) into scratch outputs: D, and what the
   // epilogue writes (the GELU's pre-activation for GELU_AUX, the bias gradient for BGRADB). Inside a
   // CUDA graph capture no timing is possible: the first candidate then, unsearched.
@@ -185,8 +153,8 @@ class Tuned {
       bool fine = true;
       for (int rep = 0; rep < 6 && fine; ++rep) {
         CUDA_CHECK(cudaEventRecord(e0, stream));
-        fine = cublasLtMatmul(h_, op_, &one, A, a_, B, b_, &beta, d_s, d_, d_s, d_, &algos_[size_t(i)], workspace,
-                              ws_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
+        fine = cublasLtMatmul(h_, ds_.op, &one, A, ds_.a, B, ds_.b, &beta, d_s, ds_.d, d_s, ds_.d, &algos_[size_t(i)],
+                              workspace, ws_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
         CUDA_CHECK(cudaEventRecord(e1, stream));
         CUDA_CHECK(cudaEventSynchronize(e1));
         float t = 0;
@@ -215,8 +183,7 @@ class Tuned {
   size_t ws_bytes_;
   std::string key_;
   bool search_;
-  cublasLtMatmulDesc_t op_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
+  Descs ds_;
   std::vector<cublasLtMatmulAlgo_t> algos_;
   int pick_ = -1;  // -1: not searched yet
   std::string why_;

@@ -20,6 +20,7 @@
 #include "../nn/kernels/layernorm.cuh"
 #include "../nn/model.cuh"
 #include "../nn/types.cuh"
+#include "cuda_graph.cuh"
 #include "verify.h"
 
 // Each new token runs one position through the model: its key and value are appended to the
@@ -66,7 +67,7 @@ struct Generator {
       kc.emplace_back(size_t(c.context) * C * 4), vc.emplace_back(size_t(c.context) * C * 4);
     CUDA_CHECK(cudaMemset(pos.as(), 0, 4));
     CUDA_CHECK(cudaMemset(count.as(), 0, 4));
-    step_graph = capture([&] { enqueue_step(); });
+    step_graph = cuda_graph::capture(stream, [&] { enqueue_step(); });
     if (prompt_len + max_new > c.context) {  // the window will slide
       window = std::make_unique<Model<float>>(c, 1, Attn::kMatmul);
       CUDA_CHECK(cudaMemcpy(window->params.as(), params.as(), lay.total * 4, cudaMemcpyDeviceToDevice));
@@ -82,17 +83,6 @@ struct Generator {
     if (gen_graph) cudaGraphExecDestroy(gen_graph);
     if (step_graph) cudaGraphExecDestroy(step_graph);
     cudaStreamDestroy(stream);
-  }
-  template <class F>
-  cudaGraphExec_t capture(F&& enqueue) {
-    cudaGraph_t g;
-    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    enqueue();
-    CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-    cudaGraphExec_t e;
-    CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
-    CUDA_CHECK(cudaGraphDestroy(g));
-    return e;
   }
   float* P(size_t off) const { return params.as<float>() + off; }
   // o (=, +=, gelu of) W . in + b for one position (b = size_t(-1): no bias).
@@ -182,8 +172,8 @@ struct Generator {
     n_ = int(u.size()), temperature_ = temperature, top_k_ = top_k;
     if (gen_graph) CUDA_CHECK(cudaGraphExecDestroy(gen_graph));
     if (sample_graph) CUDA_CHECK(cudaGraphExecDestroy(sample_graph));
-    gen_graph = capture([&] { enqueue_sample_and_step(); });
-    sample_graph = capture([&] { enqueue_sample(); });
+    gen_graph = cuda_graph::capture(stream, [&] { enqueue_sample_and_step(); });
+    sample_graph = cuda_graph::capture(stream, [&] { enqueue_sample(); });
   }
   void enqueue_sample() {
     k::sample_top_k<<<1, 256, 0, stream>>>(logits.as<float>(), c.vocab, temperature_, top_k_, draws.as<double>(),
@@ -352,7 +342,7 @@ struct FastDecoder {
     blocks = sms * std::max(1, std::min(occ, blocks_per_sm));
     // The poisoning and the zeroing ran on the legacy stream, which `stream` (non-blocking) does not wait for.
     CUDA_CHECK(cudaDeviceSynchronize());
-    if (path == DecodePath::kStages) feed_graph = capture([&] { enqueue_token(net); });
+    if (path == DecodePath::kStages) feed_graph = cuda_graph::capture(stream, [&] { enqueue_token(net); });
   }
   ~FastDecoder() {
     if (gen_graph) cudaGraphExecDestroy(gen_graph);
@@ -412,17 +402,6 @@ struct FastDecoder {
   // The bytes of weights one token reads: every matrix once (the memory floor's numerator).
   size_t weight_bytes() const { return mat.bytes(); }
 
-  template <class F>
-  cudaGraphExec_t capture(F&& enqueue) {
-    cudaGraph_t g;
-    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    enqueue();
-    CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-    cudaGraphExec_t e;
-    CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
-    CUDA_CHECK(cudaGraphDestroy(g));
-    return e;
-  }
   // One token through the stage kernels (kStages): 5L + 1 launches.
   void enqueue_token(const k::dec::Net<W>& n) {
     for (int s = 0; s <= c.layers * k::dec::kStagesPerLayer; ++s) {
@@ -474,7 +453,7 @@ struct FastDecoder {
       if (gen_graph) CUDA_CHECK(cudaGraphExecDestroy(gen_graph));
       k::dec::Net<W> g = net;
       g.forced = nullptr;
-      gen_graph = capture([&] { enqueue_token(g); });
+      gen_graph = cuda_graph::capture(stream, [&] { enqueue_token(g); });
     }
   }
   // Samples n bytes (draws 0 .. n-1) from the current logits on, each fed back in; enqueued only (the

@@ -8,6 +8,7 @@
 #include "../checkpoint.h"
 #include "../nn/model.cuh"
 #include "../options.h"
+#include "cuda_graph.cuh"
 #include "replica.cuh"
 
 // One training run's state: the model, the corpus on the GPU, the step and the data position. The
@@ -164,14 +165,7 @@ struct Trainer {
   // longer depend on the step (everything that does is read from m.sv). Logging, validation and
   // checkpoints stay outside it; restore() drops it (the dropout key may change).
   cudaGraphExec_t capture_step() {
-    cudaGraph_t g;
-    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    enqueue_step();
-    CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-    cudaGraphExec_t e;
-    CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
-    CUDA_CHECK(cudaGraphDestroy(g));
-    return e;
+    return cuda_graph::capture(stream, [&] { enqueue_step(); });
   }
   // Bring the pending steps' losses and norms to the host (one synchronization).
   void read_back() {
