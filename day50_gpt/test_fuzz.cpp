@@ -193,12 +193,14 @@ int fuzz_checkpoints(const fuzz::Options& o, const std::string& path) {
 #ifdef FUZZ_HAVE_OPTIONS
 // gpt's flags (gpt --help) and values chosen to be hostile to them.
 const char* const kFlags[] = {
-    "--layers",  "--heads",       "--width",       "--context",     "--batch",  "--steps",     "--until",
-    "--warmup",  "--lr",          "--val-every",   "--log-every",   "--fusion", "--precision", "--attention",
-    "--data",    "--save",        "--resume",      "--log",         "--dump",   "--sample",    "--prompt",
-    "--tokens",  "--temperature", "--top-k",       "--gpus",        "--world",  "--rank",      "--device",
-    "--id-file", "--bucket-mb",   "--verify-only", "--bench-steps", "--verify", "--small",     "--bench",
-    "--seed",    "--json",        "--help",        "--bogus",       "-h"};
+    "--layers", "--heads", "--width", "--context", "--batch", "--steps", "--until", "--warmup", "--lr", "--val-every",
+    "--log-every", "--fusion", "--precision", "--attention", "--data", "--save", "--resume", "--log", "--dump",
+    "--sample", "--prompt", "--tokens", "--temperature", "--top-k", "--gpus", "--world", "--rank", "--device",
+    "--id-file", "--bucket-mb", "--verify-only", "--bench-steps", "--verify", "--small", "--bench", "--seed", "--json",
+    "--help", "--bogus", "-h",
+    // flags added since: dropout and batches, the bench's parts, data parallelism, the step's switches
+    "--dropout", "--batches", "--data-limit", "--bench-part", "--check-args", "--allreduce", "--zero",
+    "--nccl-channels", "--first-bucket-mb", "--bucket-order", "--graph", "--fused-ln", "--lt-search"};
 const char* const kValues[] = {"0",
                                "1",
                                "2",
@@ -236,6 +238,14 @@ const char* const kValues[] = {"0",
                                "cudnn",
                                "naive",
                                "auto",
+                               "0.2",
+                               "0.99",
+                               "1.0",
+                               "random",
+                               "sequential",
+                               "quality,generate",
+                               "train-bf16,",
+                               "backward",
                                "/dev/full",
                                "/dev/zero",
                                "/tmp",
