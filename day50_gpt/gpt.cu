@@ -68,6 +68,7 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
   const uint64_t seed = uint64_t(o.st.seed);
   const Attn attn = o.attn;
   const bool small = o.st.small;
+  if (o.verify_only == "cudnn") return verify_cudnn_backend(res, data, seed + 17, small);
   // fp32: the matmul attention (auto) and the naive one; bf16: cuDNN (auto), matmul and naive.
   // --attention narrows this to one kind. The training checks use the precision's default.
   const Attn f32 = attn == Attn::kCudnn ? Attn::kAuto : attn;

@@ -208,7 +208,8 @@ inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& 
       "bucket-mb", 25, 0, 1 << 20,
       "data parallel: all-reduce the gradient in buckets of this many MiB during the backward (0: all of it after)");
   o.verify_only = args.str("verify-only", "all",
-                           "with --verify: all | fp32 (skip the bf16 checks; for racecheck, see the Makefile)");
+                           "with --verify: all | fp32 (skip the bf16 checks; for racecheck, see the Makefile) | "
+                           "cudnn (only the --backend cudnn checks)");
   o.bench_steps = int(args.integer("bench-steps", o.train.steps, 10, 1000000,
                                    "with --bench: steps of the quality runs (default: --steps for the plays, " +
                                        std::to_string(kCutSteps) + " for the 1.1 MB cut)"));
@@ -283,6 +284,10 @@ inline void check_backend(Options& o) {
     cli::usage_error(kProg, "--backend cudnn runs cuDNN's attention: leave out --attention or give cudnn");
   if (o.gpus_s != "1" || o.world > 1)
     cli::usage_error(kProg, "--backend cudnn runs on one GPU (leave out --gpus / --world)");
+  // Every parameter then starts at a multiple of 8 elements: 16-byte aligned in bf16, as the graphs
+  // declare their tensors (and a layer's graphs never stop half-way on a misaligned pointer).
+  if (o.cfg.width % 8)
+    cli::usage_error(kProg, "--backend cudnn needs --width a multiple of 8, got " + std::to_string(o.cfg.width));
 }
 
 // The values that are more than a number: one of a list, a list, a count or 'all'.
@@ -290,8 +295,8 @@ inline void check_values(Options& o, const std::string& fusion_s, double bucket_
   if (o.gpus_s != "all" && (!cli::parse_int(o.gpus_s, o.gpus_req) || o.gpus_req < 1))
     cli::usage_error(kProg, "--gpus must be a positive number or 'all', got '" + o.gpus_s + "'");
   o.train.bucket_bytes = size_t(bucket_mb * (1 << 20));
-  if (o.verify_only != "all" && o.verify_only != "fp32")
-    cli::usage_error(kProg, "--verify-only must be all or fp32, got '" + o.verify_only + "'");
+  if (o.verify_only != "all" && o.verify_only != "fp32" && o.verify_only != "cudnn")
+    cli::usage_error(kProg, "--verify-only must be all, fp32 or cudnn, got '" + o.verify_only + "'");
   if (fusion_s != "on" && fusion_s != "off")
     cli::usage_error(kProg, "--fusion must be on or off, got '" + fusion_s + "'");
   o.train.fusion = fusion_s == "on";

@@ -17,7 +17,8 @@
 #include "model.cuh"
 
 // Runs g on the model's stream with its workspace; false (printed once per graph) where a pointer is
-// not 16-byte aligned, as every tensor is declared to cuDNN (common/cudnn_graph.h).
+// not 16-byte aligned, as every tensor is declared to cuDNN (common/cudnn_graph.h). With the width a
+// multiple of 8 (options.h) every pointer is: this is a guard, not a path.
 template <class T>
 bool Model<T>::dnn_run(cg::Graph* g, const std::vector<std::pair<std::string, const void*>>& ptrs) {
   if (!g) return false;
@@ -33,6 +34,31 @@ bool Model<T>::dnn_run(cg::Graph* g, const std::vector<std::pair<std::string, co
   }
   g->execute(p, dnn_ws.as(), s);
   return true;
+}
+
+// A plain matmul c [M][Nn] = a . b (dnnl::matmul's a_t, b_t), bare or, where cuDNN has no engine for
+// that, through an identity pointwise; null where neither builds.
+template <class T>
+cg::Graph* Model<T>::dnn_matmul(const std::string& what, int64_t M, int64_t K, int64_t Nn, bool a_t, bool b_t,
+                                cudnnDataType_t ct) {
+  const std::string shape = std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(Nn);
+  for (dnnl::Epi e : {dnnl::Epi::kNone, dnnl::Epi::kCopy}) {
+    const std::string key = what + (e == dnnl::Epi::kCopy ? " (via identity) " : " ") + shape;
+    if (cg::Graph* g =
+            graphs->get(key, [&](std::string* why) { return dnnl::matmul(dnn, M, K, Nn, a_t, b_t, ct, e, why); }))
+      return g;
+  }
+  return nullptr;
+}
+// A bias gradient (column sums), bare reduction or after an identity pointwise.
+template <class T>
+cg::Graph* Model<T>::dnn_colsum(int64_t R, int64_t C) {
+  const std::string shape = std::to_string(R) + "x" + std::to_string(C);
+  for (bool via : {false, true})
+    if (cg::Graph* g = graphs->get(std::string("bias gradient") + (via ? " (via identity) " : " ") + shape,
+                                   [&](std::string*) { return dnnl::colsum(dnn, R, C, via); }))
+      return g;
+  return nullptr;
 }
 
 template <class T>
@@ -121,15 +147,14 @@ bool Model<T>::dnn_linear_back(const T* in, size_t w, size_t b, const T* dout, T
                                const T* gelu_pre) {
   if constexpr (!std::is_same<T, bf16>::value) return false;
   const std::string shape = std::to_string(N) + "x" + std::to_string(I) + "x" + std::to_string(O);
-  const dnnl::Epi e = gelu_pre ? dnnl::Epi::kDGelu : dnnl::Epi::kNone;
   cg::Graph* gi =
-      graphs->get(std::string(gelu_pre ? "linear din*GELU' " : "linear din ") + shape,
-                  [&](std::string* why) { return dnnl::matmul(dnn, N, O, I, false, false, Types<T>::dnn, e, why); });
-  cg::Graph* gw = graphs->get("linear dW " + shape, [&](std::string* why) {
-    return dnnl::matmul(dnn, O, N, I, true, false, CUDNN_DATA_FLOAT, dnnl::Epi::kNone, why);
-  });
-  cg::Graph* gb = graphs->get("bias gradient " + std::to_string(N) + "x" + std::to_string(O),
-                              [&](std::string*) { return dnnl::colsum(dnn, N, O); });
+      gelu_pre ? graphs->get("linear din*GELU' " + shape,
+                             [&](std::string* why) {
+                               return dnnl::matmul(dnn, N, O, I, false, false, Types<T>::dnn, dnnl::Epi::kDGelu, why);
+                             })
+               : dnn_matmul("linear din", N, O, I, false, false, Types<T>::dnn);
+  cg::Graph* gw = dnn_matmul("linear dW", O, N, I, true, false, CUDNN_DATA_FLOAT);
+  cg::Graph* gb = dnn_colsum(N, O);
   if (!gi || !gw || !gb) return false;
   std::vector<std::pair<std::string, const void*>> pi = {{"a", dout}, {"b", W(w)}, {"c", din}};
   if (gelu_pre) pi.push_back({"pre", gelu_pre});
@@ -143,14 +168,11 @@ void Model<T>::head_fwd() {
   const int C = c.width, V = c.vocab;
   if constexpr (std::is_same<T, bf16>::value) {
     if (on_cudnn()) {
-      const std::string key = "head logits " + std::to_string(N) + "x" + std::to_string(C) + "x" + std::to_string(V);
-      cg::Graph* g = graphs->get(key, [&](std::string* why) {
-        return dnnl::matmul(dnn, N, C, V, false, true, CUDNN_DATA_FLOAT, dnnl::Epi::kNone, why);
-      });
+      cg::Graph* g = dnn_matmul("head logits", N, C, V, false, true, CUDNN_DATA_FLOAT);
       if (dnn_run(g, {{"a", lnf.as()}, {"b", W(lay.wte)}, {"c", logits.as()}})) return mark(kMatmul);
     }
   }
-  if (on_cudnn()) lib_calls.insert("cuBLAS: head matmul");
+  if (on_cudnn()) fell_back.insert("head forward (cuBLAS)");
   matmul_fwd<T, float>(blas, lnf.as<T>(), W(lay.wte), logits.as<float>(), N, C, V);
   mark(kMatmul);
 }
@@ -162,19 +184,14 @@ void Model<T>::head_back() {
   const int C = c.width, V = c.vocab;
   if constexpr (std::is_same<T, bf16>::value) {
     if (on_cudnn()) {
-      const std::string shape = std::to_string(N) + "x" + std::to_string(C) + "x" + std::to_string(V);
-      cg::Graph* gi = graphs->get("head din " + shape, [&](std::string* why) {
-        return dnnl::matmul(dnn, N, V, C, false, false, Types<T>::dnn, dnnl::Epi::kNone, why);
-      });
-      cg::Graph* gw = graphs->get("head dW " + shape, [&](std::string* why) {
-        return dnnl::matmul(dnn, V, N, C, true, false, CUDNN_DATA_FLOAT, dnnl::Epi::kNone, why);
-      });
+      cg::Graph* gi = dnn_matmul("head din", N, V, C, false, false, Types<T>::dnn);
+      cg::Graph* gw = dnn_matmul("head dW", V, N, C, true, false, CUDNN_DATA_FLOAT);
       if (gi && gw && dnn_run(gi, {{"a", dlogits.as()}, {"b", W(lay.wte)}, {"c", dln.as()}}) &&
           dnn_run(gw, {{"a", dlogits.as()}, {"b", lnf.as()}, {"c", G(lay.wte)}}))
         return mark(kMatmul);
     }
   }
-  if (on_cudnn()) lib_calls.insert("cuBLAS: head backward matmuls");
+  if (on_cudnn()) fell_back.insert("head backward (cuBLAS)");
   matmul_bwd_in<T>(blas, dlogits.as<T>(), W(lay.wte), dln.as<T>(), N, C, V);
   matmul_bwd_w<T>(blas, lnf.as<T>(), dlogits.as<T>(), G(lay.wte), N, C, V);
   mark(kMatmul);

@@ -109,6 +109,8 @@ inline GraphPtr add(cudnnHandle_t h, int64_t R, int64_t C, cudnnDataType_t ta, c
 // What follows a matmul inside its graph.
 enum class Epi {
   kNone,      // c = a . b
+  kCopy,      // the same through a virtual fp32 tensor and an identity pointwise (the form of the fused
+              // graphs, for a cuDNN that offers no engine for a bare matmul)
   kBias,      // c = a . b + bias (bias [1][1][cols], bf16)
   kBiasGelu,  // pre = a . b + bias, kept (the backward's GELU input); act = gelu(pre) (tanh form)
   kDGelu,     // c = (a . b) * gelu'(pre): the GELU's backward on the matmul's output
@@ -132,6 +134,11 @@ inline GraphPtr matmul(cudnnHandle_t h, int64_t M, int64_t K, int64_t N, bool a_
   }
   g->virt("ab", cd, cs);  // the fp32 accumulator, never in memory
   g->matmul("a", "b", "ab");
+  if (epi == Epi::kCopy) {
+    g->tensor("c", cd, cs, ct);
+    g->pointwise(CUDNN_POINTWISE_IDENTITY, "ab", "", "c");
+    return g;
+  }
   if (epi == Epi::kDGelu) {
     g->tensor("pre", cd, cs, bf);
     g->tensor("c", cd, cs, ct);
@@ -174,12 +181,21 @@ inline GraphPtr gelu(cudnnHandle_t h, int64_t R, int64_t C) {
   return g;
 }
 
-// db [1][1][C] (fp32) = the column sums of dy [1][R][C] (bf16): a bias's gradient.
-inline GraphPtr colsum(cudnnHandle_t h, int64_t R, int64_t C) {
+// db [1][1][C] (fp32) = the column sums of dy [1][R][C] (bf16): a bias's gradient. via_identity: an
+// identity pointwise into a virtual fp32 tensor first (the pointwise-then-reduction form that cuDNN's
+// runtime fusion engines take, for a cuDNN that offers no engine for a bare reduction).
+inline GraphPtr colsum(cudnnHandle_t h, int64_t R, int64_t C, bool via_identity) {
   auto g = std::make_unique<cg::Graph>(h, "column sums " + std::to_string(R) + "x" + std::to_string(C));
-  g->tensor("dy", {1, R, C}, {R * C, C, 1}, CUDNN_DATA_BFLOAT16);
+  const std::vector<int64_t> d{1, R, C}, s = cg::packed_strides(d);
+  g->tensor("dy", d, s, CUDNN_DATA_BFLOAT16);
   g->tensor("db", {1, 1, C}, {C, C, 1}, CUDNN_DATA_FLOAT);
-  g->reduction(CUDNN_REDUCE_TENSOR_ADD, "dy", "db");
+  if (!via_identity) {
+    g->reduction(CUDNN_REDUCE_TENSOR_ADD, "dy", "db");
+    return g;
+  }
+  g->virt("dyf", d, s);
+  g->pointwise(CUDNN_POINTWISE_IDENTITY, "dy", "", "dyf");
+  g->reduction(CUDNN_REDUCE_TENSOR_ADD, "dyf", "db");
   return g;
 }
 

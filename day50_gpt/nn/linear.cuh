@@ -35,7 +35,7 @@ lt::Tuned* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
 template <class T>
 void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out) {
   if (on_cudnn() && dnn_linear(in, w, b, out, I, O, gelu_out)) return mark(kMatmul);  // nn/backend_cudnn.cuh
-  if (on_cudnn()) lib_calls.insert("cuBLAS/cuBLASLt: linear forward");
+  if (on_cudnn()) fell_back.insert("linear forward (cuBLAS/cuBLASLt and ours)");
   lt::Spec sp;
   sp.ta = CUBLAS_OP_T, sp.tb = CUBLAS_OP_N, sp.m = O, sp.n = N, sp.k = I, sp.lda = I, sp.ldb = I, sp.ldd = O;
   sp.epilogue = gelu_out ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, sp.aux_ld = gelu_out ? O : 0;
@@ -207,7 +207,7 @@ bool Model<T>::dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu
 template <class T>
 void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre) {
   if (on_cudnn() && dnn_linear_back(in, w, b, dout, din, I, O, gelu_pre)) return mark(kMatmul);  // nn/backend_cudnn.cuh
-  if (on_cudnn()) lib_calls.insert("cuBLAS/cuBLASLt: linear backward");
+  if (on_cudnn()) fell_back.insert("linear backward (cuBLAS/cuBLASLt and ours)");
   bool din_done = false, dw_done = false, dgelu_ours = false;
   if (gelu_pre) {
     lt::Spec sp;

@@ -123,12 +123,13 @@ struct Model {
   const k::StepVars* sv = nullptr;
   // --backend cudnn (nn/backend_cudnn.cuh): the layers as cached cuDNN graphs, with their own workspace
   // and the LayerNorm backward's dx (added into the stream's); the census of what stayed ours: each
-  // kernel of ours the step launched (hw), and the other libraries' calls.
+  // kernel of ours the step launched (hw), and the layers that took the custom path because cuDNN
+  // refused their graph here (fell_back).
   Backend backend = Backend::kCustom;
   std::unique_ptr<dnnl::Cache> graphs;
   DeviceBuffer dnn_ws, dnn_dx;
   float dnn_eps = float(gpt::detail::kEps);  // by value: cuDNN reads it from the host at each execution
-  std::set<std::string> hand_written, lib_calls, dnn_misaligned;
+  std::set<std::string> hand_written, fell_back, dnn_misaligned;
   static constexpr int64_t kDnnWorkspace = int64_t(64) << 20;
   bool on_cudnn() const { return backend == Backend::kCudnn; }
   void hw(const char* kernel) {
@@ -291,6 +292,9 @@ struct Model {
   // nn/optimizer.cuh: gradient norm + AdamW, and the bf16 weight copy.
   // nn/backend_cudnn.cuh: the layers as cuDNN graphs (false: not here, take the custom path).
   bool dnn_run(cg::Graph* g, const std::vector<std::pair<std::string, const void*>>& ptrs);
+  cg::Graph* dnn_matmul(const std::string& what, int64_t M, int64_t K, int64_t Nn, bool a_t, bool b_t,
+                        cudnnDataType_t ct);
+  cg::Graph* dnn_colsum(int64_t R, int64_t C);
   bool dnn_ln_fwd(const float* x, size_t w, size_t b, T* y, float* mean, float* rstd);
   bool dnn_add(float* y, const float* a, const T* b);
   bool dnn_ln_back(const float* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy,
@@ -304,6 +308,7 @@ struct Model {
 
   void ln_fwd(const float* x, size_t w, size_t b, T* y, float* mean, float* rstd) {
     if (on_cudnn() && dnn_ln_fwd(x, w, b, y, mean, rstd)) return mark(kLayerNorm);
+    if (on_cudnn()) fell_back.insert("layernorm forward");
     hw("layernorm_fwd");
     k::layernorm_fwd<T><<<rows_grid(), 256, 0, s>>>(x, P(w), P(b), y, mean, rstd, N, c.width);
     LAUNCH_CHECK();
@@ -312,6 +317,7 @@ struct Model {
   // dx (+)= LayerNorm backward; dx_t gets the result in T; the gains' and biases' gradients by column sums.
   void ln_back(const float* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy, bool accumulate) {
     if (on_cudnn() && dnn_ln_back(x, w, b, mean, rstd, dy, accumulate)) return mark(kLayerNorm);
+    if (on_cudnn()) fell_back.insert("layernorm backward");
     hw("layernorm_bwd"), hw("ln_param_partials"), hw("colsum_finish");
     const int C = c.width, chunks = k::col_chunks(N);
     k::layernorm_bwd<T><<<rows_grid(), 256, 0, s>>>(x, P(w), mean, rstd, dy, dx.as<float>(), dxT(), N, C, accumulate);
@@ -491,6 +497,7 @@ struct Model {
       mark(kResidual);
       return ln_fwd(x_out, w, b, ln, mean, rstd);
     }
+    if (on_cudnn() && !drop.on) fell_back.insert("residual add");
     hw("residual_add");
     k::residual_add<T><<<grid_for(NC), 256, 0, s>>>(x_out, a, tmp.as<T>(), NC, drop, site, sv);
     LAUNCH_CHECK();

@@ -19,7 +19,7 @@ inline json::Value cudnn_census(const Model<bf16>& m) {
   json::Value j = json::Value::object(), hw = json::Value::array(), libs = json::Value::array(),
               graphs = json::Value::object();
   for (const std::string& k : m.hand_written) hw.push(k);
-  for (const std::string& l : m.lib_calls) libs.push(l);
+  for (const std::string& l : m.fell_back) libs.push(l);
   int64_t ws = 0;
   for (const auto& kv : m.graphs->entries()) {
     json::Value g = json::Value::object();
@@ -39,7 +39,7 @@ inline json::Value cudnn_census(const Model<bf16>& m) {
   }
   j["hand_written_kernels"] = int(m.hand_written.size());
   j["hand_written"] = hw;
-  j["other_library_calls"] = libs;
+  j["layers_on_custom_path"] = libs;
   j["graphs_cached"] = int(m.graphs->entries().size());
   j["graphs_built"] = m.graphs->built();
   j["graph_build_ms"] = m.graphs->build_ms();
@@ -50,8 +50,9 @@ inline json::Value cudnn_census(const Model<bf16>& m) {
   m.graphs->print();
   std::printf("  hand-written kernels the step launched (%d):", int(m.hand_written.size()));
   for (const std::string& k : m.hand_written) std::printf(" %s", k.c_str());
-  std::printf("\n  other libraries' calls (cuDNN refused those layers here): %s\n", m.lib_calls.empty() ? "none" : "");
-  for (const std::string& l : m.lib_calls) std::printf("    %s\n", l.c_str());
+  std::printf("\n  layers on the custom path (cuDNN refused their graphs here): %s\n",
+              m.fell_back.empty() ? "none" : "");
+  for (const std::string& l : m.fell_back) std::printf("    %s\n", l.c_str());
   return j;
 }
 
