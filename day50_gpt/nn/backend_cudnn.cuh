@@ -106,7 +106,6 @@ bool Model<T>::dnn_ln_back(const float* x, size_t w, size_t b, const float* mean
                     {"scale", P(w)},
                     {"mean", mean},
                     {"rstd", rstd},
-                    {"eps", &dnn_eps},
                     {"dscale", G(w)},
                     {"dbias", G(b)},
                     {"dx", d}}))

@@ -73,20 +73,18 @@ inline GraphPtr layernorm_bwd(cudnnHandle_t h, int64_t N, int64_t C, cudnnDataTy
   g->tensor("scale", par, ps, CUDNN_DATA_FLOAT);
   g->tensor("mean", stat, ss, CUDNN_DATA_FLOAT);
   g->tensor("rstd", stat, ss, CUDNN_DATA_FLOAT);
-  g->scalar("eps", 4);
   g->tensor("dscale", par, ps, CUDNN_DATA_FLOAT);
   g->tensor("dbias", par, ps, CUDNN_DATA_FLOAT);
   g->tensor("dx", row, rs, CUDNN_DATA_FLOAT);
   cg::Desc op(CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR);
   cudnnBackendNormMode_t mode = CUDNN_LAYER_NORM;
-  // Epsilon too: the backward does not need it (rstd is given), but earlier cuDNN 9 releases required it.
+  // No epsilon: rstd already holds it (cuDNN before 8.9.6 required one; this is cuDNN 9).
   op.set(CUDNN_ATTR_OPERATION_NORM_BWD_MODE, CUDNN_TYPE_NORM_MODE, 1, &mode)
       .desc(CUDNN_ATTR_OPERATION_NORM_BWD_XDESC, g->get("x").d)
       .desc(CUDNN_ATTR_OPERATION_NORM_BWD_DYDESC, g->get("dy").d)
       .desc(CUDNN_ATTR_OPERATION_NORM_BWD_SCALE_DESC, g->get("scale").d)
       .desc(CUDNN_ATTR_OPERATION_NORM_BWD_MEAN_DESC, g->get("mean").d)
       .desc(CUDNN_ATTR_OPERATION_NORM_BWD_INV_VARIANCE_DESC, g->get("rstd").d)
-      .desc(CUDNN_ATTR_OPERATION_NORM_BWD_EPSILON_DESC, g->get("eps").d)
       .desc(CUDNN_ATTR_OPERATION_NORM_BWD_DSCALE_DESC, g->get("dscale").d)
       .desc(CUDNN_ATTR_OPERATION_NORM_BWD_DBIAS_DESC, g->get("dbias").d)
       .desc(CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC, g->get("dx").d);
