@@ -130,7 +130,7 @@ struct Model {
   DeviceBuffer dnn_ws, dnn_dx;
   float dnn_eps = float(gpt::detail::kEps);  // by value: cuDNN reads it from the host at each execution
   std::set<std::string> hand_written, fell_back, dnn_misaligned;
-  static constexpr int64_t kDnnWorkspace = int64_t(64) << 20;
+  static constexpr int64_t kDnnWorkspace = int64_t(256) << 20;  // above it a plan is refused (the census says)
   bool on_cudnn() const { return backend == Backend::kCudnn; }
   void hw(const char* kernel) {
     if (on_cudnn()) hand_written.insert(kernel);
