@@ -34,6 +34,7 @@
 #include "run/multi_gpu.cuh"
 #include "run/train.cuh"
 #include "run/verify.cuh"
+#include "run/verify_cudnn.cuh"
 #include "run/verify_dropout.cuh"
 #include "run/verify_window.cuh"
 
@@ -67,6 +68,7 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
   const uint64_t seed = uint64_t(o.st.seed);
   const Attn attn = o.attn;
   const bool small = o.st.small;
+  if (o.verify_only == "cudnn") return verify_cudnn_backend(res, data, seed + 17, small);
   // fp32: the matmul attention (auto) and the naive one; bf16: cuDNN (auto), matmul and naive.
   // --attention narrows this to one kind. The training checks use the precision's default.
   const Attn f32 = attn == Attn::kCudnn ? Attn::kAuto : attn;
@@ -88,6 +90,7 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
     verify_tiny<bf16>(res, seed, attn, false);
     verify_tiny<bf16>(res, seed, attn, true, 0.2);
     verify_training<bf16>(res, data, seed + 2, attn, small);
+    if (attn == Attn::kAuto || attn == Attn::kCudnn) verify_cudnn_backend(res, data, seed + 17, small);
   }
   gpt::Config g1 = tiny_config(), g2 = tiny_config();
   g1.context = 24;                                               // head size 16: the grouped output path

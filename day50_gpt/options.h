@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "gpt_ref.h"
 #include "nn/attn_kind.h"
+#include "nn/backend.h"
 #include "results.h"
 
 // Dropout's default probability (--dropout): the one place to change it. Chosen from a sweep on the
@@ -48,6 +49,7 @@ struct TrainOptions {
   bool allreduce_bf16 = false;             // data parallel: the gradient's collectives in bf16
   int zero = 0;                            // data parallel: 1 = ZeRO-1 (optimizer state sharded)
   int nccl_channels = 0;                   // data parallel: NCCL channels at most (0: NCCL's choice)
+  Backend backend = Backend::kCustom;      // --backend: who runs the layers (nn/backend.h)
 };
 
 // The files of a training run (empty: not used).
@@ -59,13 +61,14 @@ struct RunFiles {
 namespace gpt {
 
 // --bench's parts: `all` is the first four; `generate` times generation on fresh weights alone.
-inline const std::vector<std::string> kBenchParts = {"train-fp32", "train-bf16", "quality", "quality-cut", "generate"};
+inline const std::vector<std::string> kBenchParts = {"train-fp32", "train-bf16",  "train-cudnn",
+                                                     "quality",    "quality-cut", "generate"};
 
 struct Options {
   cli::Standard st;
   Config cfg;
   TrainOptions train;
-  std::string prec = "bf16", attn_s = "auto";
+  std::string prec = "bf16", attn_s = "auto", backend_s = "custom";
   Attn attn = Attn::kAuto;
   std::string data_path;     // the file read (the default resolved next to the executable)
   long long data_limit = 0;  // --data-limit: read only the file's first bytes (0: all)
@@ -175,6 +178,9 @@ inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& 
       args.str("precision", "bf16", "fp32 | bf16 (bf16 activations and matmuls, fp32 master weights and optimizer)");
   o.attn_s = args.str("attention", "auto",
                       "auto | cudnn | matmul | naive (auto: cuDNN's fused attention in bf16, matmul otherwise)");
+  o.backend_s = args.str("backend", "custom",
+                         "custom | cudnn (cudnn: every layer cuDNN's graph API expresses as a cached cuDNN graph; "
+                         "bf16, one GPU)");
   o.files.data_name = args.str("data", "data/shakespeare.txt",
                                "the text to train on (any file up to 1 GiB: bytes are the vocabulary; the default is "
                                "found next to the executable)");
@@ -202,7 +208,8 @@ inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& 
       "bucket-mb", 25, 0, 1 << 20,
       "data parallel: all-reduce the gradient in buckets of this many MiB during the backward (0: all of it after)");
   o.verify_only = args.str("verify-only", "all",
-                           "with --verify: all | fp32 (skip the bf16 checks; for racecheck, see the Makefile)");
+                           "with --verify: all | fp32 (skip the bf16 checks; for racecheck, see the Makefile) | "
+                           "cudnn (only the --backend cudnn checks)");
   o.bench_steps = int(args.integer("bench-steps", o.train.steps, 10, 1000000,
                                    "with --bench: steps of the quality runs (default: --steps for the plays, " +
                                        std::to_string(kCutSteps) + " for the 1.1 MB cut)"));
@@ -265,13 +272,31 @@ inline void check_combinations(int argc, char** argv, const Options& o) {
     cli::usage_error(kProg, "--dump captures one GPU's step: leave out --gpus / --world");
 }
 
+// --backend cudnn: its graphs are built for bf16 activations around cuDNN's attention, on one GPU.
+inline void check_backend(Options& o) {
+  if (o.backend_s != "custom" && o.backend_s != "cudnn")
+    cli::usage_error(kProg, "--backend must be custom or cudnn, got '" + o.backend_s + "'");
+  if (o.backend_s == "custom") return;
+  o.train.backend = Backend::kCudnn;
+  if (o.prec != "bf16")
+    cli::usage_error(kProg, "--backend cudnn needs --precision bf16 (its graphs are built for bf16 activations)");
+  if (o.attn == Attn::kMatmul || o.attn == Attn::kNaive)
+    cli::usage_error(kProg, "--backend cudnn runs cuDNN's attention: leave out --attention or give cudnn");
+  if (o.gpus_s != "1" || o.world > 1)
+    cli::usage_error(kProg, "--backend cudnn runs on one GPU (leave out --gpus / --world)");
+  // Every parameter then starts at a multiple of 8 elements: 16-byte aligned in bf16, as the graphs
+  // declare their tensors (and a layer's graphs never stop half-way on a misaligned pointer).
+  if (o.cfg.width % 8)
+    cli::usage_error(kProg, "--backend cudnn needs --width a multiple of 8, got " + std::to_string(o.cfg.width));
+}
+
 // The values that are more than a number: one of a list, a list, a count or 'all'.
 inline void check_values(Options& o, const std::string& fusion_s, double bucket_mb, const std::string& parts) {
   if (o.gpus_s != "all" && (!cli::parse_int(o.gpus_s, o.gpus_req) || o.gpus_req < 1))
     cli::usage_error(kProg, "--gpus must be a positive number or 'all', got '" + o.gpus_s + "'");
   o.train.bucket_bytes = size_t(bucket_mb * (1 << 20));
-  if (o.verify_only != "all" && o.verify_only != "fp32")
-    cli::usage_error(kProg, "--verify-only must be all or fp32, got '" + o.verify_only + "'");
+  if (o.verify_only != "all" && o.verify_only != "fp32" && o.verify_only != "cudnn")
+    cli::usage_error(kProg, "--verify-only must be all, fp32 or cudnn, got '" + o.verify_only + "'");
   if (fusion_s != "on" && fusion_s != "off")
     cli::usage_error(kProg, "--fusion must be on or off, got '" + fusion_s + "'");
   o.train.fusion = fusion_s == "on";
@@ -288,6 +313,7 @@ inline void check_values(Options& o, const std::string& fusion_s, double bucket_
     cli::usage_error(kProg, "--attention must be auto, cudnn, matmul or naive, got '" + o.attn_s + "'");
   if (o.attn == Attn::kCudnn && o.prec == "fp32")
     cli::usage_error(kProg, "--attention cudnn needs --precision bf16 (cuDNN's fused attention takes fp16/bf16)");
+  check_backend(o);
   const std::string bad = o.cfg.invalid();
   if (!bad.empty()) cli::usage_error(kProg, bad);
   if (o.cfg.width > 32 * 256) cli::usage_error(kProg, "--width above 8192 is not supported");

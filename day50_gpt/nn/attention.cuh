@@ -84,6 +84,7 @@ void Model<T>::attention_fwd(Layer& L) {
     // Column-major view: S^T (T x T) = K^T . Q  (see the notes for the transposes)
     gemm_batched<T>(blas, CUBLAS_OP_T, CUBLAS_OP_N, T_, T_, D, p + 1 * BH, 3 * C, p + 0 * BH, 3 * C, p + 4 * BH, T_,
                     BH);
+    hw("causal_softmax_fwd");
     k::causal_softmax_fwd<T><<<(rows + 7) / 8, 256, 0, s>>>(L.P.as<T>(), rows, T_, 1.f / std::sqrt(float(D)));
     LAUNCH_CHECK();
     gemm_batched<T>(blas, CUBLAS_OP_N, CUBLAS_OP_N, D, T_, T_, p + 2 * BH, 3 * C, p + 4 * BH, T_, p + 3 * BH, C,
@@ -106,6 +107,7 @@ void Model<T>::attention_bwd(Layer& L) {
     void* const* d = dptrs.as<void*>();   // dO, dS, dQ, dK, dV
     gemm_batched<T>(blas, CUBLAS_OP_T, CUBLAS_OP_N, T_, T_, D, p + 2 * BH, 3 * C, d + 0 * BH, C, d + 1 * BH, T_,
                     BH);  // dP = dO.V^T
+    hw("causal_softmax_bwd");
     k::causal_softmax_bwd<T>
         <<<(rows + 7) / 8, 256, 0, s>>>(L.P.as<T>(), dS.as<T>(), rows, T_, 1.f / std::sqrt(float(D)));  // dS, in place
     LAUNCH_CHECK();

@@ -34,6 +34,8 @@ lt::Tuned* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
 // out[N][O] = in[N][I] . W^T + b; with gelu_out: out keeps the pre-activation and gelu_out = gelu(out).
 template <class T>
 void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out) {
+  if (on_cudnn() && dnn_linear(in, w, b, out, I, O, gelu_out)) return mark(kMatmul);  // nn/backend_cudnn.cuh
+  if (on_cudnn()) fell_back.insert("linear forward (cuBLAS/cuBLASLt and ours)");
   lt::Spec sp;
   sp.ta = CUBLAS_OP_T, sp.tb = CUBLAS_OP_N, sp.m = O, sp.n = N, sp.k = I, sp.lda = I, sp.ldb = I, sp.ldd = O;
   sp.epilogue = gelu_out ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, sp.aux_ld = gelu_out ? O : 0;
@@ -41,6 +43,7 @@ void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* 
     if (fwd_apart(mm, in, w, b, out, gelu_out, I, O)) {  // the plain matmul and one pass of ours are faster
       matmul_fwd<T, T>(blas, in, W(w), out, N, I, O);
       mark(kMatmul);
+      hw("bias_gelu_vec");
       k::bias_gelu_vec<T><<<grid_for(size_t(N) * O / (16 / sizeof(T))), 256, 0, s>>>(out, P(b), gelu_out, N, O);
       LAUNCH_CHECK();
       ++ours_launches;
@@ -54,10 +57,12 @@ void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* 
   }
   matmul_fwd<T, T>(blas, in, W(w), out, N, I, O);
   mark(kMatmul);
+  hw("add_bias");
   k::add_bias<T><<<grid_for(size_t(N) * O), 256, 0, s>>>(out, P(b), N, O);
   LAUNCH_CHECK();
   mark(kResidual);
   if (gelu_out) {
+    hw("gelu_fwd");
     k::gelu_fwd<T><<<grid_for(size_t(N) * O), 256, 0, s>>>(out, gelu_out, size_t(N) * O);
     LAUNCH_CHECK();
     mark(kGelu);
@@ -201,6 +206,8 @@ bool Model<T>::dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu
 // layer), dW += dout^T . in, db = column sums of dout.
 template <class T>
 void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre) {
+  if (on_cudnn() && dnn_linear_back(in, w, b, dout, din, I, O, gelu_pre)) return mark(kMatmul);  // nn/backend_cudnn.cuh
+  if (on_cudnn()) fell_back.insert("linear backward (cuBLAS/cuBLASLt and ours)");
   bool din_done = false, dw_done = false, dgelu_ours = false;
   if (gelu_pre) {
     lt::Spec sp;
@@ -232,18 +239,21 @@ void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
   mark(kMatmul);
   if (dgelu_ours) {
     const size_t packs = size_t(N) * I / (16 / sizeof(T));
+    hw("gelu_bwd_vec");
     k::gelu_bwd_vec<T><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
     LAUNCH_CHECK();
     ++ours_launches;
     mark(kGelu);
   }
   if (gelu_pre && !din_done) {
+    hw("gelu_bwd");
     k::gelu_bwd<T><<<grid_for(size_t(N) * I), 256, 0, s>>>(gelu_pre, din, din, size_t(N) * I);
     LAUNCH_CHECK();
     mark(kGelu);
   }
   if (!dw_done) {
     const int chunks = k::col_chunks(N);
+    hw("bias_partials"), hw("colsum_finish");
     k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8), 0, s>>>(dout, partial.as<float>(), N, O);
     LAUNCH_CHECK();
     k::colsum_finish<<<grid_for(size_t(O)), 256, 0, s>>>(partial.as<float>(), chunks, 1, O, G(b), nullptr);

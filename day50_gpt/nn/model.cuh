@@ -11,14 +11,17 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "../gpt_ref.h"
 #include "../train_ref.h"
+#include "backend.h"
 #include "check.cuh"
 #include "cli.h"
+#include "cudnn_layers.h"
 #include "cublaslt.h"
 #include "env.cuh"
 // the layers' kernels
@@ -118,13 +121,32 @@ struct Model {
   // argument; see k::StepVars).
   cudaStream_t s = 0;
   const k::StepVars* sv = nullptr;
+  // --backend cudnn (nn/backend_cudnn.cuh): the layers as cached cuDNN graphs, with their own workspace
+  // and the LayerNorm backward's dx (added into the stream's); the census of what stayed ours: each
+  // kernel of ours the step launched (hw), and the layers that took the custom path because cuDNN
+  // refused their graph here (fell_back).
+  Backend backend = Backend::kCustom;
+  std::unique_ptr<dnnl::Cache> graphs;
+  DeviceBuffer dnn_ws, dnn_dx;
+  float dnn_eps = float(gpt::detail::kEps);  // by value: cuDNN reads it from the host at each execution
+  std::set<std::string> hand_written, fell_back, dnn_misaligned;
+  static constexpr int64_t kDnnWorkspace = int64_t(256) << 20;  // above it a plan is refused (the census says)
+  bool on_cudnn() const { return backend == Backend::kCudnn; }
+  void hw(const char* kernel) {
+    if (on_cudnn()) hand_written.insert(kernel);
+  }
 
-  Model(const gpt::Config& cfg, int b, Attn want, bool fusion = true, double dropout_p = 0)
-      : c(cfg), lay(cfg), B(b), T_(cfg.context), N(b * cfg.context), fuse(fusion), drop_p(dropout_p) {
+  Model(const gpt::Config& cfg, int b, Attn want, bool fusion = true, double dropout_p = 0,
+        Backend be = Backend::kCustom)
+      : c(cfg), lay(cfg), B(b), T_(cfg.context), N(b * cfg.context), fuse(fusion), drop_p(dropout_p), backend(be) {
     CUBLAS_CHECK(cublasCreate(&blas));
     CUBLAS_CHECK(cublasLtCreate(&blas_lt));
     CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));  // fp32 stays fp32: no TF32
     CUDNN_CHECK(cudnnCreate(&dnn));
+    if (on_cudnn()) {  // cuDNN's attention where it runs (auto); kCudnn: or skip
+      graphs = std::make_unique<dnnl::Cache>(kDnnWorkspace);
+      if (want != Attn::kCudnn) want = Attn::kAuto;
+    }
     choose_attention(want);  // nn/attention.cuh: which attention, before the table sizes its buffers
     xs.resize(size_t(c.layers) + 1);
     layer.resize(size_t(c.layers));
@@ -151,6 +173,7 @@ struct Model {
     CUDA_CHECK(cudaMemset(v.as(), 0, v.bytes()));
   }
   ~Model() {
+    graphs.reset();
     sdpa.reset();
     lt_cache.clear();
     cublasLtDestroy(blas_lt);
@@ -199,6 +222,8 @@ struct Model {
         {"norm partials", &norm_partial, size_t(k::kNormBlocks) * 4, true},
         {"sum of squares", &sumsq, 4, true},
         {"dropout: d(sublayer out) through the mask", &ddrop, drop_p > 0 ? NN * C * E : 0, true},
+        {"cuDNN graphs workspace", &dnn_ws, on_cudnn() ? size_t(kDnnWorkspace) : 0, false},
+        {"cuDNN LayerNorm backward dx", &dnn_dx, on_cudnn() ? NN * C * 4 : 0, true},
     };
     for (auto& x : xs) t.push_back({"residual stream", &x, NN * C * 4, true});
     for (Layer& L : layer) {
@@ -265,16 +290,35 @@ struct Model {
   void attention_fwd(Layer& L);
   void attention_bwd(Layer& L);
   // nn/optimizer.cuh: gradient norm + AdamW, and the bf16 weight copy.
+  // nn/backend_cudnn.cuh: the layers as cuDNN graphs (false: not here, take the custom path).
+  bool dnn_run(cg::Graph* g, const std::vector<std::pair<std::string, const void*>>& ptrs);
+  cg::Graph* dnn_matmul(const std::string& what, int64_t M, int64_t K, int64_t Nn, bool a_t, bool b_t,
+                        cudnnDataType_t ct);
+  cg::Graph* dnn_colsum(int64_t R, int64_t C);
+  bool dnn_ln_fwd(const float* x, size_t w, size_t b, T* y, float* mean, float* rstd);
+  bool dnn_add(float* y, const float* a, const T* b);
+  bool dnn_ln_back(const float* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy,
+                   bool accumulate);
+  bool dnn_linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out);
+  bool dnn_linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre);
+  void head_fwd();
+  void head_back();
   void optimizer_step(const train::AdamW& opt, double lr, int64_t t, double clip, float* norm_out);
   void sync_weights();
 
   void ln_fwd(const float* x, size_t w, size_t b, T* y, float* mean, float* rstd) {
+    if (on_cudnn() && dnn_ln_fwd(x, w, b, y, mean, rstd)) return mark(kLayerNorm);
+    if (on_cudnn()) fell_back.insert("layernorm forward");
+    hw("layernorm_fwd");
     k::layernorm_fwd<T><<<rows_grid(), 256, 0, s>>>(x, P(w), P(b), y, mean, rstd, N, c.width);
     LAUNCH_CHECK();
     mark(kLayerNorm);
   }
   // dx (+)= LayerNorm backward; dx_t gets the result in T; the gains' and biases' gradients by column sums.
   void ln_back(const float* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy, bool accumulate) {
+    if (on_cudnn() && dnn_ln_back(x, w, b, mean, rstd, dy, accumulate)) return mark(kLayerNorm);
+    if (on_cudnn()) fell_back.insert("layernorm backward");
+    hw("layernorm_bwd"), hw("ln_param_partials"), hw("colsum_finish");
     const int C = c.width, chunks = k::col_chunks(N);
     k::layernorm_bwd<T><<<rows_grid(), 256, 0, s>>>(x, P(w), mean, rstd, dy, dx.as<float>(), dxT(), N, C, accumulate);
     LAUNCH_CHECK();
@@ -287,7 +331,7 @@ struct Model {
   }
   // The fused LayerNorm (--fused-ln): this width fits its vector kernels (C a multiple of 4, at most
   // 1024; the batch's first element, for dropout's groups of 4, is then a multiple of 4 too).
-  bool ln_fused() const { return fused_ln && c.width % 4 == 0 && c.width <= 128 * k::kLnMaxChunks; }
+  bool ln_fused() const { return !on_cudnn() && fused_ln && c.width % 4 == 0 && c.width <= 128 * k::kLnMaxChunks; }
   template <class F>
   void with_chunks(F&& f) {  // f(K) with K = chunks of 4 per lane, a compile-time constant
     switch ((c.width / 4 + k::kWarp - 1) / k::kWarp) {
@@ -391,6 +435,7 @@ struct Model {
   // d(sublayer output) for the backward: dx through `site`'s mask (in ddrop), or dx itself without dropout.
   const T* through_dropout(uint32_t site) {
     if (!drop.on) return dxT();
+    hw("dropout_bwd");
     const size_t NC = size_t(N) * c.width;
     k::dropout_bwd<T><<<grid_for(NC), 256, 0, s>>>(dx.as<float>(), ddrop.as<T>(), NC, drop, site, sv);
     LAUNCH_CHECK();
@@ -405,6 +450,7 @@ struct Model {
     drop = dropout::Params();
     if (train && drop_p > 0) drop = dropout::make(drop_p, drop_key, drop_step), drop.first = drop_first;
     const bool fused = ln_fused();
+    hw("embed_fwd");
     k::embed_fwd<<<grid_for(NC), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C, drop,
                                               sv);
     LAUNCH_CHECK();
@@ -415,7 +461,7 @@ struct Model {
     for (int l = 0; l < c.layers; ++l) {
       auto& L = layer[size_t(l)];
       const auto& Wl = lay.layer[size_t(l)];
-      if (!fused)
+      if (!fused && (l == 0 || !on_cudnn()))  // cudnn: residual_then_ln below wrote it already
         ln_fwd(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1.as<T>(), L.ln1_mean.as<float>(),
                L.ln1_rstd.as<float>());
       linear(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, L.qkv.as<T>(), C, 3 * C);
@@ -434,9 +480,8 @@ struct Model {
                        last ? lnf.as<T>() : nx->ln1.as<T>(), last ? lnf_mean.as<float>() : nx->ln1_mean.as<float>(),
                        last ? lnf_rstd.as<float>() : nx->ln1_rstd.as<float>());
     }
-    matmul_fwd<T, float>(blas, lnf.as<T>(), W(lay.wte), logits.as<float>(), N, C,
-                         c.vocab);  // the tied head, fp32 logits
-    mark(kMatmul);
+    head_fwd();  // the tied head, fp32 logits (nn/backend_cudnn.cuh)
+    hw("softmax_xent");
     k::softmax_xent<T>
         <<<rows_grid(), 256, 0, s>>>(logits.as<float>(), tgt.as<int>(), loss.as<float>(), dlogits.as<T>(), N, c.vocab);
     LAUNCH_CHECK();
@@ -448,6 +493,12 @@ struct Model {
                         float* rstd) {
     if (ln_fused()) return residual_ln_fwd(x_out, a, tmp.as<T>(), site, w, b, ln, mean, rstd);
     const size_t NC = size_t(N) * c.width;
+    if (on_cudnn() && !drop.on && dnn_add(x_out, a, tmp.as<T>())) {  // cuDNN's add has no Philox mask
+      mark(kResidual);
+      return ln_fwd(x_out, w, b, ln, mean, rstd);
+    }
+    if (on_cudnn() && !drop.on) fell_back.insert("residual add");
+    hw("residual_add");
     k::residual_add<T><<<grid_for(NC), 256, 0, s>>>(x_out, a, tmp.as<T>(), NC, drop, site, sv);
     LAUNCH_CHECK();
     mark(kResidual);
@@ -458,9 +509,7 @@ struct Model {
   void backward() {
     const int C = c.width;
     CUDA_CHECK(cudaMemsetAsync(grads.as(), 0, grads.bytes(), s));
-    matmul_bwd_in<T>(blas, dlogits.as<T>(), W(lay.wte), dln.as<T>(), N, C, c.vocab);
-    matmul_bwd_w<T>(blas, lnf.as<T>(), dlogits.as<T>(), G(lay.wte), N, C, c.vocab);
-    mark(kMatmul);
+    head_back();
     // dsub: d(the last block's MLP output), through its dropout
     const T* dsub = ln_back_to(xs.back().as<float>(), lay.lnf_w, lay.lnf_b, lnf_mean.as<float>(), lnf_rstd.as<float>(),
                                dln.as<T>(), false, dropout::site_mlp(c.layers - 1));
@@ -482,10 +531,12 @@ struct Model {
       if (on_block_grads) on_block_grads(l);
     }
     if (drop.on) {  // the embedding's dropout: dx is read only by the two embedding gradients below
+      hw("dropout_scale");
       k::dropout_scale<<<grid_for(size_t(N) * C), 256, 0, s>>>(dx.as<float>(), size_t(N) * C, drop,
                                                                dropout::site_embed(), sv);
       LAUNCH_CHECK();
     }
+    hw("embed_bwd_pos"), hw("embed_bwd_tok"), hw("colsum_finish");
     k::embed_bwd_pos<<<grid_for(size_t(T_) * C), 256, 0, s>>>(dx.as<float>(), G(lay.wpe), B, T_, C);
     LAUNCH_CHECK();
     const int slices = k::embed_slices(N);
@@ -501,5 +552,6 @@ struct Model {
 };
 
 #include "attention.cuh"
+#include "backend_cudnn.cuh"
 #include "linear.cuh"
 #include "optimizer.cuh"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ceilings.cuh"
+#include "bench_cudnn.cuh"
 #include "bench_step.cuh"
 #include "generate.cuh"
 #include "json.h"
@@ -28,6 +29,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
   for (size_t i = 0; i < v.size(); ++i) {
     v[i].fusion = i >= 1, v[i].fused_ln = i >= 2, v[i].graph = i >= 3;
     v[i].lt_search = !bf || i >= 4;
+    v[i].backend = Backend::kCustom;  // the cuDNN-graph step has its own row (run/bench_cudnn.cuh)
   }
   return v;
 }
@@ -458,6 +460,7 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
   }
   for (const TrainOptions& of : step_variants(op.train, true))
     if (op.bench_part("train-bf16")) bench_train<bf16>(res, cfg, of, data, op.attn, seed);
+  if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, op.train, data, seed);  // run/bench_cudnn.cuh
   // What the step chose by timing at start-up (nn/linear.cuh): each matmul epilogue or the plain matmul
   // and a pass of ours, with the times that decided it.
   json::Value chosen = json::Value::object();

@@ -56,7 +56,7 @@ struct Trainer {
       : cfg(c),
         o(opts),
         data(d),
-        m(c, opts.batch / dp::world_of(replica), attn, opts.fusion, opts.dropout),
+        m(c, opts.batch / dp::world_of(replica), attn, opts.fusion, opts.dropout, opts.backend),
         rng_state(seed),
         dp(replica),
         world(dp::world_of(replica)),
@@ -128,6 +128,7 @@ struct Trainer {
   void enqueue_step() {
     const int B = m.B, Tq = cfg.context;  // this replica's share of the global batch: sequences rank*B ... rank*B + B-1
     const k::StepVars* sv = m.sv;         // non-null: step and data position from device memory
+    m.hw(o.random_batches ? "gather_batch_random" : "gather_batch"), m.hw("block_sum");
     if (o.random_batches)
       k::gather_batch_random<<<grid_for(size_t(B) * Tq), 256, 0, stream>>>(
           corpus.as<int>(), data.train.size(), rng_state, step, uint64_t(rank) * B, B, Tq, m.tok.template as<int>(),

@@ -26,12 +26,16 @@ inline gpt::Config tiny_config() {
   return c;
 }
 
+// Whether the cudnn backend's layers ran as cuDNN graphs (run/verify_cudnn.cuh).
+template <class T>
+void cudnn_coverage(results::Results& res, const Model<T>& m, const std::string& tag);
+
 // GPU vs CPU on a tiny configuration: logits, loss and every parameter's gradient; with dropout p > 0,
 // both draw the same masks (nn/dropout.h) at a training step picked from the seed. fusion false: the
 // unfused matmuls and the unfused LayerNorm. cfg: another configuration than tiny_config().
 template <class T>
 void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true, double dropout_p = 0,
-                 const gpt::Config* cfg = nullptr, bool force_ours = false) {
+                 const gpt::Config* cfg = nullptr, bool force_ours = false, Backend be = Backend::kCustom) {
   const gpt::Config c = cfg ? *cfg : tiny_config();
   const int B = 3, Tq = c.context;
   verify::Rng rng(seed);
@@ -54,7 +58,7 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   gpt::Activations a;
   const double loss_ref = gpt::forward(c, p, tok, tgt, B, Tq, a, dropout::make(dropout_p, key, step));
   const std::vector<double> g_ref = gpt::backward(c, p, tok, tgt, B, Tq, a);
-  Model<T> m(c, B, attn, fusion, dropout_p);
+  Model<T> m(c, B, attn, fusion, dropout_p, be);
   m.fused_ln = fusion;
   m.force_ours = force_ours;
   m.drop_key = key, m.drop_step = step;
@@ -62,7 +66,8 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   if (dropout_p > 0) std::snprintf(dtag, sizeof dtag, " dropout %.2g", dropout_p);
   const std::string tag = std::string("tiny GPT ") + Types<T>::name() + " " + attn_name(m.impl) + "-attn" +
                           (fusion ? "" : " unfused") + dtag + (cfg ? " width " + std::to_string(c.width) : "") +
-                          (force_ours ? " plain matmuls + our bias/GELU passes" : "");
+                          (force_ours ? " plain matmuls + our bias/GELU passes" : "") +
+                          (be == Backend::kCudnn ? " cudnn backend" : "");
   std::printf("%s: attention = %s\n", tag.c_str(), m.attn_note.c_str());
   to_device(m.params.template as<float>(), p);
   m.sync_weights();
@@ -92,6 +97,7 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   res.add(verify::compare(tag + " mean loss vs CPU", &loss, &loss_ref, 1, tloss));
   const std::vector<float> g = to_host(m.grads.template as<float>(), g_ref.size());
   res.add(verify::compare(tag + " every gradient vs CPU", g.data(), g_ref.data(), g.size(), tg));
+  if (be == Backend::kCudnn) cudnn_coverage(res, m, tag);  // run/verify_cudnn.cuh
   if (force_ours)
     res.add(verify::fact(tag + ": our passes ran in place of the epilogues", m.ours_launches > 0, "count",
                          std::to_string(m.ours_launches) + " launches"));

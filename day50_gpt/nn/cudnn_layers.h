@@ -1,0 +1,263 @@
+// day50_gpt/nn/cudnn_layers.h: the GPT's layers as cuDNN graphs (the `--backend cudnn` step), built
+// with common/cudnn_graph.h, and the cache that keeps one built plan per (layer kind, shape).
+//
+// Every builder describes one layer for one shape and returns the graph, or null with the reason when
+// cuDNN refuses an operation descriptor (the plan itself is chosen later, by the cache). Shapes use
+// cuDNN's 3-D matmul form [batch 1, rows, cols] with row-major strides; a transposed operand is the
+// same buffer with its last two strides swapped (no copy). LayerNorm uses the 4-D form [N, C, 1, 1]
+// of cuDNN's normalization operations.
+#pragma once
+#include <cudnn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cudnn_graph.h"
+
+namespace dnnl {
+
+using GraphPtr = std::unique_ptr<cg::Graph>;
+
+// Finalizes an operation descriptor built by hand; false (and why) where cuDNN refuses it.
+inline bool finalize_op(cg::Desc& op, const std::string& what, std::string* why) {
+  const cudnnStatus_t st = op.finalize();
+  if (st == CUDNN_STATUS_SUCCESS) return true;
+  *why = what + " refused: " + cg::status_text(st);
+  return false;
+}
+
+// LayerNorm forward, training phase: y = (x - mean) * rstd * scale + bias over each row of x [N][C]
+// (fp32, the residual stream), y in `yt` (bf16); mean and rstd [N] (fp32) kept for the backward.
+inline GraphPtr layernorm_fwd(cudnnHandle_t h, int64_t N, int64_t C, cudnnDataType_t yt, std::string* why) {
+  auto g = std::make_unique<cg::Graph>(h, "layernorm forward " + std::to_string(N) + "x" + std::to_string(C));
+  const std::vector<int64_t> row{N, C, 1, 1}, rs{C, 1, C, C}, par{1, C, 1, 1}, ps{C, 1, C, C}, stat{N, 1, 1, 1},
+      ss{1, 1, 1, 1};
+  g->tensor("x", row, rs, CUDNN_DATA_FLOAT);
+  g->tensor("scale", par, ps, CUDNN_DATA_FLOAT);
+  g->tensor("bias", par, ps, CUDNN_DATA_FLOAT);
+  g->tensor("mean", stat, ss, CUDNN_DATA_FLOAT);
+  g->tensor("rstd", stat, ss, CUDNN_DATA_FLOAT);
+  g->scalar("eps", 4);
+  g->tensor("y", row, rs, yt);
+  cg::Desc op(CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR);
+  cudnnBackendNormMode_t mode = CUDNN_LAYER_NORM;
+  cudnnBackendNormFwdPhase_t phase = CUDNN_NORM_FWD_TRAINING;
+  op.set(CUDNN_ATTR_OPERATION_NORM_FWD_MODE, CUDNN_TYPE_NORM_MODE, 1, &mode)
+      .set(CUDNN_ATTR_OPERATION_NORM_FWD_PHASE, CUDNN_TYPE_NORM_FWD_PHASE, 1, &phase)
+      .desc(CUDNN_ATTR_OPERATION_NORM_FWD_XDESC, g->get("x").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC, g->get("mean").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC, g->get("rstd").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC, g->get("scale").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC, g->get("bias").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC, g->get("eps").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_FWD_YDESC, g->get("y").d);
+  if (!finalize_op(op, "the LayerNorm forward operation", why)) return nullptr;
+  g->add_op(std::move(op), cg::Desc(), "norm_fwd");
+  return g;
+}
+
+// LayerNorm backward: dx (fp32) from dy (bf16), x, scale, mean, rstd; dscale and dbias (fp32 [C]) are
+// the column sums cuDNN computes with it. dx is written, not added: the caller adds it into the
+// residual stream's gradient (an add graph below).
+inline GraphPtr layernorm_bwd(cudnnHandle_t h, int64_t N, int64_t C, cudnnDataType_t dyt, std::string* why) {
+  auto g = std::make_unique<cg::Graph>(h, "layernorm backward " + std::to_string(N) + "x" + std::to_string(C));
+  const std::vector<int64_t> row{N, C, 1, 1}, rs{C, 1, C, C}, par{1, C, 1, 1}, ps{C, 1, C, C}, stat{N, 1, 1, 1},
+      ss{1, 1, 1, 1};
+  g->tensor("x", row, rs, CUDNN_DATA_FLOAT);
+  g->tensor("dy", row, rs, dyt);
+  g->tensor("scale", par, ps, CUDNN_DATA_FLOAT);
+  g->tensor("mean", stat, ss, CUDNN_DATA_FLOAT);
+  g->tensor("rstd", stat, ss, CUDNN_DATA_FLOAT);
+  g->tensor("dscale", par, ps, CUDNN_DATA_FLOAT);
+  g->tensor("dbias", par, ps, CUDNN_DATA_FLOAT);
+  g->tensor("dx", row, rs, CUDNN_DATA_FLOAT);
+  cg::Desc op(CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR);
+  cudnnBackendNormMode_t mode = CUDNN_LAYER_NORM;
+  // No epsilon: rstd already holds it (cuDNN before 8.9.6 required one; this is cuDNN 9).
+  op.set(CUDNN_ATTR_OPERATION_NORM_BWD_MODE, CUDNN_TYPE_NORM_MODE, 1, &mode)
+      .desc(CUDNN_ATTR_OPERATION_NORM_BWD_XDESC, g->get("x").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_BWD_DYDESC, g->get("dy").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_BWD_SCALE_DESC, g->get("scale").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_BWD_MEAN_DESC, g->get("mean").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_BWD_INV_VARIANCE_DESC, g->get("rstd").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_BWD_DSCALE_DESC, g->get("dscale").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_BWD_DBIAS_DESC, g->get("dbias").d)
+      .desc(CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC, g->get("dx").d);
+  if (!finalize_op(op, "the LayerNorm backward operation", why)) return nullptr;
+  g->add_op(std::move(op), cg::Desc(), "norm_bwd");
+  return g;
+}
+
+// y = a + b elementwise over [R][C] (the residual adds, and dx += LayerNorm's dx), in the given types.
+inline GraphPtr add(cudnnHandle_t h, int64_t R, int64_t C, cudnnDataType_t ta, cudnnDataType_t tb, cudnnDataType_t ty) {
+  auto g = std::make_unique<cg::Graph>(h, "add " + std::to_string(R) + "x" + std::to_string(C));
+  const std::vector<int64_t> d{1, R, C}, s = cg::packed_strides(d);
+  g->tensor("a", d, s, ta);
+  g->tensor("b", d, s, tb);
+  g->tensor("y", d, s, ty);
+  g->pointwise(CUDNN_POINTWISE_ADD, "a", "b", "y");
+  return g;
+}
+
+// What follows a matmul inside its graph.
+enum class Epi {
+  kNone,      // c = a . b
+  kCopy,      // the same through a virtual fp32 tensor and an identity pointwise (the form of the fused
+              // graphs, for a cuDNN that offers no engine for a bare matmul)
+  kBias,      // c = a . b + bias (bias [1][1][cols], bf16)
+  kBiasGelu,  // pre = a . b + bias, kept (the backward's GELU input); act = gelu(pre) (tanh form)
+  kDGelu,     // c = (a . b) * gelu'(pre): the GELU's backward on the matmul's output
+};
+
+// c [1][M][N] = a [1][M][K] . b [1][K][N] (bf16 in, fp32 accumulation). a_t: a's buffer holds its
+// transpose ([K][M] row-major); b_t: b's holds [N][K] (a weight W [out][in] used as W^T).
+inline GraphPtr matmul(cudnnHandle_t h, int64_t M, int64_t K, int64_t N, bool a_t, bool b_t, cudnnDataType_t ct,
+                       Epi epi, std::string* why) {
+  (void)why;
+  auto g = std::make_unique<cg::Graph>(h, "matmul " + std::to_string(M) + "x" + std::to_string(K) + "x" +
+                                              std::to_string(N) + " epilogue " + std::to_string(int(epi)));
+  const cudnnDataType_t bf = CUDNN_DATA_BFLOAT16;
+  g->tensor("a", {1, M, K}, a_t ? std::vector<int64_t>{M * K, 1, M} : std::vector<int64_t>{M * K, K, 1}, bf);
+  g->tensor("b", {1, K, N}, b_t ? std::vector<int64_t>{K * N, 1, K} : std::vector<int64_t>{K * N, N, 1}, bf);
+  const std::vector<int64_t> cd{1, M, N}, cs = cg::packed_strides(cd);
+  if (epi == Epi::kNone) {
+    g->tensor("c", cd, cs, ct);
+    g->matmul("a", "b", "c");
+    return g;
+  }
+  g->virt("ab", cd, cs);  // the fp32 accumulator, never in memory
+  g->matmul("a", "b", "ab");
+  if (epi == Epi::kCopy) {
+    g->tensor("c", cd, cs, ct);
+    g->pointwise(CUDNN_POINTWISE_IDENTITY, "ab", "", "c");
+    return g;
+  }
+  if (epi == Epi::kDGelu) {
+    g->tensor("pre", cd, cs, bf);
+    g->tensor("c", cd, cs, ct);
+    cg::Desc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    cudnnPointwiseMode_t mode = CUDNN_POINTWISE_GELU_APPROX_TANH_BWD;
+    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+        .dtype(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_DATA_FLOAT)
+        .finalized("GELU backward");
+    cg::Desc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    op.desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
+        .desc(CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, g->get("ab").d)
+        .desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, g->get("pre").d)
+        .desc(CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, g->get("c").d);
+    if (!finalize_op(op, "the GELU backward operation", why)) return nullptr;
+    g->add_op(std::move(op), std::move(pw), "gelu_bwd");
+    return g;
+  }
+  g->tensor("bias", {1, 1, N}, {N, N, 1}, bf);
+  if (epi == Epi::kBias) {
+    g->tensor("c", cd, cs, ct);
+    g->pointwise(CUDNN_POINTWISE_ADD, "ab", "bias", "c");
+    return g;
+  }
+  // kBiasGelu: the pre-activation is both an output and the GELU's input.
+  g->tensor("pre", cd, cs, ct);
+  g->tensor("act", cd, cs, ct);
+  g->pointwise(CUDNN_POINTWISE_ADD, "ab", "bias", "pre");
+  g->pointwise(CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, "pre", "", "act");
+  return g;
+}
+
+// act = gelu(pre) alone (tanh form): the second half of the bias+GELU layer where cuDNN will not
+// fuse a GELU after an output that is also written (kBiasGelu's graph).
+inline GraphPtr gelu(cudnnHandle_t h, int64_t R, int64_t C) {
+  auto g = std::make_unique<cg::Graph>(h, "gelu " + std::to_string(R) + "x" + std::to_string(C));
+  const std::vector<int64_t> d{1, R, C}, s = cg::packed_strides(d);
+  g->tensor("pre", d, s, CUDNN_DATA_BFLOAT16);
+  g->tensor("act", d, s, CUDNN_DATA_BFLOAT16);
+  g->pointwise(CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, "pre", "", "act");
+  return g;
+}
+
+// db [1][1][C] (fp32) = the column sums of dy [1][R][C] (bf16): a bias's gradient. via_identity: an
+// identity pointwise into a virtual fp32 tensor first (the pointwise-then-reduction form that cuDNN's
+// runtime fusion engines take, for a cuDNN that offers no engine for a bare reduction).
+inline GraphPtr colsum(cudnnHandle_t h, int64_t R, int64_t C, bool via_identity) {
+  auto g = std::make_unique<cg::Graph>(h, "column sums " + std::to_string(R) + "x" + std::to_string(C));
+  const std::vector<int64_t> d{1, R, C}, s = cg::packed_strides(d);
+  g->tensor("dy", d, s, CUDNN_DATA_BFLOAT16);
+  g->tensor("db", {1, 1, C}, {C, C, 1}, CUDNN_DATA_FLOAT);
+  if (!via_identity) {
+    g->reduction(CUDNN_REDUCE_TENSOR_ADD, "dy", "db");
+    return g;
+  }
+  g->virt("dyf", d, s);
+  g->pointwise(CUDNN_POINTWISE_IDENTITY, "dy", "", "dyf");
+  g->reduction(CUDNN_REDUCE_TENSOR_ADD, "dyf", "db");
+  return g;
+}
+
+// One plan per (layer kind, shape), built on first use (outside any CUDA graph capture: the trainer's
+// first step is eager) and kept; a graph cuDNN cannot run is kept too, with its reason, so the model
+// falls back to its own path there every time without asking again.
+class Cache {
+ public:
+  struct Entry {
+    GraphPtr g;  // null: not buildable (see why)
+    std::string why;
+    double build_ms = 0;
+  };
+  explicit Cache(int64_t workspace_cap) : cap_(workspace_cap) {}
+
+  // The graph under key, or null (with the reason printed once) where it cannot run here.
+  cg::Graph* get(const std::string& key, const std::function<GraphPtr(std::string*)>& make) {
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      Entry e;
+      const auto t0 = std::chrono::steady_clock::now();
+      e.g = make(&e.why);
+      if (e.g) {
+        std::string w = e.g->build();
+        if (w.empty() && e.g->workspace() > cap_)
+          w = "its plan needs " + std::to_string(e.g->workspace()) + " bytes of workspace, above the " +
+              std::to_string(cap_) + " reserved";
+        if (!w.empty()) e.why = w;
+      }
+      e.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (!e.why.empty()) std::printf("note: cuDNN graph '%s' not used: %s\n", key.c_str(), e.why.c_str());
+      it = entries_.emplace(key, std::move(e)).first;
+    }
+    return it->second.why.empty() ? it->second.g.get() : nullptr;
+  }
+  const std::map<std::string, Entry>& entries() const { return entries_; }
+  int built() const {
+    int n = 0;
+    for (const auto& e : entries_) n += e.second.why.empty();
+    return n;
+  }
+  double build_ms() const {
+    double t = 0;
+    for (const auto& e : entries_) t += e.second.build_ms;
+    return t;
+  }
+  // One line per graph: its chosen engine and how it was made (RTC: compiled at plan build).
+  void print(FILE* f = stdout) const {
+    for (const auto& kv : entries_) {
+      const Entry& e = kv.second;
+      if (!e.why.empty()) {
+        std::fprintf(f, "  %-48s refused: %s\n", kv.first.c_str(), e.why.c_str());
+        continue;
+      }
+      const cg::Engine& c = e.g->chosen();
+      std::fprintf(f, "  %-48s engine %4lld %-4s build %8.1f ms  workspace %8lld B\n", kv.first.c_str(),
+                   (long long)c.global_index, c.runtime_compiled ? "RTC" : "pre", e.build_ms,
+                   (long long)e.g->workspace());
+    }
+  }
+
+ private:
+  std::map<std::string, Entry> entries_;
+  int64_t cap_;
+};
+
+}  // namespace dnnl

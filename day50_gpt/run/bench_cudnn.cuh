@@ -1,0 +1,130 @@
+// day50_gpt/run/bench_cudnn.cuh: --bench's row "train step bf16 cuDNN graphs": the training step with
+// `--backend cudnn` (nn/backend_cudnn.cuh) against the custom step, same configuration, same options,
+// timed in interleaved rounds; with the census of what stayed hand-written (counted from the launches
+// the step made, nn/model.cuh's hw), what each cached graph's plan is (engine, runtime-compiled or
+// pre-compiled, build time, workspace), and the graphs cuDNN refused here with its reasons.
+#pragma once
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "json.h"
+#include "results.h"
+#include "timing.cuh"
+#include "trainer.cuh"
+
+// The census and the plans of a cudnn-backend model, as JSON and printed.
+inline json::Value cudnn_census(const Model<bf16>& m) {
+  json::Value j = json::Value::object(), hw = json::Value::array(), libs = json::Value::array(),
+              graphs = json::Value::object();
+  for (const std::string& k : m.hand_written) hw.push(k);
+  for (const std::string& l : m.fell_back) libs.push(l);
+  int64_t ws = 0;
+  for (const auto& kv : m.graphs->entries()) {
+    json::Value g = json::Value::object();
+    const dnnl::Cache::Entry& e = kv.second;
+    g["build_ms"] = e.build_ms;
+    if (!e.why.empty()) {
+      g["refused"] = e.why;
+    } else {
+      const cg::Engine& c = e.g->chosen();
+      g["engine"] = double(c.global_index);
+      g["compiled"] = c.runtime_compiled ? "runtime-compiled" : "pre-compiled";
+      g["workspace_bytes"] = double(e.g->workspace());
+      g["ops"] = e.g->op_count();
+      ws = std::max<int64_t>(ws, e.g->workspace());
+    }
+    graphs[kv.first] = g;
+  }
+  j["hand_written_kernels"] = int(m.hand_written.size());
+  j["hand_written"] = hw;
+  j["layers_on_custom_path"] = libs;
+  j["graphs_cached"] = int(m.graphs->entries().size());
+  j["graphs_built"] = m.graphs->built();
+  j["graph_build_ms"] = m.graphs->build_ms();
+  j["largest_workspace_bytes"] = double(ws);
+  j["graphs"] = graphs;
+  std::printf("  cuDNN graphs (%d cached, %d built, %.0f ms to build):\n", int(m.graphs->entries().size()),
+              m.graphs->built(), m.graphs->build_ms());
+  m.graphs->print();
+  std::printf("  hand-written kernels the step launched (%d):", int(m.hand_written.size()));
+  for (const std::string& k : m.hand_written) std::printf(" %s", k.c_str());
+  std::printf("\n  layers on the custom path (cuDNN refused their graphs here): %s\n",
+              m.fell_back.empty() ? "none" : "");
+  for (const std::string& l : m.fell_back) std::printf("    %s\n", l.c_str());
+  return j;
+}
+
+// Why each remaining kernel stays ours: what cuDNN's graph API has no operation for.
+inline json::Value why_hand_written() {
+  json::Value j = json::Value::object();
+  j["embedding (embed_fwd, embed_bwd_tok, embed_bwd_pos, colsum_finish)"] =
+      "a gather by token id and its scatter-add: cuDNN graphs have no gather/scatter operation";
+  j["loss (softmax_xent, block_sum)"] =
+      "picking the target's logit per row is a gather; cuDNN has no cross-entropy operation";
+  j["batch (gather_batch, gather_batch_random)"] = "reads the corpus at offsets computed on the GPU: a gather";
+  j["dropout (residual_add with its mask, dropout_bwd, dropout_scale)"] =
+      "our masks come from Philox keyed by (seed, step, element); cuDNN's RNG operation draws its own stream, "
+      "so the masks would not match the CPU reference's";
+  j["optimizer (sum_squares_partial, block_sum, adamw_clipped)"] =
+      "AdamW updates parameters and its moments in place with a global-norm clip: no cuDNN operation";
+  return j;
+}
+
+inline void bench_cudnn_backend(results::Results& res, const gpt::Config& cfg, const TrainOptions& o_in,
+                                const train::Corpus& data, uint64_t seed) {
+  TrainOptions o = o_in;
+  o.log_every = 1000;  // no read-back (a host synchronization) inside the timed steps
+  o.backend = Backend::kCustom;
+  TrainOptions oc = o;
+  oc.backend = Backend::kCudnn;
+  const std::string name = "train step bf16 cuDNN graphs";
+  Trainer<bf16> custom(cfg, o, data, Attn::kAuto, seed);
+  Trainer<bf16> dn(cfg, oc, data, Attn::kAuto, seed);
+  std::printf("\n%s: attention = %s\n", name.c_str(), dn.m.attn_note.c_str());
+  const auto t0 = std::chrono::steady_clock::now();
+  dn.step_once();  // eager: every graph's plan is built here
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (int i = 0; i < 3; ++i) dn.step_once(), custom.step_once();  // and the captures
+  custom.step_once();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  timing::Options to;  // the legacy stream: it waits for both trainers' (blocking) streams
+  to.warmup = 2, to.reps = 20, to.budget_ms = 1000;
+  const timing::Interleaved iv = timing::interleaved([&] { dn.step_once(); }, [&] { custom.step_once(); }, to, 3);
+  dn.read_back(), custom.read_back();
+  size_t bad = 0;
+  for (float l : dn.losses) bad += !std::isfinite(l);
+  res.add(verify::fact(name + ": every step's loss is finite", bad == 0 && !dn.losses.empty(), "bf16", "",
+                       dn.losses.size(), bad));
+  results::Bench b;
+  b.name = name;
+  b.dtype = "bf16";
+  b.shape = {cfg.layers, cfg.heads, cfg.width, cfg.context, o.batch};
+  b.ms = iv.ours.median_ms, b.min_ms = iv.ours.min_ms, b.max_ms = iv.ours.max_ms, b.reps = iv.ours.reps;
+  b.tokens_per_s = double(o.batch) * cfg.context / (b.ms * 1e-3);
+  b.ref = "train step bf16 (custom backend, same options)";
+  b.ref_ms = iv.ref.median_ms;
+  b.ref_repeats = iv.repeats;
+  b.pct_of_ref_median = iv.pct_median, b.pct_of_ref_min = iv.pct_min, b.pct_of_ref_max = iv.pct_max;
+  json::Value ex = cudnn_census(dn.m);
+  const int hw = int(dn.m.hand_written.size());
+  ex["vs_custom"] = iv.ref.median_ms / iv.ours.median_ms;
+  ex["vs_custom_note"] = "custom ms / cudnn ms (median of 3 interleaved rounds; above 1: cuDNN graphs faster)";
+  ex["first_step_ms"] = first_ms;
+  ex["first_step_note"] = "the eager first step, wall clock: every plan's build (runtime compilation) included";
+  ex["dropout"] = o.dropout;
+  ex["graph"] = o.graph;
+  ex["attention"] = dn.m.attn_note;
+  ex["why_hand_written"] = why_hand_written();
+  b.extra = ex;
+  res.add(b);
+  std::printf(
+      "%s: median %.2f ms/step, custom %.2f ms: custom/cudnn = %.2f (rounds %.0f%%..%.0f%%); "
+      "%d hand-written kernels; first step %.0f ms\n",
+      name.c_str(), b.ms, b.ref_ms, b.ref_ms / b.ms, iv.pct_min, iv.pct_max, hw, first_ms);
+  res.add_goal(name + ": at most 3 hand-written kernels in the step", hw, hw <= 3);
+  res.add_goal(name + ": step within 1.3x of custom (custom/cudnn >= 1/1.3)", iv.ref.median_ms / iv.ours.median_ms,
+               iv.ours.median_ms <= 1.3 * iv.ref.median_ms);
+}
