@@ -41,8 +41,11 @@ except Exception:
     name = "128x256x32 w64x64 t8x4 256thr s3"
 m = re.fullmatch(r"(\d+)x(\d+)x(\d+) w(\d+)x(\d+) t(\d+)x(\d+) (\d+)thr(?: (\d+)blk)? s(\d+)", name)
 bm, bn, bk, wm, wn, tm, tn, nt, minb, st = m.groups()
-minb = f", ?{minb}" if minb else "(, ?1)?"
-print(f"sgemm_08b_cp_async<PipeConfig<WarpTileConfig<{bm}, ?{bn}, ?{bk}, ?{wm}, ?{wn}, ?[0-9]+, ?{tm}, ?{tn}, ?{nt}{minb}>, ?{st}>")
+# ncu's demangled names may cast each template argument: "WarpTileConfig<(int)128, (int)256, ...>".
+I = r"(?:\(int\))?"
+minb = f", ?{I}{minb}" if minb else f"(, ?{I}1)?"
+print(f"sgemm_08b_cp_async<PipeConfig<WarpTileConfig<{I}{bm}, ?{I}{bn}, ?{I}{bk}, ?{I}{wm}, ?{I}{wn}, ?{I}[0-9]+, ?{I}{tm}, "
+      f"?{I}{tn}, ?{I}{nt}{minb}>, ?{I}{st}>")
 PY
 ) || re8b=""
 r8b=""
