@@ -688,6 +688,7 @@ int main(int argc, char** argv) {
     run_checks(r);
     if (!o.timed.empty()) run_timing(r);
     r.d.free();
+    stream_k_release();
     if (!r.refused.empty()) {
       json::Value j = json::Value::array();
       for (auto& x : r.refused) j.push(x);

@@ -167,8 +167,9 @@ struct State {
   Maps maps;
 };
 
+static State st;  // the workspace, made by the first launch, freed by stream_k_release()
+
 static State& state() {
-  static State st;  // the workspace lives as long as the program (freed with the context)
   if (st.blocks) return st;
   constexpr size_t kSmem = smem_bytes<STAGES, CBOXES>();
   static_assert(kSmem <= size_t(kMaxSmem), "stage ring + C staging exceed a block's shared memory");
@@ -201,6 +202,13 @@ void run(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, int group_
   LAUNCH_CHECK();
 }
 }  // namespace sk
+
+// compute-sanitizer's leak check counts what is still allocated when the program ends: free it first.
+void stream_k_release() {
+  if (sk::st.ws) CUDA_CHECK(cudaFree(sk::st.ws));
+  if (sk::st.flags) CUDA_CHECK(cudaFree(sk::st.flags));
+  sk::st = sk::State();
+}
 
 const std::vector<TmaStoreConfig>& stream_k_configs() {
   // "tail": only the partial wave is shared out; "+1": one whole wave more (longer ranges, so a

@@ -6,3 +6,5 @@
 
 // Its configurations, in the same form as steps 12-13 (each is checked and timed as a row).
 const std::vector<TmaStoreConfig>& stream_k_configs();
+// Frees the workspace and flags the first launch allocated (a later launch allocates them again).
+void stream_k_release();
