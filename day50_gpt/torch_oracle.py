@@ -62,8 +62,10 @@ def run_gpt(args, cfg, precision, workdir, dump):
 
 
 @torch.no_grad()
-def torch_val(model, val, cfg, autocast, batches=8):
-    """Trainer::val_loss: the mean loss of the first 8 batches of the validation text."""
+def torch_val(model, val, cfg, autocast):
+    """Trainer::val_loss with ./build/gpt's default (no --val-batches): the mean loss of every whole batch
+    the validation text holds, at least one, read from its start."""
+    batches = max(1, len(val) // (cfg["batch"] * cfg["context"]))
     pos, total = 0, 0.0
     for _ in range(batches):
         tok, tgt, pos = tg.batch(val, pos, cfg["batch"], cfg["context"])
