@@ -32,7 +32,7 @@ def day10_headline(data):
 def day10_plot(plt, data, png):
     rows = [b for b in data.get("bench", []) if b.get("tflops") is not None]
     square = [b for b in rows if len(set(b["shape"])) == 1]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 8))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(22, 8))
     names = list(dict.fromkeys(b["name"] for b in square))
     # The merged ladder has 23 lines (3 baselines, 08/08b/08c, 7 configurations of steps 12-14): 40
     # distinct colours, so that no two lines share one.
@@ -60,9 +60,28 @@ def day10_plot(plt, data, png):
     ax2.invert_yaxis()
     ax2.set_xlabel("TFLOP/s (log scale)")
     ax2.set_title("n = 4096")
+    odd_shapes(ax3, [b for b in rows if len(set(b["shape"])) > 1])
     fig.suptitle(f"day10_matmul on {data['env'].get('gpu', '?')}")
     fig.tight_layout()
     fig.savefig(png, dpi=110, bbox_inches="tight")  # "tight": the legend below the axes is kept
+
+
+def odd_shapes(ax, odd):
+    """The non-square shapes (odd sizes and the GPT's thin matmuls): one group of bars per kernel, one bar per
+    shape, so that where a kernel loses away from the square sizes shows beside cuBLAS."""
+    shapes = list(dict.fromkeys(tuple(b["shape"]) for b in odd))
+    kernels = list(dict.fromkeys(b["name"] for b in odd))
+    h = 0.8 / max(1, len(shapes))
+    for j, shape in enumerate(shapes):
+        tf = {b["name"]: b["tflops"] for b in odd if tuple(b["shape"]) == shape}
+        ax.barh([i + j * h for i in range(len(kernels))], [tf.get(n, float("nan")) for n in kernels], height=h,
+                label="×".join(map(str, shape)))
+    ax.set_yticks([i + h * (len(shapes) - 1) / 2 for i in range(len(kernels))], kernels, fontsize=7)
+    ax.set_xscale("log")
+    ax.invert_yaxis()
+    ax.set_xlabel("TFLOP/s (log scale)")
+    ax.legend(fontsize=7, title="M×N×K")
+    ax.set_title("non-square shapes")
 
 
 def sass_block(data):
