@@ -74,6 +74,10 @@ def test_grammar():
     expect(new.split("\n")[0] == "a <!-- v:{g/day10:env.driver}|-->580.1<!-- /v --> b" and new.split("\n")[1:5] == notes.split("\n")[1:5],
            "markers: filled (no space before -->, empty FMT); syntax examples in code spans and fences left alone")
     expect(len(errs) == 1 and errs[0].startswith("R.md:6: an inline marker without"), "markers: an unclosed marker is an error")
+    new, errs = markers.fill_inline("(`<!-- v:{g/day10:env.driver}| -->x<!-- /v -->`)", f, "C.md")
+    expect(new == "(`<!-- v:{g/day10:env.driver}| -->x<!-- /v -->`)" and len(errs) == 1
+           and errs[0].startswith("C.md:1: a marker inside a `code span` is never rendered"),
+           "markers: a real marker inside a code span is an error (it would never update)")
     table = "| a | <!-- v:{g/day10:env.driver}\\|-->x<!-- /v --> |\n| b | <!-- v:{g/day10:env.driver}|-->x<!-- /v --> |"
     new, errs = markers.fill_inline(table, f, "T.md")
     expect(new.split("\n")[0] == "| a | <!-- v:{g/day10:env.driver}\\|-->580.1<!-- /v --> |" and len(errs) == 1
