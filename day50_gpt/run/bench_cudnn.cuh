@@ -72,6 +72,23 @@ inline json::Value why_hand_written() {
   return j;
 }
 
+// What one training step launches, from the CUDA graph the trainer captured of it (--graph on): every
+// kernel, cuDNN's and cuBLAS's included, without a profiler.
+inline json::Value step_census(const Trainer<bf16>& t) {
+  json::Value j = json::Value::object();
+  j["captured"] = t.graph != nullptr;
+  if (!t.graph) return j;
+  const cuda_graph::Census& c = t.graph_census;
+  j["nodes"] = c.nodes;
+  j["kernel_launches"] = c.kernel_launches;
+  j["distinct_kernels"] = c.distinct_kernels;
+  j["unresolved_kernel_nodes"] = c.unresolved;
+  j["memsets"] = c.memsets;
+  j["memcpys"] = c.memcpys;
+  j["other_nodes"] = c.other;
+  return j;
+}
+
 inline void bench_cudnn_backend(results::Results& res, const gpt::Config& cfg, const TrainOptions& o_in,
                                 const train::Corpus& data, uint64_t seed) {
   TrainOptions o = o_in;
@@ -118,6 +135,17 @@ inline void bench_cudnn_backend(results::Results& res, const gpt::Config& cfg, c
   ex["graph"] = o.graph;
   ex["attention"] = dn.m.attn_note;
   ex["why_hand_written"] = why_hand_written();
+  json::Value kc = json::Value::object();
+  kc["cudnn"] = step_census(dn);
+  kc["custom"] = step_census(custom);
+  ex["kernels_per_step"] = kc;
+  ex["kernels_per_step_note"] =
+      "from the CUDA graph each trainer captured of one step: kernel nodes (launches), the distinct device "
+      "functions among them, and kernel nodes whose function the runtime did not name (not deduplicated)";
+  for (const Trainer<bf16>* t : {&dn, &custom})
+    std::printf("  %s step: %d kernel launches, %d distinct kernels (+%d unnamed), %d memsets, %d copies\n",
+                t == &dn ? "cudnn " : "custom", t->graph_census.kernel_launches, t->graph_census.distinct_kernels,
+                t->graph_census.unresolved, t->graph_census.memsets, t->graph_census.memcpys);
   b.extra = ex;
   res.add(b);
   std::printf(

@@ -49,7 +49,8 @@ struct Trainer {
   DeviceBuffer step_vars;
   k::StepVars* ring = nullptr;
   cudaGraphExec_t graph = nullptr;
-  bool warmed = false;  // one eager step before the capture (cuBLAS and cuBLASLt set up on first use)
+  cuda_graph::Census graph_census;  // what the captured step launches (kernels, memsets, ...)
+  bool warmed = false;              // one eager step before the capture (cuBLAS and cuBLASLt set up on first use)
 
   Trainer(const gpt::Config& c, const TrainOptions& opts, const train::Corpus& d, Attn attn, uint64_t seed,
           dp::Replica* replica = nullptr)
@@ -166,7 +167,8 @@ struct Trainer {
   // longer depend on the step (everything that does is read from m.sv). Logging, validation and
   // checkpoints stay outside it; restore() drops it (the dropout key may change).
   cudaGraphExec_t capture_step() {
-    return cuda_graph::capture(stream, [&] { enqueue_step(); });
+    return cuda_graph::capture(
+        stream, [&] { enqueue_step(); }, &graph_census);
   }
   // Bring the pending steps' losses and norms to the host (one synchronization).
   void read_back() {
