@@ -116,7 +116,7 @@ def tree(root, commit="", throttled="", dirty=False):
           "# day10\nIt reached <!-- v:{g/day10_matmul:bench[name=k].tflops}|.1f -->0<!-- /v --> TFLOP/s.\n"
           "<!-- results:day10_matmul -->\n<!-- /results:day10_matmul -->\n")
     write(os.path.join(root, "README.md"), "top\n<!-- results:summary -->\n<!-- /results:summary -->\n")
-    write(os.path.join(root, "day10_matmul", "matmul.cu"), "// code\n")
+    write(os.path.join(root, "day10_matmul", "matmul.cu"), '// code\n#include "check.cuh"\n')
 
 
 def plot(root, *args):
@@ -180,10 +180,19 @@ def test_freshness_and_throttle():
         git(root, "add", ".")
         git(root, "commit", "-qm", "notes")
         expect(status(root, e(), folder) == "current", "freshness: a change to README.md or another lesson keeps it current")
-        write(os.path.join(root, "common", "check.cuh"), "// changed\n")
+        write(os.path.join(root, "common", "unused.cuh"), "// a header day10 never includes\n")
+        git(root, "add", ".")
+        git(root, "commit", "-qm", "common, not included")
+        expect(status(root, e(), folder) == "current", "freshness: a new common/ header the lesson does not include keeps it current")
+        write(os.path.join(root, "common", "check.cuh"), '// changed\n#include "inner.h"\n')
         git(root, "add", ".")
         git(root, "commit", "-qm", "common")
-        expect(status(root, e(), folder) == f"older than the code ({head[:7]})", "freshness: a change under common/ makes it older")
+        expect(status(root, e(), folder) == f"older than the code ({head[:7]})", "freshness: a change to an included common/ header makes it older")
+        e2 = {"env": {"commit": git(root, "rev-parse", "HEAD").strip(), "dirty": False}}
+        write(os.path.join(root, "common", "inner.h"), "// included through check.cuh\n")
+        git(root, "add", ".")
+        git(root, "commit", "-qm", "inner")
+        expect(status(root, e2, folder).startswith("older than the code"), "freshness: a header included through another counts too")
         tree(root, commit=head, throttled="HW power brake active")
         rc, out = plot(root)
         t, top = open(os.path.join(root, folder, "README.md")).read(), open(os.path.join(root, "README.md")).read()
