@@ -1,7 +1,9 @@
 // common/cuda_graph.cuh: what a function enqueues on a stream, captured once as a CUDA graph and
 // instantiated, so that the same launches can be replayed with one cudaGraphLaunch.
 #pragma once
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
 #include <set>
 #include <vector>
@@ -10,54 +12,85 @@
 
 namespace cuda_graph {
 
-// Thread-local capture mode: CUDA calls made meanwhile by other threads (another GPU's replica in a
-// data-parallel run) are neither captured nor refused.
 // What one captured graph launches: every node by kind, and how many distinct kernels its kernel
-// nodes run (a library's kernels included: a captured graph holds every launch the work made, which
-// is how a lesson counts the kernels of a whole step without a profiler).
+// nodes run (the libraries' kernels included: a captured graph holds every launch the work made, which
+// is how a lesson counts the kernels of a whole step without a profiler). Best effort: where the
+// runtime cannot say, `valid` is false and the step itself is untouched.
 struct Census {
+  bool valid = true;
   int nodes = 0;             // every node, child graphs' included
   int kernel_launches = 0;   // kernel nodes
-  int distinct_kernels = 0;  // distinct device functions among them
-  int unresolved = 0;        // kernel nodes whose function the runtime did not name (counted apart)
+  int distinct_kernels = 0;  // distinct kernels among them
+  int unresolved = 0;        // kernel nodes the driver did not name (counted, not deduplicated)
   int memsets = 0, memcpys = 0, other = 0;
 };
 
-inline void add_census(cudaGraph_t g, Census& c, std::set<const void*>& funcs) {
+// A kernel node's kernel, through the driver's cuGraphKernelNodeGetParams (found through the runtime,
+// so no -lcuda): the runtime's cudaGraphKernelNodeGetParams refuses kernels that another library's
+// runtime or the driver launched (cuDNN's runtime-compiled kernels, cuBLAS's), the ones worth counting.
+inline const void* kernel_of(cudaGraphNode_t node) {
+  static const PFN_cuGraphKernelNodeGetParams_v12000 get = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuGraphKernelNodeGetParams", &f, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      f = nullptr;
+    }
+    return reinterpret_cast<PFN_cuGraphKernelNodeGetParams_v12000>(f);
+  }();
+  CUDA_KERNEL_NODE_PARAMS_v2 p = {};
+  if (!get || get(reinterpret_cast<CUgraphNode>(node), &p) != CUDA_SUCCESS) return nullptr;
+  return p.func ? static_cast<const void*>(p.func) : static_cast<const void*>(p.kern);
+}
+
+inline void add_census(cudaGraph_t g, Census& c, std::set<const void*>& kernels) {
   size_t n = 0;
-  CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n));
-  std::vector<cudaGraphNode_t> nodes(n);
-  if (n) CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &n));
+  std::vector<cudaGraphNode_t> nodes;
+  if (cudaGraphGetNodes(g, nullptr, &n) == cudaSuccess) nodes.resize(n);
+  if (nodes.size() != n || (n && cudaGraphGetNodes(g, nodes.data(), &n) != cudaSuccess)) {
+    (void)cudaGetLastError();
+    c.valid = false;
+    return;
+  }
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType t;
-    CUDA_CHECK(cudaGraphNodeGetType(node, &t));
+    if (cudaGraphNodeGetType(node, &t) != cudaSuccess) {
+      (void)cudaGetLastError();
+      c.valid = false;
+      continue;
+    }
     ++c.nodes;
     if (t == cudaGraphNodeTypeKernel) {
       ++c.kernel_launches;
-      cudaKernelNodeParams p = {};
-      if (cudaGraphKernelNodeGetParams(node, &p) == cudaSuccess && p.func) {
-        funcs.insert(p.func);
-      } else {  // e.g. a kernel a library launched through the driver API: not deduplicated, counted
-        (void)cudaGetLastError();
+      if (const void* k = kernel_of(node))
+        kernels.insert(k);
+      else
         ++c.unresolved;
-      }
     } else if (t == cudaGraphNodeTypeMemset) {
       ++c.memsets;
     } else if (t == cudaGraphNodeTypeMemcpy) {
       ++c.memcpys;
     } else if (t == cudaGraphNodeTypeGraph) {
       cudaGraph_t child;
-      CUDA_CHECK(cudaGraphChildGraphNodeGetGraph(node, &child));
       --c.nodes;  // the child's own nodes are counted instead
-      add_census(child, c, funcs);
+      if (cudaGraphChildGraphNodeGetGraph(node, &child) == cudaSuccess) {
+        add_census(child, c, kernels);
+      } else {
+        (void)cudaGetLastError();
+        c.valid = false;
+      }
     } else {
-      ++c.other;
+      ++c.other;  // events, host nodes, conditional nodes (their bodies are not walked)
     }
   }
-  c.distinct_kernels = int(funcs.size());
+  c.distinct_kernels = int(kernels.size());
 }
 
-// Captures what enqueue() launches on `stream`; with `census`, also counts what the graph holds.
+// Captures what enqueue() launches on `stream` (thread-local capture mode: CUDA calls made meanwhile by
+// other threads, such as another GPU's replica in a data-parallel run, are neither captured nor
+// refused), and instantiates it; with `census`, also counts what the graph holds.
 template <class F>
 cudaGraphExec_t capture(cudaStream_t stream, F&& enqueue, Census* census = nullptr) {
   cudaGraph_t g;

@@ -186,6 +186,7 @@ int main(int argc, char** argv) {
   env::begin(res, o.st);
   res.config["precision"] = o.prec;
   res.config["attention"] = o.attn_s;
+  res.config["backend"] = o.backend_s;  // the quality runs of --bench train with it too
   res.config["data"] = o.files.data_name;
   if (o.data_limit > 0) res.config["data_limit"] = o.data_limit;
   res.config["dropout"] = o.train.dropout;

@@ -20,7 +20,7 @@ step plus top-k sampling compiled with mode="reduce-overhead" (fullgraph), the p
 clock starts, the same number of new bytes as ./build/gpt (200); eager beside it (bf16 weights on request:
 ./build/gpt generates in fp32, so the ratio is taken against the best fp32 variant).
 
-Checks: every loss finite; every variant's loss after the same steps on the same batches within 5% (25% with dropout: other random streams) of
+Checks: every loss finite; every variant's loss after the same steps on the same batches within 5% of
 eager's; the KV-cache decoder's logits equal a full forward's; ./build/gpt's own checks passed.
 Writes results/<gpu>/day50_gpt-torch_peer.json. Without torch or a GPU: one SKIP line, exit 77.
 
@@ -51,13 +51,11 @@ PROMPT = b"The GPU "  # ./build/gpt --bench's generation prompt (run/bench.cuh)
 TEMPERATURE, TOP_K = 0.8, 40  # ... and its sampling
 HYPER = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, clip=1.0)  # options.h / train_ref.h
 # Loss agreement after the same steps on the same batches: two correct bf16 runs part slowly (other
-# rounding, other kernel orders); a step that does not train stays near ln 256. With dropout on, eager
-# and Inductor draw their masks from different random streams, and two correct runs part much further
-# while the loss falls fast: dev/peer_dropout.py measured it (results/<gpu>/day50_gpt-peer_dropout.json:
-# fresh masks in every variant, held-out losses of the two streams apart by about 15% after 300 steps at
-# p = 0.2), and this script's own 521-step run at p = 0.2 ended 7% and 12% away. So 5% without dropout,
-# 25% with it: still far from a variant that does not learn (ln 256 = 5.5 against about 2).
-LOSS_RTOL_NO_DROPOUT, LOSS_RTOL_DROPOUT, LOSS_TAIL = 0.05, 0.25, 20
+# rounding, other kernel orders, other dropout draws); a step that does not train stays near ln 256.
+# With dropout on, eager and Inductor draw different masks, and how far that alone moves the loss is
+# what dev/peer_dropout.py measures (an eager run with another seed, and Inductor made to draw eager's
+# numbers, beside the variants): the tolerance stays at 5% until those controls say otherwise.
+LOSS_RTOL, LOSS_TAIL = 0.05, 20
 # (key: display name, torch.compile kwargs or None for eager, whole step compiled)
 TRAIN_VARIANTS = {
     "eager": ("eager", None, False),
@@ -436,10 +434,9 @@ def measure_rounds(a, train, gens, clocks, clock_id):
 
 
 def loss_checks(a, train, rows, checks):
-    """Every loss finite; every variant trains, and ends within the tolerance above of eager on the same batches."""
+    """Every loss finite; every variant trains, and ends within LOSS_RTOL of eager on the same batches."""
     losses = {n: v.losses.double().cpu() for n, v in train.items()}
     ref = losses["eager"][-LOSS_TAIL:].mean().item()
-    rtol = LOSS_RTOL_DROPOUT if a.dropout > 0 or a.attn_dropout > 0 else LOSS_RTOL_NO_DROPOUT
     for name, L in losses.items():
         tail = L[-LOSS_TAIL:].mean().item()
         rows[name].update(last_loss=L[-1].item(), loss_tail_mean=tail, first_loss=L[0].item())
@@ -448,9 +445,8 @@ def loss_checks(a, train, rows, checks):
                   tail < L[0].item(), first=L[0].item(), tail=tail)
         if name != "eager":
             rel = abs(tail - ref) / abs(ref)
-            add_check(checks, f"{name}: loss after {len(L)} steps within {rtol:.0%} of eager's (same batches"
-                      f"{', other dropout draws' if rtol == LOSS_RTOL_DROPOUT else ''})",
-                      rel <= rtol, eager=ref, this=tail, rel_diff=rel)
+            add_check(checks, f"{name}: loss after {len(L)} steps within {LOSS_RTOL:.0%} of eager's (same batches)",
+                      rel <= LOSS_RTOL, eager=ref, this=tail, rel_diff=rel)
 
 
 def run(a):

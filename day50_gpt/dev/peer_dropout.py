@@ -15,6 +15,12 @@ of guessing:
    batches (torch_gpt.TrainStep, as torch_peer.py does), then the same held-out batches are scored
    with dropout off (model.eval(), eager). If the CUDA-graph variant's masks are fine, its held-out
    loss matches eager's within run-to-run noise, whatever its training loss says.
+3. Two controls that say what that noise is: "eager, other seed" (the same initial weights and
+   batches, only other dropout masks: how far another random stream alone moves the loss) and
+   "compile, eager's random numbers" (Inductor's fallback_random, so it draws the masks eager draws:
+   how far the compiled arithmetic alone moves it). If the first gap is as large as eager's against
+   Inductor's, the streams explain it; if the second is small and the first is not, the compiled
+   path is fine and the tolerance, not the peer, is what to change.
 
 Writes results/<gpu>/day50_gpt-peer_dropout.json. Without torch or a GPU: one SKIP line, exit 77.
     cd day50_gpt && python3 dev/peer_dropout.py [--steps 300] [--dropout P]
@@ -28,8 +34,44 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
-VARIANTS = {"eager": None, "compile": {}, "compile reduce-overhead": {"mode": "reduce-overhead"}}
+# name: (torch.compile kwargs or None for eager, dropout seed for training, Inductor's fallback_random)
+VARIANTS = {
+    "eager": (None, 1234, False),
+    "eager, other seed": (None, 4321, False),
+    "compile": ({}, 1234, False),
+    "compile, eager's random numbers": ({}, 1234, True),
+    "compile reduce-overhead": ({"mode": "reduce-overhead"}, 1234, False),
+}
 HYPER = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, clip=1.0)  # torch_peer.HYPER
+
+
+def measure(torch, tg, cfg, train, held, steps, kw, train_seed):
+    """One variant: 1. four forwards (each with its backward) on the same weights and batch; 2. --steps
+    training steps from the same initial weights with masks drawn from train_seed, then the held-out
+    batches scored with dropout off."""
+    t0 = time.time()
+    v = tg.TrainStep(cfg, train, steps + 8, HYPER, kw, False, 1234)  # the same initial weights
+    graphs = kw is not None and kw.get("mode") in ("reduce-overhead", "max-autotune")
+    fwd = v.model if kw is None else torch.compile(v.model, **kw)
+    x, y = held.get(0)
+    losses = []
+    for _ in range(4):  # the first calls compile and record; the last two are replays
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = fwd(x, y)
+        loss.backward()
+        losses.append(float(loss.detach()))
+        v.model.zero_grad(set_to_none=True)
+    torch.manual_seed(train_seed)  # the dropout masks' stream from here on (CPU and CUDA generators)
+    v.run(steps)  # TrainStep compiles its own forward, as torch_peer.py does
+    torch.cuda.synchronize()
+    v.model.eval()
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        held_loss = sum(float(v.model(*held.get(i))) for i in range(8)) / 8
+    tail = v.losses[max(0, steps - 20):steps].double().mean().item()
+    return dict(forward_losses=losses, replays_equal=losses[2] == losses[3], distinct_forward_losses=len(set(losses)),
+                train_loss_tail_mean=tail, held_out_loss_dropout_off=held_loss, seconds=time.time() - t0)
 
 
 def main():
@@ -63,35 +105,14 @@ def main():
     held = tg.GpuBatches(data, B, T, 8, seed=4321)  # the same 8 batches for every variant
     out = dict(lesson="day50_gpt", program="peer_dropout", env=tg.environment(),
                config=dict(cfg, batch=B, steps=a.steps, held_out_batches=8), variants={})
-    for name, kw in VARIANTS.items():
-        t0 = time.time()
-        v = tg.TrainStep(cfg, train, a.steps + 8, HYPER, kw, False, 1234)
-        graphs = kw is not None and kw.get("mode") in ("reduce-overhead", "max-autotune")
-        fwd = v.model if kw is None else torch.compile(v.model, **kw)
-        x, y = held.get(0)
-        losses = []
-        for _ in range(4):  # the first calls compile and record; the last two are replays
-            if graphs:
-                torch.compiler.cudagraph_mark_step_begin()
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = fwd(x, y)
-            loss.backward()
-            losses.append(float(loss.detach()))
-            v.model.zero_grad(set_to_none=True)
-        # 2. Train (TrainStep compiles its own forward, as the peer does), then score with dropout off.
-        v.run(a.steps)
-        torch.cuda.synchronize()
-        v.model.eval()
-        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-            held_loss = sum(float(v.model(*held.get(i))) for i in range(8)) / 8
-        tail = v.losses[a.steps - 20:a.steps].double().mean().item()
-        row = dict(forward_losses=losses, replays_equal=losses[2] == losses[3],
-                   distinct_forward_losses=len(set(losses)), train_loss_tail_mean=tail,
-                   held_out_loss_dropout_off=held_loss, seconds=time.time() - t0)
+    for name, (kw, train_seed, fallback_random) in VARIANTS.items():
+        with torch._inductor.config.patch(fallback_random=fallback_random):
+            row = measure(torch, tg, cfg, train, held, a.steps, kw, train_seed)
+        row.update(compile=kw, train_seed=train_seed, fallback_random=fallback_random)
         out["variants"][name] = row
-        print(f"  {name:26s} forward losses {', '.join(f'{l:.5f}' for l in losses)}  "
-              f"train tail {tail:.4f}  held-out (no dropout) {held_loss:.4f}", flush=True)
-        del v, fwd
+        print(f"  {name:32s} forward losses {', '.join(f'{x:.5f}' for x in row['forward_losses'])}  "
+              f"train tail {row['train_loss_tail_mean']:.4f}  held-out (no dropout) "
+              f"{row['held_out_loss_dropout_off']:.4f}", flush=True)
         torch._dynamo.reset()
     path = a.json.replace("{gpu}", tg.gpu_slug())
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -2,7 +2,7 @@
 // (nn/cudnn_layers.h) in place of our kernels and cuBLAS: LayerNorm forward and backward (cuDNN's
 // normalization operations), the linear layers with their bias and GELU epilogues and their backward
 // (matmul, the GELU's backward pointwise, the bias gradient as a reduction), the residual adds and the
-// tied head's matmuls. Attention is cuDNN's SDPA graph already (nn/sdpa_cudnn.h).
+// tied head's matmuls (nn/head.cuh). Attention is cuDNN's SDPA graph already (nn/sdpa_cudnn.h).
 //
 // Each function returns false where its graph cannot run here (cuDNN refused it, printed once at
 // build); the caller then takes the custom path for that layer, and the kernels of ours it launches
@@ -16,19 +16,20 @@
 #include "cudnn_layers.h"
 #include "model.cuh"
 
-// Runs g on the model's stream with its workspace; false (printed once per graph) where a pointer is
-// not 16-byte aligned, as every tensor is declared to cuDNN (common/cudnn_graph.h). With the width a
-// multiple of 8 (options.h) every pointer is: this is a guard, not a path.
+// Runs g on the model's stream with its workspace; false only where g is null (cuDNN refused it). Every
+// tensor is declared 16-byte aligned to cuDNN (common/cudnn_graph.h), and with the width a multiple of 8
+// (options.h) every pointer is: a misaligned one is a bug, and it stops the program. (Falling back instead
+// would be wrong: a layer's earlier graphs may already have written gradients the custom path then adds
+// again.)
 template <class T>
 bool Model<T>::dnn_run(cg::Graph* g, const std::vector<std::pair<std::string, const void*>>& ptrs) {
   if (!g) return false;
   std::vector<std::pair<std::string, void*>> p;
   for (const auto& x : ptrs) {
     if (x.first != "eps" && (reinterpret_cast<uintptr_t>(x.second) & 15)) {
-      if (dnn_misaligned.insert(g->name()).second)
-        std::printf("note: cuDNN graph '%s' not used: '%s' is not 16-byte aligned\n", g->name().c_str(),
-                    x.first.c_str());
-      return false;
+      std::fprintf(stderr, "error: cuDNN graph '%s': '%s' is not 16-byte aligned\n", g->name().c_str(),
+                   x.first.c_str());
+      std::exit(1);
     }
     p.emplace_back(x.first, const_cast<void*>(x.second));
   }
@@ -139,8 +140,9 @@ bool Model<T>::dnn_linear(const T* in, size_t w, size_t b, T* out, int I, int O,
 }
 
 // din = dout . W (times gelu'(gelu_pre) in the same graph), dW = dout^T . in (written: each weight
-// belongs to one layer and the gradients were zeroed), db = dout's column sums. All three graphs or
-// none: a layer is either cuDNN's or ours.
+// belongs to one layer and the gradients were zeroed), db = dout's column sums. The two matmuls are
+// cuDNN's or the whole layer is ours; the bias gradient is a reduction graph where cuDNN offers an engine
+// for it, else our two column-sum kernels (added into the zeroed gradient), named in the census.
 template <class T>
 bool Model<T>::dnn_linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O,
                                const T* gelu_pre) {
@@ -153,45 +155,12 @@ bool Model<T>::dnn_linear_back(const T* in, size_t w, size_t b, const T* dout, T
                              })
                : dnn_matmul("linear din", N, O, I, false, false, Types<T>::dnn);
   cg::Graph* gw = dnn_matmul("linear dW", O, N, I, true, false, CUDNN_DATA_FLOAT);
-  cg::Graph* gb = dnn_colsum(N, O);
-  if (!gi || !gw || !gb) return false;
+  if (!gi || !gw) return false;
   std::vector<std::pair<std::string, const void*>> pi = {{"a", dout}, {"b", W(w)}, {"c", din}};
   if (gelu_pre) pi.push_back({"pre", gelu_pre});
-  return dnn_run(gi, pi) && dnn_run(gw, {{"a", dout}, {"b", in}, {"c", G(w)}}) &&
-         dnn_run(gb, {{"dy", dout}, {"db", G(b)}});
-}
-
-// The tied head: logits (fp32) = lnf . wte^T.
-template <class T>
-void Model<T>::head_fwd() {
-  const int C = c.width, V = c.vocab;
-  if constexpr (std::is_same<T, bf16>::value) {
-    if (on_cudnn()) {
-      cg::Graph* g = dnn_matmul("head logits", N, C, V, false, true, CUDNN_DATA_FLOAT);
-      if (dnn_run(g, {{"a", lnf.as()}, {"b", W(lay.wte)}, {"c", logits.as()}})) return mark(kMatmul);
-    }
-  }
-  if (on_cudnn()) fell_back.insert("head forward (cuBLAS)");
-  matmul_fwd<T, float>(blas, lnf.as<T>(), W(lay.wte), logits.as<float>(), N, C, V);
-  mark(kMatmul);
-}
-
-// Its backward: dln = dlogits . wte, and wte's gradient = dlogits^T . lnf (written first: the
-// embedding's gradient is added to it at the end of the backward).
-template <class T>
-void Model<T>::head_back() {
-  const int C = c.width, V = c.vocab;
-  if constexpr (std::is_same<T, bf16>::value) {
-    if (on_cudnn()) {
-      cg::Graph* gi = dnn_matmul("head din", N, V, C, false, false, Types<T>::dnn);
-      cg::Graph* gw = dnn_matmul("head dW", V, N, C, true, false, CUDNN_DATA_FLOAT);
-      if (gi && gw && dnn_run(gi, {{"a", dlogits.as()}, {"b", W(lay.wte)}, {"c", dln.as()}}) &&
-          dnn_run(gw, {{"a", dlogits.as()}, {"b", lnf.as()}, {"c", G(lay.wte)}}))
-        return mark(kMatmul);
-    }
-  }
-  if (on_cudnn()) fell_back.insert("head backward (cuBLAS)");
-  matmul_bwd_in<T>(blas, dlogits.as<T>(), W(lay.wte), dln.as<T>(), N, C, V);
-  matmul_bwd_w<T>(blas, lnf.as<T>(), dlogits.as<T>(), G(lay.wte), N, C, V);
-  mark(kMatmul);
+  dnn_run(gi, pi), dnn_run(gw, {{"a", dout}, {"b", in}, {"c", G(w)}});
+  if (dnn_run(dnn_colsum(N, O), {{"dy", dout}, {"db", G(b)}})) return true;
+  fell_back.insert("bias gradient (ours: cuDNN offered no engine for the reduction)");
+  bias_grad(dout, b, O);  // nn/linear.cuh
+  return true;
 }

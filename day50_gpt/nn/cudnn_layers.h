@@ -216,8 +216,14 @@ class Cache {
       Entry e;
       const auto t0 = std::chrono::steady_clock::now();
       e.g = make(&e.why);
+      if (!e.g && e.why.empty()) e.why = "not built";
       if (e.g) {
-        std::string w = e.g->build();
+        // No engine that lowers its inputs' precision: the LayerNorms and adds read the fp32 residual
+        // stream, which must stay fp32 (the custom path keeps it so; a silent down-convert would pass
+        // the bf16 tolerances unseen). Where only such engines exist, the layer stays ours, named.
+        cg::BuildOptions opt;
+        opt.accept = [](const cg::Engine& en) { return !en.down_convert; };
+        std::string w = e.g->build(opt);
         if (w.empty() && e.g->workspace() > cap_)
           w = "its plan needs " + std::to_string(e.g->workspace()) + " bytes of workspace, above the " +
               std::to_string(cap_) + " reserved";

@@ -202,6 +202,19 @@ bool Model<T>::dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu
   return ours;
 }
 
+// The bias gradient: db += dout's column sums (db zeroed with the gradients), in two passes: per-chunk
+// partial sums of 32 columns each, then one sum per column over the chunks (no atomics: the same bits
+// every run).
+template <class T>
+void Model<T>::bias_grad(const T* dout, size_t b, int O) {
+  const int chunks = k::col_chunks(N);
+  hw("bias_partials"), hw("colsum_finish");
+  k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8), 0, s>>>(dout, partial.as<float>(), N, O);
+  LAUNCH_CHECK();
+  k::colsum_finish<<<grid_for(size_t(O)), 256, 0, s>>>(partial.as<float>(), chunks, 1, O, G(b), nullptr);
+  LAUNCH_CHECK();
+}
+
 // din = dout . W (with gelu_pre: times gelu'(gelu_pre), the backward of the GELU that fed this
 // layer), dW += dout^T . in, db = column sums of dout.
 template <class T>
@@ -252,12 +265,7 @@ void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     mark(kGelu);
   }
   if (!dw_done) {
-    const int chunks = k::col_chunks(N);
-    hw("bias_partials"), hw("colsum_finish");
-    k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8), 0, s>>>(dout, partial.as<float>(), N, O);
-    LAUNCH_CHECK();
-    k::colsum_finish<<<grid_for(size_t(O)), 256, 0, s>>>(partial.as<float>(), chunks, 1, O, G(b), nullptr);
-    LAUNCH_CHECK();
+    bias_grad(dout, b, O);
     mark(kResidual);
   }
 }

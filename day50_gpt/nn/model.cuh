@@ -128,8 +128,10 @@ struct Model {
   Backend backend = Backend::kCustom;
   std::unique_ptr<dnnl::Cache> graphs;
   DeviceBuffer dnn_ws, dnn_dx;
-  float dnn_eps = float(gpt::detail::kEps);  // by value: cuDNN reads it from the host at each execution
-  std::set<std::string> hand_written, fell_back, dnn_misaligned;
+  // By value: cuDNN copies it into the kernel's arguments at each execution, and a captured CUDA graph
+  // keeps the copy it captured, so it must never change after the first step (const).
+  const float dnn_eps = float(gpt::detail::kEps);
+  std::set<std::string> hand_written, fell_back;
   static constexpr int64_t kDnnWorkspace = int64_t(256) << 20;  // above it a plan is refused (the census says)
   bool on_cudnn() const { return backend == Backend::kCudnn; }
   void hw(const char* kernel) {
@@ -284,6 +286,7 @@ struct Model {
   bool dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, const T* din, int I, int O);
   void linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out = nullptr);
   void linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre = nullptr);
+  void bias_grad(const T* dout, size_t b, int O);  // db += column sums of dout
   // nn/attention.cuh: the three attentions.
   void choose_attention(Attn want);
   void build_head_pointers();
@@ -480,7 +483,7 @@ struct Model {
                        last ? lnf.as<T>() : nx->ln1.as<T>(), last ? lnf_mean.as<float>() : nx->ln1_mean.as<float>(),
                        last ? lnf_rstd.as<float>() : nx->ln1_rstd.as<float>());
     }
-    head_fwd();  // the tied head, fp32 logits (nn/backend_cudnn.cuh)
+    head_fwd();  // the tied head, fp32 logits (nn/head.cuh)
     hw("softmax_xent");
     k::softmax_xent<T>
         <<<rows_grid(), 256, 0, s>>>(logits.as<float>(), tgt.as<int>(), loss.as<float>(), dlogits.as<T>(), N, c.vocab);
@@ -553,5 +556,6 @@ struct Model {
 
 #include "attention.cuh"
 #include "backend_cudnn.cuh"
+#include "head.cuh"
 #include "linear.cuh"
 #include "optimizer.cuh"

@@ -79,6 +79,7 @@ inline json::Value step_census(const Trainer<bf16>& t) {
   j["captured"] = t.graph != nullptr;
   if (!t.graph) return j;
   const cuda_graph::Census& c = t.graph_census;
+  j["complete"] = c.valid;  // false: the runtime could not list every node
   j["nodes"] = c.nodes;
   j["kernel_launches"] = c.kernel_launches;
   j["distinct_kernels"] = c.distinct_kernels;
@@ -140,8 +141,9 @@ inline void bench_cudnn_backend(results::Results& res, const gpt::Config& cfg, c
   kc["custom"] = step_census(custom);
   ex["kernels_per_step"] = kc;
   ex["kernels_per_step_note"] =
-      "from the CUDA graph each trainer captured of one step: kernel nodes (launches), the distinct device "
-      "functions among them, and kernel nodes whose function the runtime did not name (not deduplicated)";
+      "from the CUDA graph each trainer captured of one step: kernel nodes (launches), the distinct kernels "
+      "among them (named by the driver, libraries' kernels included), and kernel nodes it did not name "
+      "(counted, not deduplicated)";
   for (const Trainer<bf16>* t : {&dn, &custom})
     std::printf("  %s step: %d kernel launches, %d distinct kernels (+%d unnamed), %d memsets, %d copies\n",
                 t == &dn ? "cudnn " : "custom", t->graph_census.kernel_launches, t->graph_census.distinct_kernels,

@@ -60,7 +60,11 @@ def day10_plot(plt, data, png):
     ax2.invert_yaxis()
     ax2.set_xlabel("TFLOP/s (log scale)")
     ax2.set_title("n = 4096")
-    odd_shapes(ax3, [b for b in rows if len(set(b["shape"])) > 1])
+    odd = [b for b in rows if len(set(b["shape"])) > 1]
+    if odd:
+        odd_shapes(ax3, odd)
+    else:
+        ax3.set_axis_off()  # a run with --sizes only: no non-square shape to show
     fig.suptitle(f"day10_matmul on {data['env'].get('gpu', '?')}")
     fig.tight_layout()
     fig.savefig(png, dpi=110, bbox_inches="tight")  # "tight": the legend below the axes is kept

@@ -78,6 +78,9 @@ def test_grammar():
     expect(new == "(`<!-- v:{g/day10:env.driver}| -->x<!-- /v -->`)" and len(errs) == 1
            and errs[0].startswith("C.md:1: a marker inside a `code span` is never rendered"),
            "markers: a real marker inside a code span is an error (it would never update)")
+    new, errs = markers.fill_inline("`<!-- v:2*3|d -->6<!-- /v -->` and `<!-- v:{g/day10:env.nope}|d -->1<!-- /v -->`", f, "D.md")
+    expect(len(errs) == 1 and "env.nope" in errs[0],
+           "markers: in a code span, a file-less example is left alone; one naming a real file is refused even if its path is wrong")
     table = "| a | <!-- v:{g/day10:env.driver}\\|-->x<!-- /v --> |\n| b | <!-- v:{g/day10:env.driver}|-->x<!-- /v --> |"
     new, errs = markers.fill_inline(table, f, "T.md")
     expect(new.split("\n")[0] == "| a | <!-- v:{g/day10:env.driver}\\|-->580.1<!-- /v --> |" and len(errs) == 1
