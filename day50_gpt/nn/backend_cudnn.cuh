@@ -34,6 +34,7 @@ bool Model<T>::dnn_run(cg::Graph* g, const std::vector<std::pair<std::string, co
     p.emplace_back(x.first, const_cast<void*>(x.second));
   }
   g->execute(p, dnn_ws.as(), s);
+  ++dnn_runs;
   return true;
 }
 

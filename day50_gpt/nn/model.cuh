@@ -132,6 +132,7 @@ struct Model {
   // keeps the copy it captured, so it must never change after the first step (const).
   const float dnn_eps = float(gpt::detail::kEps);
   std::set<std::string> hand_written, fell_back;
+  int64_t dnn_runs = 0;  // cuDNN graph executions (dnn_run), for --verify's coverage check
   static constexpr int64_t kDnnWorkspace = int64_t(256) << 20;  // above it a plan is refused (the census says)
   bool on_cudnn() const { return backend == Backend::kCudnn; }
   void hw(const char* kernel) {
