@@ -51,6 +51,8 @@
 #include "timing.cuh"
 #include "verify.h"
 
+#include "headline.h"
+
 #include "kernels/01_naive.cuh"
 #include "kernels/02_coalesced.cuh"
 #include "kernels/03_smem_tiling.cuh"
@@ -529,61 +531,6 @@ static void print_row(const results::Bench& b) {
               b.ref.empty() ? "  –" : (std::to_string(int(std::lround(b.pct_of_ref())))).c_str(), b.pct_of_peak());
 }
 
-// The headline ratio of one dtype at this shape: its fastest kernel against its cuBLAS baseline,
-// re-timed as 3 interleaved rounds (baseline, then ours); the row carries the median and min..max.
-static void headline(Run& r, const Shape& s, std::vector<results::Bench>& rows, const char* dtype,
-                     const std::function<void()>& ref_run, const timing::Options& topt) {
-  results::Bench* best = nullptr;
-  for (auto& b : rows)
-    if (b.dtype == dtype && !b.ref.empty() && b.name.rfind("cublas", 0) != 0 && (!best || b.ms < best->ms)) best = &b;
-  if (!best) return;
-  const Kernel* k = nullptr;  // the row names the kernel it timed
-  for (const Kernel& x : r.kernels)
-    if (x.name == best->name) k = &x;
-  if (!k) return;
-  const timing::Interleaved il = timing::interleaved([&] { k->run(s, r.d, 0); }, ref_run, topt, 3);
-  const double flops = s.flops();
-  best->ms = il.ours.median_ms;
-  best->min_ms = il.ours.min_ms;
-  best->max_ms = il.ours.max_ms;
-  best->reps = il.ours.reps;
-  best->tflops = flops / il.ours.median_ms / 1e9;
-  best->ref_ms = il.ref.median_ms;
-  best->ref_repeats = il.repeats;
-  best->pct_of_ref_median = il.pct_median;
-  best->pct_of_ref_min = il.pct_min;
-  best->pct_of_ref_max = il.pct_max;
-  std::printf("  headline %s: %s at %.1f%% of %s (median of %d interleaved rounds, %.1f..%.1f%%)\n", dtype,
-              best->name.c_str(), il.pct_median, best->ref.c_str(), il.repeats, il.pct_min, il.pct_max);
-}
-
-// The FP32 steps from 07 on that headline() did not already measure, each re-timed as 3
-// interleaved rounds against cuBLAS SGEMM too: the notes compare them with each other, and a
-// ratio taken in one pass drifts with the clock by a few percent.
-static void interleave_fp32_steps(Run& r, const Shape& s, std::vector<results::Bench>& rows,
-                                  const std::function<void()>& sgemm, const timing::Options& topt) {
-  for (auto& b : rows) {
-    if (b.dtype != std::string("fp32") || b.ref.empty() || b.ref_repeats > 0 || b.name < std::string("07")) continue;
-    const Kernel* k = nullptr;
-    for (const Kernel& x : r.kernels)
-      if (x.name == b.name) k = &x;
-    if (!k) continue;
-    const timing::Interleaved il = timing::interleaved([&] { k->run(s, r.d, 0); }, sgemm, topt, 3);
-    b.ms = il.ours.median_ms;
-    b.min_ms = il.ours.min_ms;
-    b.max_ms = il.ours.max_ms;
-    b.reps = il.ours.reps;
-    b.tflops = s.flops() / il.ours.median_ms / 1e9;
-    b.ref_ms = il.ref.median_ms;
-    b.ref_repeats = il.repeats;
-    b.pct_of_ref_median = il.pct_median;
-    b.pct_of_ref_min = il.pct_min;
-    b.pct_of_ref_max = il.pct_max;
-    std::printf("  interleaved %-44s %.1f%% of cublas_sgemm (median of %d rounds, %.1f..%.1f%%)\n", b.name.c_str(),
-                il.pct_median, il.repeats, il.pct_min, il.pct_max);
-  }
-}
-
 // Every wanted kernel at one shape, baselines first (their times are the denominators); each
 // kernel's output re-checked after timing (a fast wrong kernel must not pass).
 static void time_shape(Run& r, const Shape& s, const Peaks& pk, const timing::Options& topt) {
@@ -635,10 +582,24 @@ static void time_shape(Run& r, const Shape& s, const Peaks& pk, const timing::Op
     if (!c.passed) verify::print(c);
     r.res.add_quiet(c);
   }
-  if (s.M == s.N && s.N == s.K && (s.M == 4096 || s.M == 8192)) {  // the notes' headline sizes
-    headline(r, s, rows, "fp32", sgemm, topt);
-    interleave_fp32_steps(r, s, rows, sgemm, topt);
-    headline(r, s, rows, "bf16", bf16, topt);
+  if (s.M == s.N && s.N == s.K && (s.M == 4096 || s.M == 8192)) {  // the notes' headline sizes (headline.h)
+    const headline::Launcher launch = [&](const std::string& name) -> std::function<void()> {
+      for (const Kernel& k : r.kernels)
+        if (k.name == name) return [&r, &s, &k] { k.run(s, r.d, 0); };
+      return {};
+    };
+    const std::string n = std::to_string(s.M);
+    const results::Bench* h32 = headline::pick(rows, "fp32", 1, launch, sgemm, s.flops(), topt);
+    for (auto& b : rows)  // the other FP32 steps from 07 on too: the notes compare them with each other
+      if (b.dtype == "fp32" && !b.ref.empty() && b.ref_repeats == 0 && b.name >= std::string("07"))
+        if (const auto ours = launch(b.name)) headline::interleave(b, ours, sgemm, s.flops(), topt);
+    const results::Bench* h16 = headline::pick(rows, "bf16", 2, launch, bf16, s.flops(), topt);
+    if (h16)
+      r.res.add_goal("bf16 >= 100% of cuBLAS at " + n + " (median of 3 interleaved rounds)", h16->pct_of_ref_median,
+                     h16->pct_of_ref_median >= 100);
+    if (h32 && s.M == 4096)
+      r.res.add_goal("FP32 >= 90% of cuBLAS SGEMM at 4096 (median of 3 interleaved rounds)", h32->pct_of_ref_median,
+                     h32->pct_of_ref_median >= 90);
   }
   for (const auto& b : rows) r.res.add(b);
 }
