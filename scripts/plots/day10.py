@@ -19,12 +19,18 @@ def day10_headline(data):
     at = [b for b in data.get("bench", []) if b.get("shape") == [4096, 4096, 4096] and b.get("ref")]
     simt = [b for b in at if b["dtype"] == "fp32" and not b["name"].startswith("cublas")]
     tc = [b for b in at if b["dtype"] == "bf16" and not b["name"].startswith("cublas")]
+    def best(rows):
+        """The program's headline: the best interleaved median among re-timed rows (single-pass rows are
+        not comparable with them); a file without re-timed rows: the fastest row."""
+        timed = [b for b in rows if b.get("ref_repeats")]
+        return max(timed, key=lambda b: b["pct_of_ref"]) if timed else max(rows, key=lambda b: b["tflops"])
+
     parts = []
     if simt:
-        b = max(simt, key=lambda b: b["tflops"])
+        b = best(simt)
         parts.append(f"best FP32 SIMT {fmt(b['tflops'])} TFLOP/s = {fmt(b['pct_of_ref'])}% of cuBLAS")
     if tc:
-        b = max(tc, key=lambda b: b["tflops"])
+        b = best(tc)
         parts.append(f"best BF16 {fmt(b['tflops'])} TFLOP/s = {fmt(b['pct_of_ref'])}% of cuBLAS (n = 4096)")
     return "; ".join(parts) or "–"
 
