@@ -124,6 +124,17 @@ bool matches_epilogue(const T* ours, const T* epi, size_t n, const std::string& 
   return c.passed;
 }
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+// The verdict of one timed choice (fwd_apart, dgelu_apart): ours only if it matched the epilogue and was
+// faster (best[0]: the epilogue's ms, best[1]: the plain matmul and ours); remembered under key and printed.
+inline bool epilogue_or_ours(const char* pass, const std::string& key, const float best[2], bool same) {
+  const bool ours = same && best[1] < best[0];
+  char note[200];
+  std::snprintf(note, sizeof note, "in the epilogue %.1f us, plain matmul + ours %.1f us%s: %s", 1e3 * best[0],
+                1e3 * best[1], same ? "" : " (ours differs)", ours ? "ours" : "epilogue");
+  lt::remember(key, ours ? 0 : 1, note);
+  std::printf("%s %s: %s\n", pass, key.c_str(), note);
+  return ours;
+}
 
 // The forward's epilogue (bias, or bias + GELU with the pre-activation kept) or cuBLAS's plain matmul
 // and one pass of ours (k::bias_gelu_vec)? The epilogue saves the pass, but cuBLASLt's kernels with
@@ -158,13 +169,7 @@ bool Model<T>::fwd_apart(lt::Tuned* mm, const T* in, size_t w, size_t b, const T
   bool same = matches_epilogue(pre_a, pre_e, n, key + " pre-activation");
   if (gelu) same = matches_epilogue(act_a, act_e, n, key + " GELU") && same;
   for (T* p : {pre_e, act_e, pre_a, act_a}) CUDA_CHECK(cudaFree(p));
-  const bool ours = same && best[1] < best[0];
-  char note[200];
-  std::snprintf(note, sizeof note, "in the epilogue %.1f us, plain matmul + ours %.1f us%s: %s", 1e3 * best[0],
-                1e3 * best[1], same ? "" : " (ours differs)", ours ? "ours" : "epilogue");
-  lt::remember(key, ours ? 0 : 1, note);
-  std::printf("forward %s: %s\n", key.c_str(), note);
-  return ours;
+  return epilogue_or_ours("forward", key, best, same);
 }
 // The same for the GELU's backward: din = (dout . W) * gelu'(pre) in the DGELU epilogue, or the plain
 // matmul and k::gelu_bwd_vec in place. True: ours (din and gelu_pre must be 16-byte aligned).
@@ -193,13 +198,7 @@ bool Model<T>::dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu
   const bool same = matches_epilogue(din_a, din_e, n, key);
   CUDA_CHECK(cudaFree(din_e));
   CUDA_CHECK(cudaFree(din_a));
-  const bool ours = same && best[1] < best[0];
-  char note[200];
-  std::snprintf(note, sizeof note, "in the epilogue %.1f us, plain matmul + ours %.1f us%s: %s", 1e3 * best[0],
-                1e3 * best[1], same ? "" : " (ours differs)", ours ? "ours" : "epilogue");
-  lt::remember(key, ours ? 0 : 1, note);
-  std::printf("backward %s: %s\n", key.c_str(), note);
-  return ours;
+  return epilogue_or_ours("backward", key, best, same);
 }
 
 // The bias gradient: db += dout's column sums (db zeroed with the gradients), in two passes: per-chunk

@@ -274,6 +274,16 @@ __device__ __forceinline__ void wait_head(unsigned* ready, int H, int h, unsigne
   }
   __syncwarp();
 }
+// One work item's partials for stage 2: o (hs floats, lane-strided), then m and l, at chunk c of head h.
+template <class W>
+__device__ __forceinline__ void store_partial(const Net<W>& n, int h, int c, int hs, int lane,
+                                              const float (&acc)[kMaxHead / kWarp], float m, float lsum) {
+  float* out = n.part + (size_t(h) * n.chunks() + c) * (hs + 2);
+#pragma unroll
+  for (int r = 0; r < kMaxHead / kWarp; ++r)
+    if (lane + kWarp * r < hs) out[lane + kWarp * r] = acc[r];
+  if (lane == 0) out[hs] = m, out[hs + 1] = lsum;
+}
 template <class W>
 __device__ void stage_attention(const Net<W>& n, int l, int t, int token, unsigned char* smem) {
   const int C = n.C, H = n.H, hs = C / H, nck = t / n.chunk + 1, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -316,11 +326,7 @@ __device__ void stage_attention(const Net<W>& n, int l, int t, int token, unsign
       for (int r = 0; r < kMaxHead / kWarp; ++r)
         if (lane + kWarp * r < hs) acc[r] += pj * __ldcg(vr + lane + kWarp * r);
     }
-    float* out = n.part + (size_t(h) * n.chunks() + c) * (hs + 2);
-#pragma unroll
-    for (int r = 0; r < kMaxHead / kWarp; ++r)
-      if (lane + kWarp * r < hs) out[lane + kWarp * r] = acc[r];
-    if (lane == 0) out[hs] = m, out[hs + 1] = lsum;
+    store_partial(n, h, c, hs, lane, acc, m, lsum);
     __syncwarp();  // qs is rewritten by the next item
   }
 }
@@ -375,11 +381,7 @@ __device__ void stage_attention_split(const Net<W>& n, int l, int t, int token, 
           if (lane + kWarp * r < hs) acc[r] += pj * __ldcg(vr + lane + kWarp * r);
       }
     }
-    float* out = n.part + (size_t(h) * n.chunks() + c) * (hs + 2);
-#pragma unroll
-    for (int r = 0; r < kMaxHead / kWarp; ++r)
-      if (lane + kWarp * r < hs) out[lane + kWarp * r] = acc[r];
-    if (lane == 0) out[hs] = m, out[hs + 1] = lsum;
+    store_partial(n, h, c, hs, lane, acc, m, lsum);
     __syncwarp();  // qs is rewritten by the next item
   }
 }
