@@ -386,7 +386,7 @@ inline void check_files(Options& o) {
 inline Options parse_options(int argc, char** argv) {
   cli::Args args(
       argc, argv, kProg,
-      "a small GPT trained on any text, then sampled (fp32 or bf16; cuBLAS, cuDNN and hand-written kernels)");
+      "a small GPT trained on any text, then sampled (fp32, tf32 or bf16; cuBLAS, cuDNN and hand-written kernels)");
   Options o;
   std::string fusion_s, parts, fused_ln_s, graph_s, search_s;
   double bucket_mb = 0, first_mb = 0;

@@ -24,9 +24,10 @@
 // if the conversion truncates (the worse case, taken here). A K-long dot product of rounded inputs
 // then errs by at most 2u * sum |a_k b_k|, and with random signs by about 2u * sqrt(K) * rms(a_k b_k):
 // relative to the output's own size (itself ~ sqrt(K) * rms(a_k b_k)) about 2u, whatever K. bf16
-// rounds the same matmul inputs with u = 2^-9 (and stores the activations between them in bf16 too),
-// and its tolerances hold it with room to spare; every error is linear in u, so tf32's are bf16's times
-// 2^-10 / 2^-9 = 1/2. Everything else in tf32 (LayerNorm, softmax, the loss, the optimizer) is fp32.
+// rounds the same matmul inputs to 8 significant bits (u = 2^-8, common/verify.h), and stores the
+// activations between them in bf16 too; every error is linear in u, so tf32's are at most bf16's times
+// 2^-10 / 2^-8 = 1/4. The tolerances are bf16's halved: that factor, with 2x of room. Everything else
+// in tf32 (LayerNorm, softmax, the loss, the optimizer) is fp32.
 inline verify::Tol tf32_tol(double bf16_atol, double bf16_rtol) {
   return verify::Tol{bf16_atol / 2, bf16_rtol / 2, "tf32"};
 }
