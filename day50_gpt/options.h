@@ -175,9 +175,11 @@ inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& 
   t.log_every = int(args.integer("log-every", 50, 1, 100000, "steps between progress lines"));
   fusion_s =
       args.str("fusion", "on", "on | off: bias, GELU and bias gradients fused into the matmuls (cuBLASLt epilogues)");
-  o.prec = args.str("precision", "bf16",
-                    "fp32 | tf32 | bf16 (tf32: fp32 everywhere but the matmuls, which round their inputs to TF32 "
-                    "on the tensor cores; bf16: bf16 activations and matmuls, fp32 master weights and optimizer)");
+  o.prec = args.str(
+      "precision", "bf16",
+      "fp32 | tf32 | bf16 (tf32: fp32, but the model's matmuls (training, validation) round their inputs to TF32 on "
+      "the tensor cores; generation stays fp32. bf16: bf16 activations and matmuls, fp32 master "
+      "weights and optimizer)");
   o.attn_s = args.str("attention", "auto",
                       "auto | cudnn | matmul | naive (auto: cuDNN's fused attention in bf16, matmul otherwise)");
   o.backend_s = args.str("backend", "custom",
