@@ -29,7 +29,8 @@ constexpr int kTf32ValBatches = 8;
 // Into the tf32 row b: its time against fp32's as a headline ratio (3 interleaved rounds, each
 // timing 20 fp32 steps and then 20 tf32 steps with step_times: a drift in clocks touches both
 // alike; the median round's ratio, min..max kept), then the accuracy: both trainers go on to
-// kTf32CurveSteps steps, their per-step losses compared (run/verify_tf32.cuh), the validation loss of each.
+// kTf32CurveSteps steps (fewer if --steps is shorter), their per-step losses compared
+// (run/verify_tf32.cuh), and the validation loss of each.
 inline void tf32_against_fp32(results::Results& res, results::Bench& b, const gpt::Config& cfg, const TrainOptions& o,
                               const train::Corpus& data, Attn attn, uint64_t seed) {
   TrainOptions o32 = o;
@@ -57,22 +58,23 @@ inline void tf32_against_fp32(results::Results& res, results::Bench& b, const gp
   v["how"] = "3 interleaved rounds of 20 fp32 steps then 20 tf32 steps (events between steps); the median round";
   res.add_goal(b.name + ": faster than the fp32 step (interleaved, median of 3 rounds)", mid.first / 100,
                mid.first > 100);
-  // The accuracy: the same two runs, on to kTf32CurveSteps steps.
-  while (ref.step < kTf32CurveSteps) ref.step_once();
-  while (ours.step < kTf32CurveSteps) ours.step_once();
+  // The accuracy: the same two runs, on to kTf32CurveSteps steps (within the schedule: --steps).
+  const int64_t steps = std::max<int64_t>(ref.step, std::min<int64_t>(kTf32CurveSteps, o.steps));
+  while (ref.step < steps) ref.step_once();
+  while (ours.step < steps) ours.step_once();
   ref.read_back(), ours.read_back();
   const std::vector<double> l32(ref.losses.begin(), ref.losses.end()), ltf(ours.losses.begin(), ours.losses.end());
   const double worst = tf32_curve_checks(res, b.name, ltf, l32);
   const double val32 = ref.val_loss(kTf32ValBatches), valtf = ours.val_loss(kTf32ValBatches);
-  res.add(verify::compare(b.name + ": validation loss after " + std::to_string(kTf32CurveSteps) + " steps == fp32's",
-                          &valtf, &val32, 1, kTf32LossMeans));
+  res.add(verify::compare(b.name + ": validation loss after " + std::to_string(steps) + " steps == fp32's", &valtf,
+                          &val32, 1, kTf32LossMeans));
   auto last10 = [](const std::vector<double>& l) {
     double s = 0;
     for (size_t i = l.size() - 10; i < l.size(); ++i) s += l[i];
     return s / 10;
   };
   json::Value acc = json::Value::object();
-  acc["steps"] = kTf32CurveSteps, acc["val_batches"] = kTf32ValBatches;
+  acc["steps"] = (long long)steps, acc["val_batches"] = kTf32ValBatches;
   acc["fp32_loss_last10"] = last10(l32), acc["tf32_loss_last10"] = last10(ltf);
   acc["fp32_val_loss"] = val32, acc["tf32_val_loss"] = valtf, acc["val_loss_diff"] = valtf - val32;
   acc["max_abs_diff_means_of_10"] = worst;
@@ -85,5 +87,5 @@ inline void tf32_against_fp32(results::Results& res, results::Bench& b, const gp
   std::printf(
       "  after %d steps from the same seed: loss (last 10 steps) tf32 %.4f, fp32 %.4f; validation tf32 %.4f, "
       "fp32 %.4f; means of 10 steps at most %.4f apart\n",
-      kTf32CurveSteps, last10(ltf), last10(l32), valtf, val32, worst);
+      int(steps), last10(ltf), last10(l32), valtf, val32, worst);
 }
