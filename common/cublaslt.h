@@ -24,16 +24,19 @@ struct Spec {
   cudaDataType_t ab = CUDA_R_32F, cd = CUDA_R_32F;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   int64_t aux_ld = 0;  // for the GELU epilogues: the leading dimension of aux
+  // fp32 accumulation. CUBLAS_COMPUTE_32F keeps fp32 inputs in fp32 (no TF32); a caller that wants
+  // fp32 inputs on the TF32 tensor cores says so with CUBLAS_COMPUTE_32F_FAST_TF32.
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 };
 
-// The descriptors of one matmul: the operation with its transposes and epilogue (fp32 accumulation,
-// so no TF32 for fp32 inputs), and the layouts of op(A), op(B) and C = D. Made once, freed with it.
+// The descriptors of one matmul: the operation with its compute type, transposes and epilogue, and
+// the layouts of op(A), op(B) and C = D. Made once, freed with it.
 struct Descs {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
 
   explicit Descs(const Spec& s) {
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, s.compute, CUDA_R_32F));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &s.ta, sizeof s.ta));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &s.tb, sizeof s.tb));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue, sizeof s.epilogue));

@@ -36,12 +36,14 @@
 #include "run/verify.cuh"
 #include "run/verify_cudnn.cuh"
 #include "run/verify_dropout.cuh"
+#include "run/verify_tf32.cuh"
 #include "run/verify_window.cuh"
 
-// The one place the precision picks the template: f<float> for fp32, f<bf16> for bf16.
+// The one place the precision picks the template: f<bf16> for bf16, f<float> for fp32 and for tf32 (the
+// fp32 model; TrainOptions::tf32 puts its matmuls on the TF32 tensor cores).
 template <class F>
 static auto by_precision(const std::string& prec, F&& f) {
-  return prec == "fp32" ? f(float()) : f(bf16());
+  return prec == "bf16" ? f(bf16()) : f(float());
 }
 
 // The GPUs visible (0 where there are none: env::begin then skips the run).
@@ -69,9 +71,10 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
   const Attn attn = o.attn;
   const bool small = o.st.small;
   if (o.verify_only == "cudnn") return verify_cudnn_backend(res, data, seed + 17, small);
-  // fp32: the matmul attention (auto) and the naive one; bf16: cuDNN (auto), matmul and naive.
+  // fp32 (and tf32): the matmul attention (auto) and the naive one; bf16: cuDNN (auto), matmul and naive.
   // --attention narrows this to one kind. The training checks use the precision's default.
   const Attn f32 = attn == Attn::kCudnn ? Attn::kAuto : attn;
+  if (o.verify_only == "tf32") return verify_tf32(res, data, seed, f32, small);  // run/verify_tf32.cuh
   for (Attn a : attn == Attn::kAuto ? std::vector<Attn>{Attn::kMatmul, Attn::kNaive} : std::vector<Attn>{f32}) {
     verify_tiny<float>(res, seed, a);
     if (!small) verify_attention<float>(res, seed + 1, a);
@@ -81,6 +84,7 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
   verify_dropout_mask(res, seed, 0.1);
   verify_random_batches(res, data, seed + 7);
   verify_training<float>(res, data, seed + 2, f32, small);
+  if (o.verify_only != "fp32") verify_tf32(res, data, seed, f32, small);
   if (o.verify_only != "fp32") {
     for (Attn a :
          attn == Attn::kAuto ? std::vector<Attn>{Attn::kAuto, Attn::kMatmul, Attn::kNaive} : std::vector<Attn>{attn}) {
@@ -197,6 +201,12 @@ int main(int argc, char** argv) {
     run_bench(res, o, data);
   } else if (const int rc = run_train(res, o, data, gpus, count)) {
     return rc < 0 ? 0 : rc;
+  } else if (o.train.tf32) {
+    // The trainer turns TF32 on from its options (run/trainer.cuh: m.set_tf32(o.tf32)); a run that
+    // trained without it would be an fp32 run under tf32's name.
+    const bool on = Model<float>::tf32_models() > 0;
+    res.add(verify::fact("--precision tf32: the trained model's matmuls ran on the TF32 tensor cores", on, "exact",
+                         on ? "" : "the trainer never called Model::set_tf32"));
   }
   std::string json_path = o.st.json;  // "{gpus}" in --json: the GPU count (results/{gpu}x{gpus}/...)
   for (size_t p; (p = json_path.find("{gpus}")) != std::string::npos;)

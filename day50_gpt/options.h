@@ -50,6 +50,7 @@ struct TrainOptions {
   int zero = 0;                            // data parallel: 1 = ZeRO-1 (optimizer state sharded)
   int nccl_channels = 0;                   // data parallel: NCCL channels at most (0: NCCL's choice)
   Backend backend = Backend::kCustom;      // --backend: who runs the layers (nn/backend.h)
+  bool tf32 = false;                       // --precision tf32: the fp32 model, its matmuls on TF32 tensor cores
 };
 
 // The files of a training run (empty: not used).
@@ -61,7 +62,7 @@ struct RunFiles {
 namespace gpt {
 
 // --bench's parts: `all` is every one but the last; `generate` times generation on fresh weights alone.
-inline const std::vector<std::string> kBenchParts = {"train-fp32", "train-bf16",  "train-cudnn",
+inline const std::vector<std::string> kBenchParts = {"train-fp32", "train-tf32",  "train-bf16", "train-cudnn",
                                                      "quality",    "quality-cut", "generate"};
 
 struct Options {
@@ -174,8 +175,11 @@ inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& 
   t.log_every = int(args.integer("log-every", 50, 1, 100000, "steps between progress lines"));
   fusion_s =
       args.str("fusion", "on", "on | off: bias, GELU and bias gradients fused into the matmuls (cuBLASLt epilogues)");
-  o.prec =
-      args.str("precision", "bf16", "fp32 | bf16 (bf16 activations and matmuls, fp32 master weights and optimizer)");
+  o.prec = args.str(
+      "precision", "bf16",
+      "fp32 | tf32 | bf16 (tf32: fp32, but the model's matmuls (training, validation) round their inputs to TF32 on "
+      "the tensor cores; generation stays fp32. bf16: bf16 activations and matmuls, fp32 master "
+      "weights and optimizer)");
   o.attn_s = args.str("attention", "auto",
                       "auto | cudnn | matmul | naive (auto: cuDNN's fused attention in bf16, matmul otherwise)");
   o.backend_s = args.str("backend", "custom",
@@ -208,15 +212,17 @@ inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& 
       "bucket-mb", 25, 0, 1 << 20,
       "data parallel: all-reduce the gradient in buckets of this many MiB during the backward (0: all of it after)");
   o.verify_only = args.str("verify-only", "all",
-                           "with --verify: all | fp32 (skip the bf16 checks; for racecheck, see the Makefile) | "
-                           "cudnn (only the --backend cudnn checks)");
+                           "with --verify: all | fp32 (skip the bf16 and tf32 checks; for racecheck, see the "
+                           "Makefile) | tf32 (only the --precision tf32 checks) | cudnn (only the --backend cudnn "
+                           "checks)");
   o.bench_steps = int(args.integer("bench-steps", o.train.steps, 10, 1000000,
                                    "with --bench: steps of the quality runs (default: --steps for the plays, " +
                                        std::to_string(kCutSteps) + " for the 1.1 MB cut)"));
   parts = args.str("bench-part", "all",
-                   "with --bench: which parts, comma-separated: train-fp32, train-bf16, train-cudnn (the bf16 step "
-                   "with --backend cudnn beside the custom one), quality (the default run on the plays), quality-cut "
-                   "(its first 1,115,394 bytes), all (these five), generate (generation alone, on fresh weights)");
+                   "with --bench: which parts, comma-separated: train-fp32, train-tf32 (its step against fp32's, "
+                   "and both trained side by side), train-bf16, train-cudnn (the bf16 step with --backend cudnn "
+                   "beside the custom one), quality (the default run on the plays), quality-cut (its first 1,115,394 "
+                   "bytes), all (these six), generate (generation alone, on fresh weights)");
   o.check_args = args.flag("check-args", "parse and judge the arguments (and the files they name), then exit 0");
 }
 
@@ -270,6 +276,9 @@ inline void check_combinations(int argc, char** argv, const Options& o) {
                                 std::to_string(o.gpus_req) + " GPUs");
   if (o.multi() && !o.files.dump.empty())
     cli::usage_error(kProg, "--dump captures one GPU's step: leave out --gpus / --world");
+  // The data-parallel checks (--verify on N GPUs) and the multi-GPU bench cover fp32 and bf16 only.
+  if (o.multi() && o.train.tf32)
+    cli::usage_error(kProg, "--precision tf32 runs on one GPU (leave out --gpus / --world)");
 }
 
 // --backend cudnn: its graphs are built for bf16 activations around cuDNN's attention, on one GPU.
@@ -295,14 +304,15 @@ inline void check_values(Options& o, const std::string& fusion_s, double bucket_
   if (o.gpus_s != "all" && (!cli::parse_int(o.gpus_s, o.gpus_req) || o.gpus_req < 1))
     cli::usage_error(kProg, "--gpus must be a positive number or 'all', got '" + o.gpus_s + "'");
   o.train.bucket_bytes = size_t(bucket_mb * (1 << 20));
-  if (o.verify_only != "all" && o.verify_only != "fp32" && o.verify_only != "cudnn")
-    cli::usage_error(kProg, "--verify-only must be all, fp32 or cudnn, got '" + o.verify_only + "'");
+  if (o.verify_only != "all" && o.verify_only != "fp32" && o.verify_only != "tf32" && o.verify_only != "cudnn")
+    cli::usage_error(kProg, "--verify-only must be all, fp32, tf32 or cudnn, got '" + o.verify_only + "'");
   if (fusion_s != "on" && fusion_s != "off")
     cli::usage_error(kProg, "--fusion must be on or off, got '" + fusion_s + "'");
   o.train.fusion = fusion_s == "on";
   if (!(o.train.dropout < 1)) cli::usage_error(kProg, "--dropout must be in [0, 1), got 1 (every element dropped)");
-  if (o.prec != "fp32" && o.prec != "bf16")
-    cli::usage_error(kProg, "--precision must be fp32 or bf16, got '" + o.prec + "'");
+  if (o.prec != "fp32" && o.prec != "tf32" && o.prec != "bf16")
+    cli::usage_error(kProg, "--precision must be fp32, tf32 or bf16, got '" + o.prec + "'");
+  o.train.tf32 = o.prec == "tf32";
   if (o.attn_s == "cudnn")
     o.attn = Attn::kCudnn;
   else if (o.attn_s == "matmul")
@@ -311,7 +321,7 @@ inline void check_values(Options& o, const std::string& fusion_s, double bucket_
     o.attn = Attn::kNaive;
   else if (o.attn_s != "auto")
     cli::usage_error(kProg, "--attention must be auto, cudnn, matmul or naive, got '" + o.attn_s + "'");
-  if (o.attn == Attn::kCudnn && o.prec == "fp32")
+  if (o.attn == Attn::kCudnn && o.prec != "bf16")
     cli::usage_error(kProg, "--attention cudnn needs --precision bf16 (cuDNN's fused attention takes fp16/bf16)");
   check_backend(o);
   const std::string bad = o.cfg.invalid();
@@ -378,7 +388,7 @@ inline void check_files(Options& o) {
 inline Options parse_options(int argc, char** argv) {
   cli::Args args(
       argc, argv, kProg,
-      "a small GPT trained on any text, then sampled (fp32 or bf16; cuBLAS, cuDNN and hand-written kernels)");
+      "a small GPT trained on any text, then sampled (fp32, tf32 or bf16; cuBLAS, cuDNN and hand-written kernels)");
   Options o;
   std::string fusion_s, parts, fused_ln_s, graph_s, search_s;
   double bucket_mb = 0, first_mb = 0;

@@ -12,16 +12,19 @@
 #include "verify.h"
 
 // The cuBLASLt matmul for one (shape, epilogue), built on first use; null where cuBLASLt refuses it.
+// --precision tf32: built with CUBLAS_COMPUTE_32F_FAST_TF32 (fp32 inputs rounded to TF32 on the tensor
+// cores), under its own key, so it never shares an algorithm choice with fp32's.
 template <class T>
 lt::Tuned* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
   if (!fuse) return nullptr;
   const std::string key = std::to_string(sp.ta) + std::to_string(sp.tb) + "," + std::to_string(sp.m) + "," +
                           std::to_string(sp.n) + "," + std::to_string(sp.k) + "," + std::to_string(int(sp.epilogue)) +
-                          "," + std::to_string(int(out_type));
+                          "," + std::to_string(int(out_type)) + (tf32 ? ",tf32" : "");
   auto it = lt_cache.find(key);
   if (it == lt_cache.end()) {
     lt::Spec s2 = sp;
     s2.ab = Types<T>::blas, s2.cd = out_type;
+    s2.compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const bool search = lt_search && std::is_same<T, bf16>::value;  // fp32: the heuristic's pick (see lt_tuned.cuh)
     it = lt_cache.emplace(key, std::make_unique<lt::Tuned>(blas_lt, s2, kLtWorkspace, key, search)).first;
     if (!it->second->ok())

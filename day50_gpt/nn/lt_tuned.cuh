@@ -7,7 +7,8 @@
 // scratch, so the search changes nothing), keeps the fastest, and remembers the choice for the whole
 // process, keyed by the shape: every model of the run then uses the same algorithm, so two runs in one
 // process still compute the same bits (what the resume checks compare). fp32 keeps the heuristic's
-// first pick: its path is the bitwise-reproducible one, also from one process to the next.
+// first pick: its path is the bitwise-reproducible one, also from one process to the next; so does
+// tf32 (the same fp32 model, its matmuls on TF32 tensor cores: the same path, another compute type).
 #pragma once
 #include <cublasLt.h>
 

@@ -8,10 +8,12 @@
 #pragma once
 #include <cublasLt.h>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -82,6 +84,9 @@ struct Model {
   bool fuse = true;
   std::map<std::string, std::unique_ptr<lt::Tuned>> lt_cache;
   bool lt_search = true;  // --lt-search: bf16's cuBLASLt algorithms chosen by timing (nn/lt_tuned.cuh)
+  // --precision tf32 (set_tf32, below): every matmul on the TF32 tensor cores (inputs rounded to a
+  // 10-bit mantissa, fp32 accumulation); everything else stays fp32. Off: fp32 matmuls, no TF32.
+  bool tf32 = false;
   // --verify: our passes (nn/linear.cuh) in place of every epilogue they can replace, untimed, so that
   // the CPU comparison covers them whatever the timing would choose; ours_launches counts them.
   bool force_ours = false;
@@ -144,7 +149,7 @@ struct Model {
       : c(cfg), lay(cfg), B(b), T_(cfg.context), N(b * cfg.context), fuse(fusion), drop_p(dropout_p), backend(be) {
     CUBLAS_CHECK(cublasCreate(&blas));
     CUBLAS_CHECK(cublasLtCreate(&blas_lt));
-    CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));  // fp32 stays fp32: no TF32
+    CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));  // fp32 stays fp32: no TF32 (but by set_tf32)
     CUDNN_CHECK(cudnnCreate(&dnn));
     if (on_cudnn()) {  // cuDNN's attention where it runs (auto); kCudnn: or skip
       graphs = std::make_unique<dnnl::Cache>(kDnnWorkspace);
@@ -185,6 +190,24 @@ struct Model {
   }
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
+
+  // --precision tf32: the same fp32 model with its matmuls on the TF32 tensor cores. Chosen once, before
+  // the first matmul (the cuBLASLt descriptors built on first use carry the compute type): the
+  // cuBLAS handle's math mode carries it to every cuBLAS call (nn/matmul.cuh's compute_type), the
+  // model's flag to the cuBLASLt ones (nn/linear.cuh's lt_get). bf16 has no TF32 to turn on.
+  void set_tf32(bool on) {
+    if (on == tf32) return;
+    if ((on && !std::is_same<T, float>::value) || !lt_cache.empty())
+      throw std::logic_error("Model::set_tf32: fp32 models only, before the first matmul");
+    tf32 = on;
+    CUBLAS_CHECK(cublasSetMathMode(blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    if (on) ++tf32_models();
+  }
+  // How many models of this process turned TF32 on (gpt.cu: proof that a --precision tf32 run's did).
+  static std::atomic<int>& tf32_models() {
+    static std::atomic<int> n{0};
+    return n;
+  }
 
   // Every buffer the model owns, with its size for this configuration: allocation, NaN poisoning and
   // the memory check above all read this one table, so a new buffer is one line here.

@@ -1,5 +1,6 @@
 // day50_gpt/run/bench.cuh: gpt --bench on one GPU, in parts (--bench-part): the training step's time
-// and where it goes (fp32 and bf16, each without and with the matmul epilogues), the quality runs
+// and where it goes (fp32 and bf16, each without and with the matmul epilogues; tf32's default step
+// against fp32's, run/bench_tf32.cuh), the quality runs
 // (run/quality.cuh: the default run on the plays, then on a 1.1 MB cut of them), generation from the
 // trained weights, and generation alone on fresh weights. The attentions alone are dev/attention.cu's.
 #pragma once
@@ -8,12 +9,14 @@
 #include <cmath>
 #include <mutex>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "ceilings.cuh"
 #include "bench_cudnn.cuh"
 #include "bench_step.cuh"
+#include "bench_tf32.cuh"
 #include "generate.cuh"
 #include "json.h"
 #include "quality.cuh"
@@ -30,6 +33,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].fusion = i >= 1, v[i].fused_ln = i >= 2, v[i].graph = i >= 3;
     v[i].lt_search = !bf || i >= 4;
     v[i].backend = Backend::kCustom;  // the cuDNN-graph step has its own row (run/bench_cudnn.cuh)
+    v[i].tf32 = false;                // the tf32 step has its own row (run/bench_tf32.cuh)
   }
   return v;
 }
@@ -94,12 +98,20 @@ void check_timed_steps(results::Results& res, Trainer<T>& tr, const ckpt::Checkp
                             got.data() + 1, again.data() + 1, 1, verify::Tol{2e-3, 2e-3, "rounding (atomics)"}));
 }
 
+// Dense TF32 tensor-core peak (no sparsity) of the H100 / H200 SXM data sheets: 989 TFLOP/s with
+// sparsity, half that dense.
+constexpr double kPeakTf32Tflops = 494.7;
+
+// One training step row: its time (events between steps), where it goes, its MFU. more (if set) adds
+// to the row before it is stored (the tf32 row: its ratio to fp32, run/bench_tf32.cuh).
 template <class T>
 void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptions& o, const train::Corpus& data,
-                 Attn attn, uint64_t seed) {
+                 Attn attn, uint64_t seed, const std::function<void(results::Bench&)>& more = nullptr) {
   const size_t base = used_bytes();
   Trainer<T> tr(cfg, o, data, attn, seed);
-  const std::string name = std::string("train step ") + Types<T>::name() + variant_name(o);
+  tr.m.set_tf32(o.tf32);  // before its first step
+  const std::string prec = o.tf32 ? "tf32" : Types<T>::name();
+  const std::string name = "train step " + prec + variant_name(o);
   std::printf("\n%s: attention = %s\n", name.c_str(), tr.m.attn_note.c_str());
   for (int i = 0; i < 3; ++i) tr.step_once();  // warm-up (cuBLAS heuristics, first launches, the graph's capture)
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -119,14 +131,16 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   check_timed_steps(res, tr, before, first_timed, name);
   results::Bench b;
   b.name = name;
-  b.dtype = Types<T>::name();
+  b.dtype = prec;
   b.shape = {cfg.layers, cfg.heads, cfg.width, cfg.context, o.batch};
   const timing::Stats s = timing::summarize(ms);
   b.ms = s.median_ms, b.min_ms = s.min_ms, b.max_ms = s.max_ms, b.reps = s.reps;
   b.tokens_per_s = double(o.batch) * cfg.context / (b.ms * 1e-3);
   const bool bf = std::is_same<T, bf16>::value;
   const double flops = model_flops_per_step(cfg, o.batch), tflops = flops / (b.ms * 1e9),
-               peak_tf = bf ? kPeakBf16Tflops : kPeakFp32Tflops;
+               peak_tf = bf       ? kPeakBf16Tflops
+                         : o.tf32 ? kPeakTf32Tflops
+                                  : kPeakFp32Tflops;
   json::Value ex = json::Value::object();
   ex["attention"] = tr.m.attn_note;
   ex["fusion"] = o.fusion;
@@ -139,16 +153,17 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["mfu_peak_tflops"] = peak_tf;
   ex["mfu_formula"] =
       "tokens * (6 * (12 L C^2 + C V) + 12 L T C) / step time / dense peak (H100/H200 SXM data sheet: "
-      "989.4 TFLOP/s bf16, 66.9 fp32)";
+      "989.4 TFLOP/s bf16, 494.7 tf32, 66.9 fp32)";
   ex["peak_gpu_mib"] = double(peak) / (1 << 20);
   json::Value pj = json::Value::object();
   double total = 0;
   for (int p = 0; p < kPhases; ++p) pj[kPhaseName[p]] = phase_ms[size_t(p)], total += phase_ms[size_t(p)];
   ex["phase_ms"] = pj;
   ex["phase_total_ms"] = total;
-  // The default step's LayerNorm alone (last: it leaves the trainer's buffers as garbage).
-  if (default_step(o)) ex["layernorm_alone"] = bench_layernorm(res, tr, name);
+  // The default step's LayerNorm alone (last: it leaves the trainer's buffers as garbage); tf32's is fp32's.
+  if (default_step(o) && !o.tf32) ex["layernorm_alone"] = bench_layernorm(res, tr, name);
   b.extra = ex;
+  if (more) more(b);
   res.add(b);
   std::printf("%s: median %.2f ms/step (min %.2f, max %.2f) = %.0f tokens/s; GPU memory %.0f MiB\n", name.c_str(), b.ms,
               b.min_ms, b.max_ms, b.tokens_per_s, double(peak) / (1 << 20));
@@ -449,18 +464,27 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
 inline void run_bench(results::Results& res, const gpt::Options& op, const train::Corpus& data) {
   const gpt::Config& cfg = op.cfg;
   const uint64_t seed = uint64_t(op.st.seed);
+  TrainOptions base = op.train;  // --precision does not pick the parts: tf32 only where a part asks for it
+  base.tf32 = false;
   res.config["layers"] = cfg.layers, res.config["heads"] = cfg.heads, res.config["width"] = cfg.width,
   res.config["context"] = cfg.context;
-  res.config["batch"] = op.train.batch;
+  res.config["batch"] = base.batch;
   // Each precision with the step's speed-ups switched on one after another (step_variants): each one's
   // gain, measured in one run.
-  for (const TrainOptions& of : step_variants(op.train, false)) {
+  for (const TrainOptions& of : step_variants(base, false)) {
     if (op.bench_part("train-fp32"))
       bench_train<float>(res, cfg, of, data, op.attn == Attn::kCudnn ? Attn::kAuto : op.attn, seed);
   }
-  for (const TrainOptions& of : step_variants(op.train, true))
+  if (op.bench_part("train-tf32")) {  // fp32's default step with TF32 matmuls, against fp32's (run/bench_tf32.cuh)
+    TrainOptions ot = step_variants(base, false).back();
+    ot.tf32 = true;
+    const Attn a = op.attn == Attn::kCudnn ? Attn::kAuto : op.attn;
+    bench_train<float>(res, cfg, ot, data, a, seed,
+                       [&](results::Bench& b) { tf32_against_fp32(res, b, cfg, ot, data, a, seed); });
+  }
+  for (const TrainOptions& of : step_variants(base, true))
     if (op.bench_part("train-bf16")) bench_train<bf16>(res, cfg, of, data, op.attn, seed);
-  if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, op.train, data, seed);  // run/bench_cudnn.cuh
+  if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, base, data, seed);  // run/bench_cudnn.cuh
   // What the step chose by timing at start-up (nn/linear.cuh): each matmul epilogue or the plain matmul
   // and a pass of ours, with the times that decided it.
   json::Value chosen = json::Value::object();
@@ -470,7 +494,7 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
   }
   res.config["timed_choices"] = chosen;
   if (op.bench_part("quality")) {
-    const Quality q = quality_run<bf16>(res, cfg, op.train, data, op.files.data_name, op.attn, seed, op.bench_steps);
+    const Quality q = quality_run<bf16>(res, cfg, base, data, op.files.data_name, op.attn, seed, op.bench_steps);
     res.top.push_back({"quality", q.summary});  // (the curve as before, for the notes' plot)
     res.config["loss_curve"] = *q.summary.find("loss_curve");
     res.config["val_loss_after_steps"] = q.val_final, res.config["quality_steps"] = op.bench_steps;
@@ -491,7 +515,7 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     // reaches 1.47 there in 5,000 iterations. The same cut of this text, with the cut's own dropout and
     // schedule (options.h: a quarter of the data overfits sooner).
     const train::Corpus cut = quality_cut(op.data_path, op.data_limit, cfg.context);
-    TrainOptions oc = op.train;
+    TrainOptions oc = base;
     oc.dropout = op.cut_dropout;
     const Quality q = quality_run<bf16>(res, cfg, oc, cut, op.files.data_name + " (first 1,115,394 bytes)", op.attn,
                                         seed, op.cut_steps);

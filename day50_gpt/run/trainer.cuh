@@ -72,6 +72,7 @@ struct Trainer {
     rng_state = rng.next();
     m.sync_weights();
     m.fused_ln = o.fused_ln, m.lt_search = o.lt_search;
+    m.set_tf32(o.tf32);  // --precision tf32 (nn/model.cuh): before the first step
     dp::attach(dp, cfg, o, m);
     if (!dp) {
       // A blocking stream: the host copies elsewhere (cudaMemcpy on the legacy stream) stay ordered with it.

@@ -19,6 +19,18 @@
 #include "verify_step.cuh"
 
 // ---- Verification ----------------------------------------------------------------------------------
+// tf32's tolerances, from bf16's (atol, rtol as verify_tiny sets them for bf16). TF32 keeps 10 of
+// fp32's 23 mantissa bits: an input rounded to it errs by u = 2^-11 relative (round to nearest), 2^-10
+// if the conversion truncates (the worse case, taken here). A K-long dot product of rounded inputs
+// then errs by at most 2u * sum |a_k b_k|, and with random signs by about 2u * sqrt(K) * rms(a_k b_k):
+// relative to the output's own size (itself ~ sqrt(K) * rms(a_k b_k)) about 2u, whatever K. bf16
+// rounds the same matmul inputs to 8 significant bits (u = 2^-8, common/verify.h), and stores the
+// activations between them in bf16 too; every error is linear in u, so tf32's are at most bf16's times
+// 2^-10 / 2^-8 = 1/4. The tolerances are bf16's halved: that factor, with 2x of room. Everything else
+// in tf32 (LayerNorm, softmax, the loss, the optimizer) is fp32.
+inline verify::Tol tf32_tol(double bf16_atol, double bf16_rtol) {
+  return verify::Tol{bf16_atol / 2, bf16_rtol / 2, "tf32"};
+}
 inline gpt::Config tiny_config() {
   gpt::Config c;
   c.vocab = 256, c.context = 13, c.layers = 2, c.heads = 4,
@@ -32,10 +44,12 @@ void cudnn_coverage(results::Results& res, const Model<T>& m, const std::string&
 
 // GPU vs CPU on a tiny configuration: logits, loss and every parameter's gradient; with dropout p > 0,
 // both draw the same masks (nn/dropout.h) at a training step picked from the seed. fusion false: the
-// unfused matmuls and the unfused LayerNorm. cfg: another configuration than tiny_config().
+// unfused matmuls and the unfused LayerNorm. cfg: another configuration than tiny_config(). tf32 (fp32
+// only): the matmuls on the TF32 tensor cores (--precision tf32), against the same CPU model.
 template <class T>
 void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true, double dropout_p = 0,
-                 const gpt::Config* cfg = nullptr, bool force_ours = false, Backend be = Backend::kCustom) {
+                 const gpt::Config* cfg = nullptr, bool force_ours = false, Backend be = Backend::kCustom,
+                 bool tf32 = false) {
   const gpt::Config c = cfg ? *cfg : tiny_config();
   const int B = 3, Tq = c.context;
   verify::Rng rng(seed);
@@ -59,15 +73,16 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   const double loss_ref = gpt::forward(c, p, tok, tgt, B, Tq, a, dropout::make(dropout_p, key, step));
   const std::vector<double> g_ref = gpt::backward(c, p, tok, tgt, B, Tq, a);
   Model<T> m(c, B, attn, fusion, dropout_p, be);
+  m.set_tf32(tf32);
   m.fused_ln = fusion;
   m.force_ours = force_ours;
   m.drop_key = key, m.drop_step = step;
   char dtag[32] = "";
   if (dropout_p > 0) std::snprintf(dtag, sizeof dtag, " dropout %.2g", dropout_p);
-  const std::string tag = std::string("tiny GPT ") + Types<T>::name() + " " + attn_name(m.impl) + "-attn" +
-                          (fusion ? "" : " unfused") + dtag + (cfg ? " width " + std::to_string(c.width) : "") +
-                          (force_ours ? " plain matmuls + our bias/GELU passes" : "") +
-                          (be == Backend::kCudnn ? " cudnn backend" : "");
+  const std::string tag =
+      std::string("tiny GPT ") + (tf32 ? "tf32" : Types<T>::name()) + " " + attn_name(m.impl) + "-attn" +
+      (fusion ? "" : " unfused") + dtag + (cfg ? " width " + std::to_string(c.width) : "") +
+      (force_ours ? " plain matmuls + our bias/GELU passes" : "") + (be == Backend::kCudnn ? " cudnn backend" : "");
   std::printf("%s: attention = %s\n", tag.c_str(), m.attn_note.c_str());
   to_device(m.params.template as<float>(), p);
   m.sync_weights();
@@ -85,9 +100,10 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   for (double x : g_ref) gmax = std::max(gmax, std::fabs(x));
   // Tolerances by precision. fp32: rounding only. bf16: activations and matmul weights carry 8
   // significant bits (relative 2^-9 per rounding), through two blocks and the head.
-  const verify::Tol tl = bf ? verify::Tol{0.015 * zmax, 0.02, "bf16"} : verify::Tol{1e-5 * zmax, 1e-4, "fp32"};
-  const verify::Tol tloss = bf ? verify::Tol{0.01, 0.01, "bf16"} : verify::kFp32;
-  const verify::Tol tg = bf ? verify::Tol{0.01 * gmax, 0.05, "bf16"} : verify::Tol{1e-4 * gmax, 1e-3, "fp32"};
+  verify::Tol tl = bf ? verify::Tol{0.015 * zmax, 0.02, "bf16"} : verify::Tol{1e-5 * zmax, 1e-4, "fp32"};
+  verify::Tol tloss = bf ? verify::Tol{0.01, 0.01, "bf16"} : verify::kFp32;
+  verify::Tol tg = bf ? verify::Tol{0.01 * gmax, 0.05, "bf16"} : verify::Tol{1e-4 * gmax, 1e-3, "fp32"};
+  if (tf32) tl = tf32_tol(0.015 * zmax, 0.02), tloss = tf32_tol(0.01, 0.01), tg = tf32_tol(0.01 * gmax, 0.05);
   const std::vector<float> logits = to_host(m.logits.template as<float>(), a.logits.size());
   res.add(verify::compare(tag + " logits vs CPU", logits.data(), a.logits.data(), logits.size(), tl));
   const std::vector<float> losses = to_host(m.loss.template as<float>(), size_t(B) * Tq);

@@ -16,6 +16,7 @@ template <class T>
 void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus& data, Attn attn, uint64_t seed,
                int steps, std::vector<double>& losses, std::vector<double>& params, std::string& attn_used) {
   Trainer<T> t(c, o, data, attn, seed);
+  t.m.set_tf32(o.tf32);  // --precision tf32's model (before its first step)
   while (t.step < steps) t.step_once();
   t.read_back();
   losses.assign(t.losses.begin(), t.losses.end());
