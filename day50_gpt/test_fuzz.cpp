@@ -200,7 +200,7 @@ const char* const kFlags[] = {
     "--help", "--bogus", "-h",
     // flags added since: dropout and batches, the bench's parts, data parallelism, the step's switches
     "--dropout", "--batches", "--data-limit", "--bench-part", "--check-args", "--allreduce", "--zero",
-    "--nccl-channels", "--first-bucket-mb", "--bucket-order", "--graph", "--fused-ln", "--lt-search"};
+    "--nccl-channels", "--first-bucket-mb", "--bucket-order", "--graph", "--fused-ln", "--lt-search", "--recompute"};
 const char* const kValues[] = {"0",
                                "1",
                                "2",

@@ -22,7 +22,7 @@ with bf16 weights too: each ratio is taken within one weight type (ours fp32 aga
 variant, ours bf16 against the bf16 one), so neither side gains from lower precision.
 
 Checks: every loss finite; every variant's loss after the same steps on the same batches within 5% of
-eager's; the KV-cache decoder's logits equal a full forward's; ./build/gpt's own checks passed.
+eager's plus the gap that other dropout masks alone open (eager re-trained with other seeds, measured); the KV-cache decoder's logits equal a full forward's; ./build/gpt's own checks passed.
 Writes results/<gpu>/day50_gpt-torch_peer.json. Without torch or a GPU: one SKIP line, exit 77.
 
     cd day50_gpt && make && python3 torch_peer.py            # minutes: max-autotune compiles longest
@@ -52,10 +52,14 @@ PROMPT = b"The GPU "  # ./build/gpt --bench's generation prompt (run/bench.cuh)
 TEMPERATURE, TOP_K = 0.8, 40  # ... and its sampling
 HYPER = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, clip=1.0)  # options.h / train_ref.h
 # Loss agreement after the same steps on the same batches: two correct bf16 runs part slowly (other
-# rounding, other kernel orders, other dropout draws); a step that does not train stays near ln 256.
-# With dropout on, eager and Inductor draw different masks, and how far that alone moves the loss is
-# what dev/peer_dropout.py measures (an eager run with another seed, and Inductor made to draw eager's
-# numbers, beside the variants): the tolerance stays at 5% until those controls say otherwise.
+# rounding, other kernel orders); a step that does not train stays near ln 256. With dropout on, every
+# variant draws other masks (Inductor has its own generator, and the rounds interleave the variants on
+# one global stream), and other masks alone move a 521-step loss far more than 5%: dev/peer_dropout.py
+# measured eager against eager with another seed 11% apart, while Inductor drawing eager's numbers
+# stayed within 0.1% of plain Inductor. So the check allows 5% for arithmetic plus the gap that other
+# masks alone open in this run: eager re-trained from the same weights on the same batches with
+# CONTROL_SEEDS' masks (the largest gap of those runs, a measured figure written beside the check).
+CONTROL_SEEDS = (1, 2)
 LOSS_RTOL, LOSS_TAIL = 0.05, 20
 # (key: display name, torch.compile kwargs or None for eager, whole step compiled)
 TRAIN_VARIANTS = {
@@ -436,10 +440,30 @@ def measure_rounds(a, train, gens, clocks, clock_id):
     return t_ms, g_tps, ours, ours_error
 
 
-def loss_checks(a, train, rows, checks):
-    """Every loss finite; every variant trains, and ends within LOSS_RTOL of eager on the same batches."""
-    losses = {n: v.losses.double().cpu() for n, v in train.items()}
+def mask_control(a, train, batches, total):
+    """The largest relative gap between eager's loss tail and eager re-trained (same initial weights, same
+    batches) with other dropout masks: how far other masks alone move the loss in this run (0 when
+    dropout is off and the runs agree)."""
+    ref, n = train["eager"].losses[:train["eager"].k], train["eager"].k
+    tails = []
+    for s in CONTROL_SEEDS:
+        c = tg.TrainStep(model_cfg(a), batches, total, HYPER, None, False, a.seed)  # same weights
+        torch.manual_seed(a.seed + 1000 * s)  # only the masks' stream differs
+        c.run(n)
+        tails.append(c.losses[:n][-LOSS_TAIL:].double().mean().item())
+        del c
+    gc.collect()
+    torch.cuda.empty_cache()
+    e = ref[-LOSS_TAIL:].double().mean().item()
+    return max(abs(t - e) / abs(e) for t in tails), tails
+
+
+def loss_checks(a, train, rows, checks, gap, control_tails):
+    """Every loss finite; every variant trains, and ends within LOSS_RTOL + gap of eager on the same
+    batches (gap: what other dropout masks alone moved eager's loss, mask_control)."""
+    losses = {n: v.losses[:v.k].double().cpu() for n, v in train.items()}
     ref = losses["eager"][-LOSS_TAIL:].mean().item()
+    tol = LOSS_RTOL + gap
     for name, L in losses.items():
         tail = L[-LOSS_TAIL:].mean().item()
         rows[name].update(last_loss=L[-1].item(), loss_tail_mean=tail, first_loss=L[0].item())
@@ -448,8 +472,9 @@ def loss_checks(a, train, rows, checks):
                   tail < L[0].item(), first=L[0].item(), tail=tail)
         if name != "eager":
             rel = abs(tail - ref) / abs(ref)
-            add_check(checks, f"{name}: loss after {len(L)} steps within {LOSS_RTOL:.0%} of eager's (same batches)",
-                      rel <= LOSS_RTOL, eager=ref, this=tail, rel_diff=rel)
+            add_check(checks, f"{name}: loss after {len(L)} steps within {LOSS_RTOL:.0%} + the other-masks gap "
+                      f"of eager's (same batches)", rel <= tol, eager=ref, this=tail, rel_diff=rel, tolerance=tol,
+                      other_masks_gap=gap, other_masks_tails=control_tails)
 
 
 def run(a):
@@ -494,7 +519,10 @@ def run(a):
         rows[name]["tokens_per_s"] = tokens_per_s(a, rows[name]["ms"])
     for name in gens:
         grows[name].update(measured("tokens_per_s", g_tps[name]))
-    loss_checks(a, train, rows, checks)
+    gap, control_tails = mask_control(a, train, batches, total)
+    print(f"other dropout masks alone (eager, seeds +{CONTROL_SEEDS}): loss tails {control_tails}, largest gap "
+          f"{gap:.1%} of eager's", flush=True)
+    loss_checks(a, train, rows, checks, gap, control_tails)
     return report(a, env, clocks, checks, rows, grows, ours, ours_error, time.time() - t_start)
 
 

@@ -133,11 +133,21 @@ bool Model<T>::dnn_linear(const T* in, size_t w, size_t b, T* out, int I, int O,
   if (cg::Graph* g = mm(dnnl::Epi::kBiasGelu, "linear+bias+GELU "))
     return dnn_run(g, {{"a", in}, {"b", W(w)}, {"bias", W(b)}, {"pre", out}, {"act", gelu_out}});
   cg::Graph* g1 = mm(dnnl::Epi::kBias, "linear+bias ");
-  cg::Graph* g2 = graphs->get("gelu " + std::to_string(N) + "x" + std::to_string(O),
-                              [&](std::string*) { return dnnl::gelu(dnn, N, O); });
-  if (!g1 || !g2) return false;
-  return dnn_run(g1, {{"a", in}, {"b", W(w)}, {"bias", W(b)}, {"c", out}}) &&
-         dnn_run(g2, {{"pre", out}, {"act", gelu_out}});
+  if (!g1 || !gelu_graph(O)) return false;
+  return dnn_run(g1, {{"a", in}, {"b", W(w)}, {"bias", W(b)}, {"c", out}}) && dnn_gelu(out, gelu_out, O);
+}
+// act = gelu(pre) over N x O: a pointwise graph (the forward's second graph where cuDNN does not fuse
+// the GELU, and --recompute's pass in the backward).
+template <class T>
+cg::Graph* Model<T>::gelu_graph(int O) {
+  return graphs->get("gelu " + std::to_string(N) + "x" + std::to_string(O),
+                     [&](std::string*) { return dnnl::gelu(dnn, N, O); });
+}
+template <class T>
+bool Model<T>::dnn_gelu(const T* pre, T* act, int O) {
+  if constexpr (!std::is_same<T, bf16>::value) return false;
+  cg::Graph* g = gelu_graph(O);
+  return g && dnn_run(g, {{"pre", pre}, {"act", act}});
 }
 
 // din = dout . W (times gelu'(gelu_pre) in the same graph), dW = dout^T . in (written: each weight

@@ -98,7 +98,7 @@ struct Model {
   // while the backward of the earlier blocks goes on.
   std::function<void(int)> on_block_grads;
 
-  DeviceBuffer params, params_t, grads, m, v, decay, blas_ws;
+  DeviceBuffer params, params_t, grads, m, v, decay;
   DeviceBuffer tok, tgt, loss, logits, dlogits;
   std::vector<DeviceBuffer> xs;  // the residual stream: xs[l] enters block l, xs[L] leaves the last one
   std::vector<Layer> layer;
@@ -108,6 +108,13 @@ struct Model {
   // residual add (forward) with the backward's d(attention output) and d(LayerNorm output); dqkv
   // (attention backward) with dfc (MLP backward) and the embedding's partial sums (the very end).
   DeviceBuffer scratch_small, scratch_big;
+  // --recompute on (the default): the MLP's GELU output (N x 4C, the largest activation) is not kept
+  // per layer. The forward writes it into one shared buffer, where the next matmul reads it, and the
+  // backward recomputes it there from the kept pre-activation before the weight gradient that reads
+  // it: L - 1 buffers of N x 4C fewer (at the bench's size 6 x 48 MiB kept become one) for one
+  // elementwise pass per layer. Off: every layer keeps its own (L.gl).
+  bool recompute_gelu = true;
+  DeviceBuffer gl_shared;
   View tmp, dln, datt, dqkv, dfc, embed_partial;
   // Dropout (nn/dropout.h): probability drop_p at the embedding's output and at each sublayer's output.
   // The trainer sets the key (the run's seed), the step and, for a data-parallel replica, the index of
@@ -145,8 +152,16 @@ struct Model {
   }
 
   Model(const gpt::Config& cfg, int b, Attn want, bool fusion = true, double dropout_p = 0,
-        Backend be = Backend::kCustom)
-      : c(cfg), lay(cfg), B(b), T_(cfg.context), N(b * cfg.context), fuse(fusion), drop_p(dropout_p), backend(be) {
+        Backend be = Backend::kCustom, bool recompute = true)
+      : c(cfg),
+        lay(cfg),
+        B(b),
+        T_(cfg.context),
+        N(b * cfg.context),
+        fuse(fusion),
+        recompute_gelu(recompute),
+        drop_p(dropout_p),
+        backend(be) {
     CUBLAS_CHECK(cublasCreate(&blas));
     CUBLAS_CHECK(cublasLtCreate(&blas_lt));
     CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));  // fp32 stays fp32: no TF32 (but by set_tf32)
@@ -224,8 +239,8 @@ struct Model {
         {"adam m", &m, n * 4, false},
         {"adam v", &v, n * 4, false},
         {"weight-decay mask", &decay, n, false},
-        {"cuBLASLt workspace", &lt_ws, kLtWorkspace, false},
-        {"cuBLAS workspace", &blas_ws, kLtWorkspace, false},
+        // One workspace for cuBLAS and cuBLASLt: their calls run one after another on the model's stream.
+        {"cuBLAS/cuBLASLt workspace", &lt_ws, kLtWorkspace, false},
         {"tokens", &tok, NN * 4, true},
         {"targets", &tgt, NN * 4, true},
         {"losses", &loss, NN * 4, true},
@@ -250,6 +265,7 @@ struct Model {
         {"dropout: d(sublayer out) through the mask", &ddrop, drop_p > 0 ? NN * C * E : 0, true},
         {"cuDNN graphs workspace", &dnn_ws, on_cudnn() ? size_t(kDnnWorkspace) : 0, false},
         {"cuDNN LayerNorm backward dx", &dnn_dx, on_cudnn() ? NN * C * 4 : 0, true},
+        {"gelu out (shared: --recompute on)", &gl_shared, recompute_gelu ? NN * 4 * C * E : 0, true},
     };
     for (auto& x : xs) t.push_back({"residual stream", &x, NN * C * 4, true});
     for (Layer& L : layer) {
@@ -264,7 +280,7 @@ struct Model {
           {"ln2 mean", &L.ln2_mean, NN * 4, true},
           {"ln2 rstd", &L.ln2_rstd, NN * 4, true},
           {"fc (pre-GELU)", &L.fc, NN * 4 * C * E, true},
-          {"gelu out", &L.gl, NN * 4 * C * E, true},
+          {"gelu out (--recompute off)", &L.gl, recompute_gelu ? 0 : NN * 4 * C * E, true},
           {"attention P", &L.P, cudnn ? 0 : BHTT * pe, true},
           {"cuDNN softmax stats", &L.stats, cudnn ? size_t(B) * H * T_ * 4 : 0, true},
       };
@@ -299,7 +315,7 @@ struct Model {
   void use_stream(cudaStream_t st) {
     s = st;
     CUBLAS_CHECK(cublasSetStream(blas, st));
-    CUBLAS_CHECK(cublasSetWorkspace(blas, blas_ws.as(), blas_ws.bytes()));
+    CUBLAS_CHECK(cublasSetWorkspace(blas, lt_ws.as(), lt_ws.bytes()));
   }
   int rows_grid() const { return (N + 7) / 8; }  // 8 warps (rows) per 256-thread block
 
@@ -327,6 +343,8 @@ struct Model {
   bool dnn_ln_back(const float* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy,
                    bool accumulate);
   bool dnn_linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out);
+  bool dnn_gelu(const T* pre, T* act, int O);  // act = gelu(pre), N x O (--recompute on)
+  cg::Graph* gelu_graph(int O);
   bool dnn_linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre);
   void head_fwd();
   void head_back();
@@ -496,8 +514,8 @@ struct Model {
       linear(L.att.as<T>(), Wl.proj_w, Wl.proj_b, tmp.as<T>(), C, C);
       residual_then_ln(L.x_mid.as<float>(), xs[size_t(l)].as<float>(), dropout::site_attn(l), Wl.ln2_w, Wl.ln2_b,
                        L.ln2.as<T>(), L.ln2_mean.as<float>(), L.ln2_rstd.as<float>());
-      linear(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, L.fc.as<T>(), C, 4 * C, L.gl.as<T>());  // fc keeps the pre-activation
-      linear(L.gl.as<T>(), Wl.fc2_w, Wl.fc2_b, tmp.as<T>(), 4 * C, C);
+      linear(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, L.fc.as<T>(), C, 4 * C, gelu_out(L));  // fc keeps the pre-activation
+      linear(gelu_out(L), Wl.fc2_w, Wl.fc2_b, tmp.as<T>(), 4 * C, C);
       // The LayerNorm after this block: the next block's ln1, or the final one.
       const bool last = l + 1 == c.layers;
       Layer* nx = last ? nullptr : &layer[size_t(l) + 1];
@@ -532,6 +550,24 @@ struct Model {
     ln_fwd(x_out, w, b, ln, mean, rstd);
   }
 
+  // The MLP's GELU output: layer L's own buffer, or (--recompute on) the one they share.
+  T* gelu_out(Layer& L) const { return recompute_gelu ? gl_shared.as<T>() : L.gl.as<T>(); }
+  // --recompute on: gelu(fc) again, from the kept (rounded) pre-activation, into the shared buffer: as
+  // the matmul-apart path (bias_gelu_vec) computes it. cuDNN's backend: its own GELU graph.
+  void gelu_again(Layer& L) {
+    const size_t n = size_t(N) * 4 * c.width;
+    constexpr size_t V = 16 / sizeof(T);
+    if (on_cudnn() && dnn_gelu(L.fc.as<T>(), gelu_out(L), 4 * c.width)) return mark(kGelu);
+    if (on_cudnn()) fell_back.insert("GELU recompute");
+    hw("gelu_fwd_vec");
+    if (n % V == 0)
+      k::gelu_fwd_vec<T><<<grid_for(n / V), 256, 0, s>>>(L.fc.as<T>(), gelu_out(L), n / V);
+    else
+      k::gelu_fwd<T><<<grid_for(n), 256, 0, s>>>(L.fc.as<T>(), gelu_out(L), n);
+    LAUNCH_CHECK();
+    mark(kGelu);
+  }
+
   // Backward from dlogits into `grads` (zeroed here).
   void backward() {
     const int C = c.width;
@@ -544,7 +580,8 @@ struct Model {
       auto& L = layer[size_t(l)];
       const auto& Wl = lay.layer[size_t(l)];
       // MLP: xs[l+1] = x_mid + drop(fc2(gelu(fc(ln2(x_mid))))); dx holds d/dxs[l+1]
-      linear_back(L.gl.as<T>(), Wl.fc2_w, Wl.fc2_b, dsub, dfc.as<T>(), 4 * C, C,
+      if (recompute_gelu) gelu_again(L);  // fc2's weight gradient reads gelu(fc)
+      linear_back(gelu_out(L), Wl.fc2_w, Wl.fc2_b, dsub, dfc.as<T>(), 4 * C, C,
                   L.fc.as<T>());  // dfc = d(gl) * gelu'(fc)
       linear_back(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, dfc.as<T>(), dln.as<T>(), C, 4 * C);
       dsub = ln_back_to(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2_mean.as<float>(), L.ln2_rstd.as<float>(),

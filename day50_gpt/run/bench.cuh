@@ -37,13 +37,16 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
   }
   return v;
 }
-inline bool default_step(const TrainOptions& o) { return o.fusion && o.fused_ln && o.graph && o.lt_search; }
+inline bool default_step(const TrainOptions& o) {
+  return o.fusion && o.fused_ln && o.graph && o.lt_search && o.recompute;
+}
 inline std::string variant_name(const TrainOptions& o) {
   if (!o.fusion) return " unfused";
   std::string s;
   if (!o.fused_ln) s += ", no fused LN";
   if (!o.graph) s += ", no graph";
   if (!o.lt_search) s += ", no Lt search";
+  if (!o.recompute) s += ", no recompute";
   return s.empty() ? s : " " + s.substr(2);
 }
 
@@ -147,6 +150,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["fused_ln"] = o.fused_ln;
   ex["graph"] = o.graph;
   ex["lt_search"] = o.lt_search;
+  ex["recompute"] = o.recompute;
   ex["model_flops_per_step"] = flops;
   ex["model_tflops"] = tflops;
   ex["mfu_pct"] = 100 * tflops / peak_tf;
@@ -484,6 +488,11 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
   }
   for (const TrainOptions& of : step_variants(base, true))
     if (op.bench_part("train-bf16")) bench_train<bf16>(res, cfg, of, data, op.attn, seed);
+  if (op.bench_part("train-bf16")) {  // the default step keeping every layer's GELU output: the memory
+    TrainOptions keep = step_variants(base, true).back();  // --recompute saves, and what it costs
+    keep.recompute = false;
+    bench_train<bf16>(res, cfg, keep, data, op.attn, seed);
+  }
   if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, base, data, seed);  // run/bench_cudnn.cuh
   // What the step chose by timing at start-up (nn/linear.cuh): each matmul epilogue or the plain matmul
   // and a pass of ours, with the times that decided it.

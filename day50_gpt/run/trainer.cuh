@@ -57,7 +57,7 @@ struct Trainer {
       : cfg(c),
         o(opts),
         data(d),
-        m(c, opts.batch / dp::world_of(replica), attn, opts.fusion, opts.dropout, opts.backend),
+        m(c, opts.batch / dp::world_of(replica), attn, opts.fusion, opts.dropout, opts.backend, opts.recompute),
         rng_state(seed),
         dp(replica),
         world(dp::world_of(replica)),

@@ -57,6 +57,21 @@ __global__ void bias_gelu_vec(T* pre, const float* b, T* act, int N, int O) {
     }
   }
 }
+// act = gelu(pre) over `packs` Packs: the MLP's GELU output recomputed in the backward from the kept
+// pre-activation (--recompute on, nn/model.cuh), one read and one write per element.
+template <class T>
+__global__ void gelu_fwd_vec(const T* pre, T* act, size_t packs) {
+  constexpr int V = 16 / sizeof(T);
+  const Pack<T>* px = reinterpret_cast<const Pack<T>*>(pre);
+  Pack<T>* py = reinterpret_cast<Pack<T>*>(act);
+  GRID_STRIDE(i, packs) {
+    const Pack<T> x = px[i];
+    Pack<T> y;
+#pragma unroll
+    for (int j = 0; j < V; ++j) y.v[j] = st<T>(gelu(ld(x.v[j])));
+    py[i] = y;
+  }
+}
 // d = d * gelu'(x) in place, over `packs` Packs (gelu_bwd with dx == dy, 128-bit accesses).
 template <class T>
 __global__ void gelu_bwd_vec(const T* x, T* d, size_t packs) {
