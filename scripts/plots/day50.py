@@ -42,7 +42,8 @@ def variant_lines(rows):
     for b in steps:
         ex, d = b["extra"], b.get("dtype")
         # fp32 keeps cuBLASLt's heuristic pick whatever the switch says (nn/lt_tuned.cuh): shown as such
-        lt = "heuristic" if d == "fp32" else _on(ex.get("lt_search"))
+        # (tf32 is the fp32 model with TF32 matmuls: no search either)
+        lt = "heuristic" if d in ("fp32", "tf32") else _on(ex.get("lt_search"))
         saved = "" if d not in prev else f"{prev[d] - b['ms']:.2f} ms"
         prev[d] = b["ms"]
         mfu = ex.get("mfu_pct")
@@ -115,7 +116,8 @@ def curve_lines(cfg):
     if not curve:
         return []
     vs, vl, tl = curve.get("val_step", []), curve.get("val_loss", []), curve.get("train_loss", [])
-    best = min(range(len(vl)), key=lambda i: vl[i]) if vl else None
+    # the last of equal lowest losses, as the program's val_loss_min_step picks it
+    best = max((i for i in range(len(vl)) if vl[i] == min(vl)), default=None)
     return [f"Quality run ({curve.get('precision')}, {cfg.get('quality_steps')} steps, {curve.get('seconds', 0):.1f} s): "
             f"validation loss {fmt(cfg.get('val_loss_after_steps'), 3)} at the end"
             + (f", lowest {vl[best]:.3f} at step {vs[best]}" if best is not None else "")
