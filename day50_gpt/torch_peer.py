@@ -22,7 +22,8 @@ with bf16 weights too: each ratio is taken within one weight type (ours fp32 aga
 variant, ours bf16 against the bf16 one), so neither side gains from lower precision.
 
 Checks: every loss finite; every variant's loss after the same steps on the same batches within 5% of
-eager's plus the gap that other dropout masks alone open (eager re-trained with other seeds, measured); the KV-cache decoder's logits equal a full forward's; ./build/gpt's own checks passed.
+eager's plus 1.5x the spread that other dropout masks alone open (eager re-trained with 4 other seeds);
+the KV-cache decoder's logits equal a full forward's; ./build/gpt's own checks passed.
 Writes results/<gpu>/day50_gpt-torch_peer.json. Without torch or a GPU: one SKIP line, exit 77.
 
     cd day50_gpt && make && python3 torch_peer.py            # minutes: max-autotune compiles longest
@@ -56,10 +57,15 @@ HYPER = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, clip=1.0)  
 # variant draws other masks (Inductor has its own generator, and the rounds interleave the variants on
 # one global stream), and other masks alone move a 521-step loss far more than 5%: dev/peer_dropout.py
 # measured eager against eager with another seed 11% apart, while Inductor drawing eager's numbers
-# stayed within 0.1% of plain Inductor. So the check allows 5% for arithmetic plus the gap that other
-# masks alone open in this run: eager re-trained from the same weights on the same batches with
-# CONTROL_SEEDS' masks (the largest gap of those runs, a measured figure written beside the check).
-CONTROL_SEEDS = (1, 2)
+# stayed within 0.1% of plain Inductor. So the check measures that noise in the run itself: eager is
+# re-trained from the same weights on the same batches with each of CONTROL_SEEDS' masks, and a
+# variant must end within LOSS_RTOL (arithmetic) + MASK_MULT x the spread of those runs (the largest
+# minus the smallest tail among eager and its controls, relative to eager's). A variant is one more
+# draw of the same noise; simulated with normal tails, the spread of 5 runs times 1.5 leaves about one
+# false failure in 100 runs of 3 compiled variants (times 1, or the largest of 2 gaps, about one in 7).
+# It still fails a variant that does not train or drifts well beyond the masks' own noise; whether
+# the compiled step draws fresh masks at all is dev/peer_dropout.py's direct check.
+CONTROL_SEEDS, MASK_MULT = (1, 2, 3, 4), 1.5
 LOSS_RTOL, LOSS_TAIL = 0.05, 20
 # (key: display name, torch.compile kwargs or None for eager, whole step compiled)
 TRAIN_VARIANTS = {
@@ -440,11 +446,21 @@ def measure_rounds(a, train, gens, clocks, clock_id):
     return t_ms, g_tps, ours, ours_error
 
 
+def mask_spread(eager_tail, tails):
+    """The largest minus the smallest of eager's loss tail and the controls', relative to eager's; NaN
+    if any is not finite (then every agreement check fails)."""
+    runs = [eager_tail] + list(tails)
+    if not all(math.isfinite(t) for t in runs):
+        return float("nan")
+    return (max(runs) - min(runs)) / abs(eager_tail)
+
+
 def mask_control(a, train, batches, total):
-    """The largest relative gap between eager's loss tail and eager re-trained (same initial weights, same
-    batches) with other dropout masks: how far other masks alone move the loss in this run (0 when
-    dropout is off and the runs agree)."""
-    ref, n = train["eager"].losses[:train["eager"].k], train["eager"].k
+    """How far other dropout masks alone move eager's loss in this run: eager re-trained (same initial
+    weights, same batches) with each of CONTROL_SEEDS' masks. Returns the spread (largest minus smallest
+    loss tail among eager and the controls, relative to eager's; NaN if any is not finite, which then
+    fails every agreement check) and the controls' tails."""
+    n = train["eager"].k
     tails = []
     for s in CONTROL_SEEDS:
         c = tg.TrainStep(model_cfg(a), batches, total, HYPER, None, False, a.seed)  # same weights
@@ -454,16 +470,15 @@ def mask_control(a, train, batches, total):
         del c
     gc.collect()
     torch.cuda.empty_cache()
-    e = ref[-LOSS_TAIL:].double().mean().item()
-    return max(abs(t - e) / abs(e) for t in tails), tails
+    return mask_spread(train["eager"].losses[:n][-LOSS_TAIL:].double().mean().item(), tails), tails
 
 
-def loss_checks(a, train, rows, checks, gap, control_tails):
-    """Every loss finite; every variant trains, and ends within LOSS_RTOL + gap of eager on the same
-    batches (gap: what other dropout masks alone moved eager's loss, mask_control)."""
+def loss_checks(a, train, rows, checks, spread, control_tails):
+    """Every loss finite; every variant trains, and ends within LOSS_RTOL + MASK_MULT x spread of eager on
+    the same batches (spread: how far other dropout masks alone moved eager's loss, mask_control)."""
     losses = {n: v.losses[:v.k].double().cpu() for n, v in train.items()}
     ref = losses["eager"][-LOSS_TAIL:].mean().item()
-    tol = LOSS_RTOL + gap
+    tol = LOSS_RTOL + MASK_MULT * spread
     for name, L in losses.items():
         tail = L[-LOSS_TAIL:].mean().item()
         rows[name].update(last_loss=L[-1].item(), loss_tail_mean=tail, first_loss=L[0].item())
@@ -472,9 +487,9 @@ def loss_checks(a, train, rows, checks, gap, control_tails):
                   tail < L[0].item(), first=L[0].item(), tail=tail)
         if name != "eager":
             rel = abs(tail - ref) / abs(ref)
-            add_check(checks, f"{name}: loss after {len(L)} steps within {LOSS_RTOL:.0%} + the other-masks gap "
-                      f"of eager's (same batches)", rel <= tol, eager=ref, this=tail, rel_diff=rel, tolerance=tol,
-                      other_masks_gap=gap, other_masks_tails=control_tails)
+            add_check(checks, f"{name}: loss after {len(L)} steps within {LOSS_RTOL:.0%} + {MASK_MULT} x the "
+                      f"other-masks spread of eager's (same batches)", rel <= tol, eager=ref, this=tail, rel_diff=rel,
+                      tolerance=tol, other_masks_spread=spread, other_masks_tails=control_tails)
 
 
 def run(a):
@@ -519,10 +534,10 @@ def run(a):
         rows[name]["tokens_per_s"] = tokens_per_s(a, rows[name]["ms"])
     for name in gens:
         grows[name].update(measured("tokens_per_s", g_tps[name]))
-    gap, control_tails = mask_control(a, train, batches, total)
-    print(f"other dropout masks alone (eager, seeds +{CONTROL_SEEDS}): loss tails {control_tails}, largest gap "
-          f"{gap:.1%} of eager's", flush=True)
-    loss_checks(a, train, rows, checks, gap, control_tails)
+    spread, control_tails = mask_control(a, train, batches, total)
+    print(f"other dropout masks alone (eager re-trained with seeds {CONTROL_SEEDS}): loss tails "
+          f"{[round(t, 4) for t in control_tails]}, spread with eager's {spread:.1%}", flush=True)
+    loss_checks(a, train, rows, checks, spread, control_tails)
     return report(a, env, clocks, checks, rows, grows, ours, ours_error, time.time() - t_start)
 
 
@@ -599,6 +614,8 @@ def self_test():
         fails.extend([f"{name}: got {got!r}, want {want!r}"] if got != want else [])
 
     expect("slug", slug("NVIDIA H100 80GB HBM3"), "nvidia-h100-80gb-hbm3")
+    expect("mask spread", round(mask_spread(2.0, [2.2, 1.9, 2.1]), 12), 0.15)
+    expect("mask spread NaN", math.isnan(mask_spread(2.0, [2.2, float("nan")])), True)
     expect("slug of nothing", slug(" ?"), "unknown-gpu")
     expect("summarize NaN", summarize([1.0, float("nan")])["median"], None)
     expect("unreliable both", unreliable(0x8 | 0x40 | 0x80), "HW power brake and HW thermal slowdown active")

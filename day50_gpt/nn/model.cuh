@@ -559,11 +559,13 @@ struct Model {
     constexpr size_t V = 16 / sizeof(T);
     if (on_cudnn() && dnn_gelu(L.fc.as<T>(), gelu_out(L), 4 * c.width)) return mark(kGelu);
     if (on_cudnn()) fell_back.insert("GELU recompute");
-    hw("gelu_fwd_vec");
-    if (n % V == 0)
+    if (n % V == 0) {
+      hw("gelu_fwd_vec");
       k::gelu_fwd_vec<T><<<grid_for(n / V), 256, 0, s>>>(L.fc.as<T>(), gelu_out(L), n / V);
-    else
+    } else {
+      hw("gelu_fwd");
       k::gelu_fwd<T><<<grid_for(n), 256, 0, s>>>(L.fc.as<T>(), gelu_out(L), n);
+    }
     LAUNCH_CHECK();
     mark(kGelu);
   }

@@ -34,6 +34,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].lt_search = !bf || i >= 4;
     v[i].backend = Backend::kCustom;  // the cuDNN-graph step has its own row (run/bench_cudnn.cuh)
     v[i].tf32 = false;                // the tf32 step has its own row (run/bench_tf32.cuh)
+    v[i].recompute = true;            // the step keeping every GELU output has its own row (run_bench)
   }
   return v;
 }

@@ -34,18 +34,25 @@ def variant_lines(rows):
     steps = [b for b in _steps(rows) if "graph" in b.get("extra", {})]
     if not steps:
         return []
-    out = ["", "The training steps switched on one after another (each row's saving: against the row above, same precision; "
+    out = ["", "The training steps switched on one after another (each row's saving: against the row above, same precision, "
+           "or for a row beside the ladder against the default step; "
            "MFU: model FLOPs per step / step time / the dense peak of the precision):", "",
            "| training step | matmul epilogues | fused residual+LayerNorm | CUDA graph | timed matmul choices | ms/step | "
            "saved | MFU |", "|---|---|---|---|---|---:|---:|---:|"]
     prev = {}
+    default = {b.get("dtype"): b["ms"] for b in steps if _short(b) == b.get("dtype")}  # "train step bf16"
     for b in steps:
         ex, d = b["extra"], b.get("dtype")
         # fp32 keeps cuBLASLt's heuristic pick whatever the switch says (nn/lt_tuned.cuh): shown as such
         # (tf32 is the fp32 model with TF32 matmuls: no search either)
         lt = "heuristic" if d in ("fp32", "tf32") else _on(ex.get("lt_search"))
-        saved = "" if d not in prev else f"{prev[d] - b['ms']:.2f} ms"
-        prev[d] = b["ms"]
+        # The ladder's rows are saved against the row above; a row beside the ladder (the step keeping
+        # every GELU output, the cuDNN-graph step) against the default step of its precision.
+        beside = ex.get("recompute") is False or "cuDNN" in b["name"]
+        base = default.get(d) if beside else prev.get(d)
+        saved = "" if base is None else f"{base - b['ms']:.2f} ms" + (" (vs default)" if beside else "")
+        if not beside:
+            prev[d] = b["ms"]
         mfu = ex.get("mfu_pct")
         out.append(f"| {_short(b)} | {_on(ex.get('fusion'))} | {_on(ex.get('fused_ln'))} | {_on(ex.get('graph'))} | {lt} | "
                    f"{b['ms']:.2f} | {saved} | {'–' if mfu is None else f'{mfu:.1f}%'} |")
