@@ -1,4 +1,4 @@
-// Steps 12-14 share this: the C staging buffer beside the stage ring, the TMA-store epilogue of
+// Steps 12-15 share this: the C staging buffer beside the stage ring, the TMA-store epilogue of
 // one consumer (registers -> swizzled shared memory -> cp.async.bulk.tensor store), a consumer's
 // k-steps for a ring of STAGES, and the host's tensor maps. The idea is step 12's; its header
 // comment (12_wgmma_tma_store.cu) says why. Step 14 (14_stream_k.cu) reuses it unchanged.
@@ -62,22 +62,37 @@ __device__ __forceinline__ void st_shared_bf16x2(uint32_t addr, float lo, float 
 }
 
 // ---- one consumer's epilogue -------------------------------------------------------------
-// d: the 64x256 accumulator (layout in hopper::store_m64n256_bf16); slots: CBOXES staging
-// boxes; (row0, col0): where this consumer's part of C starts; boxes wholly past N are skipped.
-// Box b goes to slot b % CBOXES; the TMA store that read that slot last was CBOXES commits
-// ago, so waiting until at most CBOXES - 1 groups are still reading frees exactly that slot.
-template <int CBOXES>
+// d: the accumulator, four 64x64 boxes of 32 registers (layout in hopper::store_m64n256_bf16:
+// box b holds registers 32b .. 32b + 31); slots: CBOXES staging boxes; (row0, col0): where this
+// consumer's part of C starts. Box b lies at rows row0 + 64 * (b / BOX_COLS), columns
+// col0 + 64 * (b % BOX_COLS): BOX_COLS = 4 is a 64x256 accumulator (steps 12-14), 2 two 64x128
+// ones stacked, a 128x128 tile (step 15). Boxes wholly past M or N are skipped.
+// Box b goes to slot b % CBOXES; the TMA store that read that slot last was CBOXES commits ago,
+// so waiting until at most CBOXES - 1 groups are still reading frees exactly that slot -- unless
+// a box was skipped, which breaks the count: from then on (rare: edge tiles only) we wait for all.
+template <int CBOXES, int BOX_COLS = BN / BOX>
 __device__ __forceinline__ void store_tile(const float (&d)[128], bf16 (*slots)[BOX_ELEMS], const CUtensorMap* tmC,
-                                           int row0, int col0, int N, int t, int bar_id) {
-  constexpr int BOXES = BN / BOX;  // boxes in one consumer's 64x256 part of the tile
+                                           int row0, int col0, int M, int N, int t, int bar_id) {
+  constexpr int BOXES = 4;  // 128 registers of 32 per box
+  static_assert(BOXES % CBOXES == 0, "a whole tile must leave the slot count where the next tile expects it");
   const int w = t / 32, l = t % 32;
   const int r = 16 * w + l / 4;  // this thread's rows are r and r + 8; both have r % 8 == l / 4
+  bool cut = false;              // a box of this tile was skipped
 #pragma unroll
   for (int b = 0; b < BOXES; ++b) {
-    if (col0 + b * BOX >= N) break;  // the rest of the tile lies past N (the same for the whole warpgroup)
+    const int br = row0 + (b / BOX_COLS) * BOX, bc = col0 + (b % BOX_COLS) * BOX;
+    if (br >= M || bc >= N) {  // past the matrix (the same for the whole warpgroup)
+      cut = true;
+      continue;
+    }
     uint8_t* box = reinterpret_cast<uint8_t*>(slots[b % CBOXES]);
     const uint32_t box_s = hopper::smem_u32(box);
-    if (t == 0) bulk_wait_read<CBOXES - 1>();
+    if (t == 0) {
+      if (cut)
+        bulk_wait_read<0>();
+      else
+        bulk_wait_read<CBOXES - 1>();
+    }
     warpgroup_sync(bar_id);  // the slot is free for every thread of the warpgroup
 #pragma unroll
     for (int jj = 0; jj < BOX / 8; ++jj) {  // 8 columns of 16 bytes: the swizzle's chunks
@@ -89,14 +104,14 @@ __device__ __forceinline__ void store_tile(const float (&d)[128], bf16 (*slots)[
     fence_async_shared();
     warpgroup_sync(bar_id);  // the whole box is written
     if (t == 0) {
-      tma_store_2d(tmC, box, col0 + b * BOX, row0);
+      tma_store_2d(tmC, box, bc, br);
       bulk_commit();
     }
   }
-  // A tile cut short at N committed fewer than BOXES groups, which breaks the "CBOXES commits
-  // ago" count above for the next tile: wait here until every store has read its slot (rare:
-  // only the last column of tiles).
-  if (col0 + BN > N && t == 0) bulk_wait_read<0>();
+  // A tile cut short at M or N committed fewer than BOXES groups, which breaks the "CBOXES
+  // commits ago" count above for the next tile: wait here until every store has read its slot
+  // (rare: only the last row or column of tiles).
+  if (cut && t == 0) bulk_wait_read<0>();
 }
 
 // A consumer's k-steps of one tile (as wgm::consume_tile, for a ring of STAGES).

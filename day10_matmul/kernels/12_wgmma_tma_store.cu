@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(NT, 1)
       consume_tile<STAGES>(s.A, s.B, s.full, d, c, ktiles, it, release);
       const int row0 = bm * BM + c * 64;
       if (row0 < M)  // the same for the whole warpgroup; rows past M (a cluster's spare tile) have nothing to store
-        store_tile<CBOXES>(d, s.C[c], &tmC, row0, bn * BN, N, t, 1 + c);
+        store_tile<CBOXES>(d, s.C[c], &tmC, row0, bn * BN, M, N, t, 1 + c);
     }
     if (t == 0) bulk_wait_all();  // the staging buffer must outlive the last TMA store's reads
   }

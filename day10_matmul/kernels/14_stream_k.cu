@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(NT, 1)
         for (int b = next_sharer(p, pc.tile, me); b >= 0; b = next_sharer(p, pc.tile, b))
           add_partial(d, ws + size_t(b * CONSUMERS + c) * PART, &flags[b * CONSUMERS + c], epoch, t, bar_id);
       const int row0 = bm * BM + c * 64;
-      if (row0 < M) store_tile<CBOXES>(d, s.C[c], &tmC, row0, bn * BN, N, t, bar_id);
+      if (row0 < M) store_tile<CBOXES>(d, s.C[c], &tmC, row0, bn * BN, M, N, t, bar_id);
     }
     if (t == 0) bulk_wait_all();  // the staging buffer must outlive the last TMA store's reads
   }
