@@ -3,7 +3,7 @@
 //
 // Convention (stated once, used everywhere): every matrix is row-major.
 //   Steps 1-8 (FP32 on CUDA cores):  C[M x N] = A[M x K] * B[K x N]            fp32 in/out
-//   Steps 9-15 (tensor cores, bf16): C[M x N] = A[M x K] * Bt[N x K]^T         bf16 in/out,
+//   Steps 9-16 (tensor cores, bf16): C[M x N] = A[M x K] * Bt[N x K]^T         bf16 in/out,
 //                                    fp32 accumulation (Bt: a linear layer's weight layout)
 // cuBLAS is column-major; a row-major matrix is its transpose in column-major, so
 // C = A*B is computed as C^T = B^T * A^T: cublasSgemm(N, N, n=N, m=M, k=K, B, ldb=N, A, lda=K,
@@ -19,8 +19,9 @@
 //   persistent tiles (sm_90a) · 11 step 10 + 2-CTA clusters with TMA multicast (sm_90a) ·
 //   12 step 10 with the epilogue through shared memory and TMA stores · 13 step 12 + clusters ·
 //   14 step 12 with a stream-K tail (the last partial wave's k-steps shared by every SM) ·
-//   15 step 12 with ping-pong consumers (each its own tiles, one's epilogue under the other's wgmmas)
-//   (steps 12-15: several configurations, each checked and timed as its own row, e.g. "[s4 c2]")
+//   15 step 12 with ping-pong consumers (each its own tiles, one's epilogue under the other's wgmmas) ·
+//   16 step 12 with the epilogue's stores deferred into the next tile's first k-steps
+//   (steps 12-16: several configurations, each checked and timed as its own row, e.g. "[s4 c2]")
 // Baselines in the same run: cuBLAS SGEMM (TF32 off), cuBLAS TF32, cuBLAS BF16.
 //
 // Build and run
@@ -67,10 +68,11 @@
 #include "kernels/12_wgmma_tma_store.h"
 #include "kernels/14_stream_k.h"
 #include "kernels/15_pingpong.h"
+#include "kernels/16_deferred_epilogue.h"
 
 using bf16 = __nv_bfloat16;
 static const char* kProg = "matmul";
-static int g_group_m = 16;  // --group-m: tile order of steps 10-15
+static int g_group_m = 16;  // --group-m: tile order of steps 10-16
 
 struct Shape {
   int M, N, K;
@@ -228,15 +230,17 @@ static std::vector<Kernel> make_kernels(const std::vector<int>& tuned) {
                [](const Shape& s, std::string* why) {
                  return wgmma_gpu_supported(why) && wgmma_shape_supported(s.M, s.N, s.K, why);
                }});
-  std::vector<TmaStoreConfig> cfgs = tma_store_configs();  // steps 12-14: every configuration is checked and timed
+  std::vector<TmaStoreConfig> cfgs = tma_store_configs();  // steps 12-16: every configuration is checked and timed
   cfgs.insert(cfgs.end(), stream_k_configs().begin(), stream_k_configs().end());
   cfgs.insert(cfgs.end(), pingpong_configs().begin(), pingpong_configs().end());
+  cfgs.insert(cfgs.end(), deferred_epilogue_configs().begin(), deferred_epilogue_configs().end());
   for (const TmaStoreConfig& c : cfgs) {
     const auto run = c.run;
     const char* base = c.step == 12   ? "12_wgmma_tma_store ["
                        : c.step == 13 ? "13_tma_store_cluster ["
                        : c.step == 14 ? "14_stream_k ["
-                                      : "15_pingpong [";
+                       : c.step == 15 ? "15_pingpong ["
+                                      : "16_deferred_epilogue [";
     k.push_back(
         {std::to_string(c.step), std::string(base) + c.name + "]", Kind::Bf16,
          [run](const Shape& s, Buffers& d, cudaStream_t st) { run(s.M, s.N, s.K, d.Ah, d.Bth, d.Ch, g_group_m, st); },
@@ -332,9 +336,9 @@ static Options parse_options(int argc, char** argv) {
       args.int_list("sizes", {}, 1, 46340, "square sizes to time (default: 4096; --bench: 256..8192)");
   const std::vector<long long> shape_arg =
       args.int_list("shape", {}, 1, 1 << 30, "one extra M,N,K shape to check and time");
-  o.kernel_ids = args.int_list("kernels", {}, 1, 15, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
+  o.kernel_ids = args.int_list("kernels", {}, 1, 16, "kernel numbers to run, e.g. 5,6,7,8 (default: all)");
   o.group_m = int(
-      args.integer("group-m", 16, 1, 1024, "steps 10-15: rows of tiles per group in the tile order (1 = plain order)"));
+      args.integer("group-m", 16, 1, 1024, "steps 10-16: rows of tiles per group in the tile order (1 = plain order)"));
   o.interleave_all = args.flag("interleave-all",
                                "at 4096 and 8192, re-time every bf16 row from step 12 on in 3 interleaved rounds "
                                "(to compare configurations; the headline is then the best of them)");
@@ -448,7 +452,7 @@ static void run_checks(Run& r) {
   if (!verify_mode) cpu_shapes = {{127, 129, 131}, {1000, 1500, 777}, {1000, 1504, 776}};
   if (small)
     cpu_shapes = {{127, 129, 131}, {1, 1, 1}, {1, 150, 77}, {100, 1, 77}, {129, 130, 1}, {130, 264, 72}, {64, 8, 1032}};
-  // 3000x4104x1032: ~3 tiles per persistent block of steps 10-15 (the pipeline and the C staging
+  // 3000x4104x1032: ~3 tiles per persistent block of steps 10-16 (the pipeline and the C staging
   // slots carried from tile to tile), with partial tiles at both edges; for step 14, the 12
   // tiles of the partial wave split ~11 ways each (64x8x4104: one tile split 65 ways).
   std::vector<Shape> blas_shapes = {{2048, 2048, 2048}, {3000, 4104, 1032}};
@@ -602,7 +606,7 @@ static void time_shape(Run& r, const Shape& s, const Peaks& pk, const timing::Op
       if (b.dtype == "fp32" && !b.ref.empty() && b.ref_repeats == 0 && b.name >= std::string("07"))
         if (const auto ours = launch(b.name)) headline::interleave(b, ours, sgemm, s.flops(), topt);
     const results::Bench* h16 = headline::pick(rows, "bf16", 2, launch, bf16, s.flops(), topt);
-    if (r.o.interleave_all) {  // the configurations of steps 12-15 against each other, each against cuBLAS
+    if (r.o.interleave_all) {  // the configurations of steps 12-16 against each other, each against cuBLAS
       for (auto& b : rows)
         if (b.dtype == "bf16" && !b.ref.empty() && b.ref_repeats == 0 && b.name >= std::string("12"))
           if (const auto ours = launch(b.name)) headline::interleave(b, ours, bf16, s.flops(), topt);
