@@ -97,7 +97,51 @@ __device__ __forceinline__ void mainloop_range(float* smem, const TileCopier<Cfg
   __syncthreads();
 }
 
+// The same with step 8c's main loop: fragments for k+1 read while k is computed, across the
+// tile boundary too (the barrier before the last k of a tile). Ends with a barrier.
 template <class Cfg>
+__device__ __forceinline__ void prefetch_range(float* smem, const TileCopier<Cfg>& copier, int kt0, int kt1,
+                                               const ThreadPlace<Cfg>& p,
+                                               float (&acc)[Cfg::WMITER * Cfg::TM][Cfg::WNITER * Cfg::TN]) {
+  constexpr int BK = Cfg::BK, STAGES = Cfg::STAGES;
+  static_assert(BK % 2 == 0, "the next tile's first fragments go to set 0");
+  float ra[2][Cfg::WMITER * Cfg::TM], rb[2][Cfg::WNITER * Cfg::TN];
+  const int n = kt1 - kt0;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < n) copier.issue(smem + s * Cfg::kStageFloats, kt0 + s);
+    cp_async_commit();
+  }
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  load_fragments<Cfg>(ra[0], rb[0], smem, smem + BK * Cfg::LDA, 0, p.a_off, p.b_off);
+  for (int i = 0; i < n; ++i) {
+    // Stage (i - 1) % STAGES is free: its last fragments were read before the barrier of the
+    // previous iteration's last k (or, at i = 0, it is the stage the prologue left empty).
+    const int next = i + STAGES - 1;
+    if (next < n) copier.issue(smem + (next % STAGES) * Cfg::kStageFloats, kt0 + next);
+    cp_async_commit();
+    const float* As = smem + (i % STAGES) * Cfg::kStageFloats;
+    const float* Bs = As + BK * Cfg::LDA;
+    const bool more = i + 1 < n;
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      if (k + 1 < BK) {
+        load_fragments<Cfg>(ra[(k + 1) % 2], rb[(k + 1) % 2], As, Bs, k + 1, p.a_off, p.b_off);
+      } else if (more) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        const float* An = smem + ((i + 1) % STAGES) * Cfg::kStageFloats;
+        load_fragments<Cfg>(ra[0], rb[0], An, An + BK * Cfg::LDA, 0, p.a_off, p.b_off);
+      }
+      outer_product<Cfg>(acc, ra[k % 2], rb[k % 2]);
+    }
+  }
+  __syncthreads();
+}
+
+// PREFETCH: step 8c's main loop instead of step 8b's.
+template <class Cfg, bool PREFETCH>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     sgemm_08d_stream_k(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B,
                        float* __restrict__ C) {
@@ -127,7 +171,11 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     }
     const int row0 = (t / tiles_n) * Cfg::BM, col0 = (t % tiles_n) * Cfg::BN;
     float acc[Cfg::WMITER * Cfg::TM][Cfg::WNITER * Cfg::TN] = {{0.f}};
-    mainloop_range<Cfg>(smem, TileCopier<Cfg>(A, B, M, N, K, row0, col0), kt0, kt1, p, acc);
+    const TileCopier<Cfg> copier(A, B, M, N, K, row0, col0);
+    if constexpr (PREFETCH)
+      prefetch_range<Cfg>(smem, copier, kt0, kt1, p, acc);
+    else
+      mainloop_range<Cfg>(smem, copier, kt0, kt1, p, acc);
     if (kt0 > 0) {
       // The tile's last K tiles (this range began inside it): partial sums to C, then the flag
       // that block b - 1, which computes the tile's first K tiles, waits for.
@@ -138,7 +186,11 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     } else if (kt1 < ktiles) {
       // The tile's first K tiles; block b + 1 computes the rest (at the start of its range).
       if (threadIdx.x == 0) {
-        while (atomicAdd(&g_08d_flags[b + 1], 0) == 0) __nanosleep(256);
+        while (atomicAdd(&g_08d_flags[b + 1], 0) == 0) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
+          __nanosleep(256);
+#endif
+        }
         g_08d_flags[b + 1] = 0;  // read once per launch: ready for the next
         __threadfence();
       }
@@ -150,43 +202,52 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
   }
 }
 
+template <bool PREFETCH>
 struct StreamKLaunch {
   template <class Cfg>
   static void run(int M, int N, int K, const float* A, const float* B, float* C, cudaStream_t s) {
     static int max_blocks = 0;  // per shape: blocks resident at once on this GPU
     if (max_blocks == 0) {
-      CUDA_CHECK(
-          cudaFuncSetAttribute(sgemm_08d_stream_k<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
+      CUDA_CHECK(cudaFuncSetAttribute(sgemm_08d_stream_k<Cfg, PREFETCH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      Cfg::kSmemBytes));
       int dev = 0, sms = 0, per_sm = 0;
       CUDA_CHECK(cudaGetDevice(&dev));
       CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-      CUDA_CHECK(
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sgemm_08d_stream_k<Cfg>, Cfg::NT, Cfg::kSmemBytes));
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sgemm_08d_stream_k<Cfg, PREFETCH>, Cfg::NT,
+                                                               Cfg::kSmemBytes));
       // (per_sm = 0 cannot happen for these shapes, whose step-8b twins launch; were it to, the
       // launch below fails and says so.)
       max_blocks = std::max(1, std::min(sms * per_sm, kStreamKMaxBlocks));
     }
     const int tiles = ceil_div(M, Cfg::BM) * ceil_div(N, Cfg::BN);
-    sgemm_08d_stream_k<Cfg><<<std::min(tiles, max_blocks), Cfg::NT, Cfg::kSmemBytes, s>>>(M, N, K, A, B, C);
+    sgemm_08d_stream_k<Cfg, PREFETCH><<<std::min(tiles, max_blocks), Cfg::NT, Cfg::kSmemBytes, s>>>(M, N, K, A, B, C);
     LAUNCH_CHECK();
   }
   template <class Cfg>
   static cudaFuncAttributes attributes() {
     cudaFuncAttributes a;
-    CUDA_CHECK(cudaFuncGetAttributes(&a, sgemm_08d_stream_k<Cfg>));
+    CUDA_CHECK(cudaFuncGetAttributes(&a, sgemm_08d_stream_k<Cfg, PREFETCH>));
     return a;
   }
 };
 
 // Step 8b's two best shapes at 4096 (BK = 32, 3 stages; 8x16 outputs per thread, as two 8x8 or
 // four 8x4 patches across the warp tile), and the same with the thread's rows as two 4-row
-// patches 32 rows apart (t4x8, t4x4: see PipeQ in 08b_cp_async.cuh).
+// patches 32 rows apart (t4x8, t4x4: see PipeQ in 08b_cp_async.cuh). Then "+8c": step 8c's main
+// loop, with the t4 shapes at BK = 32 (which, unlike the t8 ones, fit both fragment sets in 255
+// registers without spilling) and step 8c's winning BK = 16 shapes.
 inline const std::vector<TunedKernel>& stream_k_candidates() {
+  using L = StreamKLaunch<false>;
+  using L8c = StreamKLaunch<true>;
   static const std::vector<TunedKernel> k = {
-      {"128x256x32 w64x64 t8x8 256thr s3", StreamKLaunch::run<PipeP>, StreamKLaunch::attributes<PipeP>},
-      {"128x256x32 w64x64 t8x4 256thr s3", StreamKLaunch::run<PipeH>, StreamKLaunch::attributes<PipeH>},
-      {"128x256x32 w64x64 t4x8 256thr s3", StreamKLaunch::run<PipeQ>, StreamKLaunch::attributes<PipeQ>},
-      {"128x256x32 w64x64 t4x4 256thr s3", StreamKLaunch::run<PipeR>, StreamKLaunch::attributes<PipeR>},
+      {"128x256x32 w64x64 t8x8 256thr s3", L::run<PipeP>, L::attributes<PipeP>},
+      {"128x256x32 w64x64 t8x4 256thr s3", L::run<PipeH>, L::attributes<PipeH>},
+      {"128x256x32 w64x64 t4x8 256thr s3", L::run<PipeQ>, L::attributes<PipeQ>},
+      {"128x256x32 w64x64 t4x4 256thr s3", L::run<PipeR>, L::attributes<PipeR>},
+      {"128x256x32 w64x64 t4x8 256thr s3 +8c", L8c::run<PipeQ>, L8c::attributes<PipeQ>},
+      {"128x256x32 w64x64 t4x4 256thr s3 +8c", L8c::run<PipeR>, L8c::attributes<PipeR>},
+      {"128x256x16 w64x64 t8x4 256thr s4 +8c", L8c::run<PipeB>, L8c::attributes<PipeB>},
+      {"128x256x16 w64x64 t4x4 256thr s4 +8c", L8c::run<PipeS>, L8c::attributes<PipeS>},
   };
   return k;
 }
