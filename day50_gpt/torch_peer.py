@@ -206,6 +206,24 @@ def ratios(torch_rows, gen_rows, ours):
     return out, best, best_gen
 
 
+# Issue 25's goals on these ratios (benchmarks, reported and never failed), as ./build/gpt writes its
+# own: (the ratio's key, the threshold, the goal's text).
+GOALS = (("bf16_vs_best_torch", 1.5, "bf16 training >= 1.5x the best PyTorch variant (median of the rounds)"),
+         ("bf16_vs_best_torch", 2.0, "bf16 training >= 2x the best PyTorch variant (moonshot)"),
+         ("generation_vs_best_torch", 3.0, "batch-1 generation >= 3x the compiled PyTorch decoder (fp32 against fp32)"),
+         ("memory_bf16_vs_best_torch", 1.0, "GPU memory <= the best PyTorch variant's (its MiB / ours >= 1)"))
+
+
+def goals_of(rat):
+    """The goals rows (goal, value, met) for the ratios measured; a ratio not measured gives no row."""
+    out = []
+    for key, want, text in GOALS:
+        v = (rat.get(key) or {}).get("median")
+        if v is not None:
+            out.append(dict(goal=text, value=v, met=bool(v >= want)))
+    return out
+
+
 def finite_json(x):
     """NaN and infinities are not JSON: None in their place."""
     if isinstance(x, dict):
@@ -574,7 +592,7 @@ def report(a, env, clocks, checks, rows, grows, ours, ours_error, seconds):
                config=dict(layers=a.layers, heads=a.heads, width=a.width, context=a.context, batch=a.batch, vocab=a.vocab,
                            dropout=a.dropout, attn_dropout=a.attn_dropout, warmup=a.warmup, steps=a.steps,
                            data=os.path.basename(a.data), seed=a.seed, seconds=seconds, **HYPER, notes=NOTES),
-               repeats=a.rounds, torch=rows, ours=ours_row,
+               repeats=a.rounds, torch=rows, ours=ours_row, goals=goals_of(rat),
                generation=dict(torch=grows, ours=measured("tokens_per_s", [o["gen_tokens_per_s"] for o in ours]) if ours else None,
                                ours_row=ours[0]["gen_row"] if ours else None,
                                ours_bf16=measured("tokens_per_s", [o["gen_bf16_tokens_per_s"] for o in ours])
@@ -615,6 +633,8 @@ def self_test():
 
     expect("slug", slug("NVIDIA H100 80GB HBM3"), "nvidia-h100-80gb-hbm3")
     expect("mask spread", round(mask_spread(2.0, [2.2, 1.9, 2.1]), 12), 0.15)
+    g = goals_of({"bf16_vs_best_torch": {"median": 1.6}, "memory_bf16_vs_best_torch": {"median": 0.9}})
+    expect("goals", [(x["met"], x["value"]) for x in g], [(True, 1.6), (False, 1.6), (False, 0.9)])
     expect("mask spread NaN", math.isnan(mask_spread(2.0, [2.2, float("nan")])), True)
     expect("slug of nothing", slug(" ?"), "unknown-gpu")
     expect("summarize NaN", summarize([1.0, float("nan")])["median"], None)

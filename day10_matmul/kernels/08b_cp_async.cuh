@@ -188,6 +188,12 @@ struct CpAsyncLaunch {
 // outputs each, as two 128x128 blocks per SM (the classic SGEMM layout) or one 256x128 block of
 // 512 threads; and the BK = 32 winner shape with a deeper ring, transposed, and with step 8's
 // 8x8 sub-tiles.
+// Last, the BK = 32 winners (and step 8c's BK = 16 one) with each thread's 8 rows as two
+// patches of 4 rows, 32 rows apart (TM = 4, WMITER = 2), instead of 8 consecutive rows. With
+// TM = 8 the 8 thread rows of a warp read A at float4 addresses 32 bytes apart: they span 256
+// bytes, so thread rows 0 and 4 hit the same banks and an A read needs two shared-memory
+// wavefronts. With TM = 4 they read 8 consecutive float4 (128 bytes, each bank once): one
+// wavefront. Per k that is 6 wavefronts instead of 8 (B's reads already take one each).
 // s = shared-memory stages.
 //                                        BM   BN  BK  WM  WN WNITER TM TN  NT MINB  STAGES
 using PipeA = PipeConfig<WarpTileConfig<128, 256, 16, 64, 64, 4, 8, 4, 256>, 3>;
@@ -206,6 +212,9 @@ using PipeM = PipeConfig<WarpTileConfig<128, 128, 8, 64, 32, 2, 8, 4, 256, 2>, 4
 using PipeN = PipeConfig<WarpTileConfig<128, 128, 16, 64, 32, 1, 8, 8, 256, 2>, 3>;
 using PipeO = PipeConfig<WarpTileConfig<256, 128, 16, 64, 32, 1, 8, 8, 512>, 3>;
 using PipeP = PipeConfig<WarpTileConfig<128, 256, 32, 64, 64, 2, 8, 8, 256>, 3>;
+using PipeQ = PipeConfig<WarpTileConfig<128, 256, 32, 64, 64, 2, 4, 8, 256>, 3>;
+using PipeR = PipeConfig<WarpTileConfig<128, 256, 32, 64, 64, 4, 4, 4, 256>, 3>;
+using PipeS = PipeConfig<WarpTileConfig<128, 256, 16, 64, 64, 4, 4, 4, 256>, 4>;
 
 // The candidates of a pipelined step, named like step 8's plus the stage count. Launch::run<Cfg>
 // launches that step's kernel with shape Cfg; Launch::attributes<Cfg> reads its resources.
@@ -228,6 +237,9 @@ inline std::vector<TunedKernel> pipe_candidates() {
       {"128x128x16 w64x32 t8x8 256thr 2blk s3", Launch::template run<PipeN>, Launch::template attributes<PipeN>},
       {"256x128x16 w64x32 t8x8 512thr s3", Launch::template run<PipeO>, Launch::template attributes<PipeO>},
       {"128x256x32 w64x64 t8x8 256thr s3", Launch::template run<PipeP>, Launch::template attributes<PipeP>},
+      {"128x256x32 w64x64 t4x8 256thr s3", Launch::template run<PipeQ>, Launch::template attributes<PipeQ>},
+      {"128x256x32 w64x64 t4x4 256thr s3", Launch::template run<PipeR>, Launch::template attributes<PipeR>},
+      {"128x256x16 w64x64 t4x4 256thr s4", Launch::template run<PipeS>, Launch::template attributes<PipeS>},
   };
 }
 

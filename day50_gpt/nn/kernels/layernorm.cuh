@@ -85,7 +85,7 @@ constexpr int kLnMaxChunks = 8;  // C <= 1024 on the fused path
 // More rows, fewer partials to write and add; fewer rows, more blocks to fill the SMs' last wave. The
 // model keeps kLnRowsPerWarp or, in bf16 with --lt-search, the fastest of kLnRowsChoices (timed).
 constexpr int kLnRowsPerWarp = 4;
-constexpr int kLnRowsChoices[] = {1, 2, 4, 8};
+constexpr int kLnRowsChoices[] = {1, 2, 4, 8, 16};
 constexpr int kLnMinRowsPerWarp = 1;  // the smallest choice: the most blocks, the partials' buffer size
 inline int ln_bwd_blocks(int N, int rows_per_warp) { return (N + 8 * rows_per_warp - 1) / (8 * rows_per_warp); }
 
@@ -166,9 +166,11 @@ __global__ void __launch_bounds__(256)
 // No atomics: the same bits every run. dx (+)= rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 // as in layernorm_bwd; dout (if not null) gets dx times the dropout factors of `site` (d.on), in T:
 // the next matmul's input, without the separate dropout_bwd pass. Dynamic shared memory: 8 * C floats.
-// (At most 85 registers for K <= 4, so that 3 blocks share an SM: more rows' loads in flight.)
+// (At most 128 registers for K <= 4, so that 2 blocks share an SM. With the old dx loaded early a lane
+// keeps 4K more values, and 3 blocks' 85 registers spilled at C = 384; the timed rows per warp pick
+// 8 at the bench's size, 256 blocks: about 2 an SM anyway.)
 template <class T, int K>
-__global__ void __launch_bounds__(256, K <= 4 ? 3 : 1)
+__global__ void __launch_bounds__(256, K <= 4 ? 2 : 1)
     layernorm_bwd_fused(const float* x, const float* g, const float* mean, const float* rstd, const T* dy, float* dx,
                         T* dout, float* partial, int N, int C, int rows_per_warp, bool accumulate, dropout::Params d,
                         uint32_t site, const StepVars* sv) {
@@ -184,7 +186,7 @@ __global__ void __launch_bounds__(256, K <= 4 ? 3 : 1)
     const int row = (blockIdx.x * (blockDim.x / kWarp) + warp) * rows_per_warp + k;
     if (row >= N) break;
     const float m = mean[row], r = rstd[row];
-    float xh[K][4], dxh[K][4];
+    float xh[K][4], dxh[K][4], old[K][4];
     float s1 = 0, s2 = 0;
 #pragma unroll
     for (int i = 0; i < K; ++i) {
@@ -192,7 +194,12 @@ __global__ void __launch_bounds__(256, K <= 4 ? 3 : 1)
       if (j >= C4) continue;
       const size_t at = size_t(row) * C + 4 * size_t(j);
       float xv[4], dyv[4], gv[4];  // g again each row: from L1, and 4K registers fewer than keeping it
+      // dx's old value (accumulate) is loaded here with x and dy, not after the row's sums: its load does
+      // not depend on them, and issued late it was a second memory round trip per row.
       load4(x + at, xv), load4(dy + at, dyv), load4(g + 4 * j, gv);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) old[i][q] = 0.f;
+      if (accumulate) load4(dx + at, old[i]);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         xh[i][q] = (xv[q] - m) * r, dxh[i][q] = dyv[q] * gv[q];
@@ -206,10 +213,9 @@ __global__ void __launch_bounds__(256, K <= 4 ? 3 : 1)
       const int j = lane + kWarp * i;
       if (j >= C4) continue;
       const size_t at = size_t(row) * C + 4 * size_t(j);
-      float old[4] = {0.f, 0.f, 0.f, 0.f}, o[4], f[4] = {1.f, 1.f, 1.f, 1.f};
-      if (accumulate) load4(dx + at, old);
+      float o[4], f[4] = {1.f, 1.f, 1.f, 1.f};
 #pragma unroll
-      for (int q = 0; q < 4; ++q) o[q] = old[q] + r * (dxh[i][q] - s1 - xh[i][q] * s2);
+      for (int q = 0; q < 4; ++q) o[q] = old[i][q] + r * (dxh[i][q] - s1 - xh[i][q] * s2);
       store4(dx + at, o);
       if (dout) {
         if (dd.on) dropout::factors4(dd, site, (dd.first + at) >> 2, f);
