@@ -34,8 +34,6 @@ if [ -z "$gpu" ] || [ ! -x "$CS" ]; then
   for d in "${LESSONS[@]}"; do for t in $TOOLS; do printf 'SKIP  %-40s %s\n' "$d $t" "$why"; skip=$((skip+1)); done; done
   echo "$pass passed, $fail failed, $skip skipped"; exit 0
 fi
-# Does this compute-sanitizer have --check-bulk-copy (2024.2 and later)?
-BULK=$("$CS" --help 2>&1 | grep -q -- '--check-bulk-copy' && echo yes)
 slug=$(echo "$gpu" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')
 out="$ROOT/results/$slug/sanitize.json"
 mkdir -p "$(dirname "$out")"
@@ -45,10 +43,6 @@ for d in "${LESSONS[@]}"; do
     for t in $TOOLS; do
       log="$LOG/${d}_${p}_$t.log"
       extra=(); [ "$t" = memcheck ] && extra=(--leak-check full)
-      # initcheck does not follow TMA (cp.async.bulk) stores unless asked: a buffer that a cuBLAS Hopper
-      # kernel wrote through TMA stays "uninitialized" to it, and our kernel that reads it next is
-      # reported (day50's bias pass after cuBLAS's plain matmul, in a fresh scratch buffer: 100 reports).
-      [ "$t" = initcheck ] && [ -n "$BULK" ] && extra+=(--check-bulk-copy yes)
       # A lesson may restrict racecheck to its own kernels (RACECHECK_KERNELS_<program>: a regex of
       # kernel names), when the libraries' kernels make a full run too slow; the entry records it.
       filter=""; [ "$t" = racecheck ] && filter=$(make -s --no-print-directory -C "$d" "print-RACECHECK_KERNELS_$p" 2>/dev/null)
