@@ -55,7 +55,8 @@ for d in "${LESSONS[@]}"; do
       secs=$(( $(date +%s) - start ))
       # memcheck/initcheck end with "ERROR SUMMARY: N errors"; racecheck with
       # "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)": count both E and W.
-      errs=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$log" | tail -n1 | grep -oE '[0-9]+$')
+      # (past --print-limit, a second line "ERROR SUMMARY: M errors were not printed" follows: not the count)
+      errs=$(grep -E 'ERROR SUMMARY: [0-9]+' "$log" | grep -v 'not printed' | tail -n1 | grep -oE 'SUMMARY: [0-9]+' | grep -oE '[0-9]+')
       if [ -z "$errs" ]; then
         errs=$(grep -oE 'RACECHECK SUMMARY: .*\(([0-9]+) errors, ([0-9]+) warnings\)' "$log" | tail -n1 |
                sed -E 's/.*\(([0-9]+) errors, ([0-9]+) warnings\)/\1 \2/' | awk '{print $1 + $2}')
