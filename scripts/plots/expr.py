@@ -4,7 +4,7 @@ EXPR   arithmetic (+ - * / and ** for powers, parentheses, numbers, min(..), max
        {FILE:PATH}; FILE is a results file under results/ without .json (nvidia-h200/day10_matmul).
 PATH   dotted keys (config.loss_curve.seconds), integer indexes ([0], [-1]) and list filters
        ([name=x,shape=4096x4096x4096]: '=' exact, '~=' substring, a list value joined by 'x'); a filter
-       must select exactly one element.
+       must select exactly one element; a value may hold balanced brackets ([name=14_stream_k [s4 c2 tail]]).
 FMT    a Python format spec (.1f, ,.0f, .2e, d, .0%); empty: str(value); `met` writes a goal's boolean as
        "met" or "missed", so a sentence that says whether a goal was reached cannot go stale either.
 """
@@ -71,7 +71,14 @@ def resolve(data, path, where):
             i += 1
             continue
         if c == "[":
-            j = path.find("]", i)
+            j, depth = i, 0  # the matching ']': a filter's value may hold brackets ("14_stream_k [s4 c2 tail]")
+            while j < len(path):
+                depth += {"[": 1, "]": -1}.get(path[j], 0)
+                if depth == 0:
+                    break
+                j += 1
+            if depth:  # unbalanced ("[name~=12_wgmma_tma_store [s4,...]"): the first ']' closes the filter
+                j = path.find("]", i)
             if j < 0:
                 raise ExprError(f"unclosed '[' in {path!r}")
             body = path[i + 1:j]
@@ -88,6 +95,8 @@ def resolve(data, path, where):
             i = j + 1
             continue
         m = re.compile(r"[^.\[\]]+").match(path, i)
+        if m is None:  # e.g. a ']' inside a filter's value ended the filter early
+            raise ExprError(f"cannot read {path[i:]!r} in {path!r} (a filter's value may not contain ']')")
         key = m.group(0)
         if not isinstance(cur, dict) or key not in cur:
             raise ExprError(f"no key {key!r} in {seen}")
