@@ -159,7 +159,13 @@ bool Model<T>::fwd_apart(lt::Tuned* mm, const T* in, size_t w, size_t b, const T
   if (lt::capturing(s)) return false;
   const size_t n = size_t(N) * O;
   T *pre_e = nullptr, *act_e = nullptr, *pre_a = nullptr, *act_a = nullptr;
-  for (T** p : {&pre_e, &act_e, &pre_a, &act_a}) CUDA_CHECK(cudaMalloc(p, n * sizeof(T)));
+  // Poisoned (all bits set: NaN in bf16), so that a part either side leaves unwritten fails the comparison
+  // below instead of matching by chance; also what compute-sanitizer's initcheck expects of a buffer read
+  // after a library kernel wrote it (it reported our bias pass's reads of these buffers when fresh).
+  for (T** p : {&pre_e, &act_e, &pre_a, &act_a}) {
+    CUDA_CHECK(cudaMalloc(p, n * sizeof(T)));
+    CUDA_CHECK(cudaMemsetAsync(*p, 0xFF, n * sizeof(T), s));
+  }
   auto epilogue = [&] { mm->run(W(w), in, gelu ? act_e : pre_e, 0.f, W(b), gelu ? pre_e : nullptr, lt_ws.as(), s); };
   auto apart = [&] {
     matmul_fwd<T, T>(blas, in, W(w), pre_a, N, I, O);
@@ -189,6 +195,8 @@ bool Model<T>::dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu
   T *din_e = nullptr, *din_a = nullptr;
   CUDA_CHECK(cudaMalloc(&din_e, n * sizeof(T)));
   CUDA_CHECK(cudaMalloc(&din_a, n * sizeof(T)));
+  CUDA_CHECK(cudaMemsetAsync(din_e, 0xFF, n * sizeof(T), s));  // poisoned, as in fwd_apart
+  CUDA_CHECK(cudaMemsetAsync(din_a, 0xFF, n * sizeof(T), s));
   auto epilogue = [&] { mm->run(W(w), dout, din_e, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s); };
   auto apart = [&] {
     matmul_bwd_in<T>(blas, dout, W(w), din_a, N, I, O);
