@@ -37,8 +37,9 @@ for f in sass:
     name = name.strip()
     d = demangle(name)
     # sgemm_08b_cp_async, sgemm_08c_prefetch: a letter after the step number. Steps 12-13 are one
-    # template (stages, C staging boxes, cluster size): the arguments name the row.
-    m = re.search(r"(sgemm_0\d[a-z]?_\w+|gemm_\d\d_\w+|gemm_tma_store<[^>]*>)", d)
+    # template (stages, C staging boxes, cluster size), as are step 15's gemm_pingpong (tile, stages,
+    # boxes) and step 16's gemm_deferred (stages, boxes): the arguments name the row.
+    m = re.search(r"(sgemm_0\d[a-z]?_\w+|gemm_\d\d_\w+|gemm_(?:tma_store|pingpong|deferred)<[^>]*>)", d)
     if not m:
         continue
     label = m.group(1).replace(" ", "")
