@@ -341,7 +341,7 @@ static Options parse_options(int argc, char** argv) {
       args.integer("group-m", 16, 1, 1024, "steps 10-16: rows of tiles per group in the tile order (1 = plain order)"));
   o.interleave_all = args.flag("interleave-all",
                                "at 4096 and 8192, re-time every bf16 row from step 12 on in 3 interleaved rounds "
-                               "(to compare configurations; the headline is then the best of them)");
+                               "(to compare configurations; the headline stays the one picked without it)");
   args.finish();
   o.st.validate(kProg);
   if (!shape_arg.empty() && shape_arg.size() != 3) cli::usage_error(kProg, "--shape expects three numbers M,N,K");
@@ -610,10 +610,14 @@ static void time_shape(Run& r, const Shape& s, const Peaks& pk, const timing::Op
       for (auto& b : rows)
         if (b.dtype == "bf16" && !b.ref.empty() && b.ref_repeats == 0 && b.name >= std::string("12"))
           if (const auto ours = launch(b.name)) headline::interleave(b, ours, bf16, s.flops(), topt);
-      for (const auto& b : rows)  // the headline: the best interleaved median of them all
-        if (b.dtype == "bf16" && b.ref_repeats > 0 && (!h16 || b.pct_of_ref_median > h16->pct_of_ref_median)) h16 = &b;
-      if (h16)
-        std::printf("  headline bf16 of all: %s at %.1f%% of cuBLAS\n", h16->name.c_str(), h16->pct_of_ref_median);
+      // The best of them all is printed, not made the headline: the highest of many medians, each a few
+      // tenths of noise, is biased upwards; the goal stays on headline::pick's, chosen before its re-timing.
+      const results::Bench* top = nullptr;
+      for (const auto& b : rows)
+        if (b.dtype == "bf16" && b.ref_repeats > 0 && (!top || b.pct_of_ref_median > top->pct_of_ref_median)) top = &b;
+      if (top)
+        std::printf("  best bf16 of all (not the headline): %s at %.1f%% of cuBLAS\n", top->name.c_str(),
+                    top->pct_of_ref_median);
     }
     if (h16)
       r.res.add_goal("bf16 >= 100% of cuBLAS at " + n + " (median of 3 interleaved rounds)", h16->pct_of_ref_median,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# day10_matmul/profile.sh: Nsight Compute reports of steps 7, 8b (its autotuned shape), 10, 12 [s4 c2]
-# and 14 [s4 c2 tail] at n = 4096 (`make profile`).
+# day10_matmul/profile.sh: Nsight Compute reports of steps 7, 8b and 8c (each at its autotuned shape), 10,
+# 12 [s4 c2], 14 [s4 c2 tail], 15 [128x128 s5 c4] and 16 [s4 c2] at n = 4096 (`make profile`).
 # Writes ../results/<gpu>/day10_ncu_<step>.txt and, beside them, day10_ncu.json: the figures the
 # notes quote (ncu_metrics.py), so that they can be cited through markers. Needs a GPU and ncu;
 # leaves the clocks alone.
@@ -28,36 +28,57 @@ M="$M,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed"
   ./build/matmul --sizes 4096 --kernels 12 >"$out/day10_ncu_12_tma_store.txt" 2>&1
 "$NCU" --clock-control none --kernel-name regex:gemm_14 --launch-skip 3 --launch-count 1 $S --metrics "$M" \
   ./build/matmul --sizes 4096 --kernels 14 >"$out/day10_ncu_14_stream_k.txt" 2>&1
-# Step 8b: the shape that won its autotuning in the last `make bench` results file (else the one that
-# won on the H200), picked out by its full demangled name (ncu writes a default MINB of 1 or leaves it
-# out). --launch-skip 6: the three check shapes launch each candidate once, and the step's own entry
-# (candidate 0 until autotuned) once more each; the 7th launch of that kernel is in the autotuning at 4096.
-# Best effort: a failure here leaves the other reports as they are.
-re8b=$(python3 - "$out/day10_matmul.json" <<'PY'
+# Steps 15 and 16 at the configuration the notes discuss, picked out by the demangled template arguments
+# (ncu may write them as "(int)128"). Step 16: [s4 c2], the bf16 headline; step 15: [128x128 s5 c4], its
+# fastest at 4096 in the last bench. --launch-skip 1: the 1000x1504x776 check launches each configuration
+# once before the timed size.
+I='(\(int\))?'
+"$NCU" --clock-control none --kernel-name-base demangled --kernel-name "regex:gemm_pingpong<${I}128, ?${I}128, ?${I}5, ?${I}4>" \
+  --launch-skip 1 --launch-count 1 $S --metrics "$M" \
+  ./build/matmul --sizes 4096 --kernels 15 >"$out/day10_ncu_15_pingpong.txt" 2>&1 || echo "step 15: ncu failed (see the report)"
+"$NCU" --clock-control none --kernel-name-base demangled --kernel-name "regex:gemm_deferred<${I}4, ?${I}2>" \
+  --launch-skip 1 --launch-count 1 $S --metrics "$M" \
+  ./build/matmul --sizes 4096 --kernels 16 >"$out/day10_ncu_16_deferred.txt" 2>&1 || echo "step 16: ncu failed (see the report)"
+# Steps 8b and 8c: the shape that won each one's autotuning in the last `make bench` results file (else
+# the one that won on the H200), picked out by its full demangled name (ncu writes a default MINB of 1 or
+# leaves it out). --launch-skip 6: the three check shapes launch each candidate once, and the step's own
+# entry (candidate 0 until autotuned) once more each; the 7th launch of that kernel is in the autotuning at
+# 4096. Best effort: a failure here leaves the other reports as they are.
+simt_regex() {  # $1: step (08b, 08c), $2: its kernel's name, $3: the fallback shape
+python3 - "$out/day10_matmul.json" "$1" "$2" "$3" <<'PY'
 import json, re, sys
 try:
-    name = json.load(open(sys.argv[1]))["config"]["autotuned_config_08b"]
+    name = json.load(open(sys.argv[1]))["config"]["autotuned_config_" + sys.argv[2]]
 except Exception:
-    name = "128x256x32 w64x64 t8x4 256thr s3"
+    name = sys.argv[4]
 m = re.fullmatch(r"(\d+)x(\d+)x(\d+) w(\d+)x(\d+) t(\d+)x(\d+) (\d+)thr(?: (\d+)blk)? s(\d+)", name)
 bm, bn, bk, wm, wn, tm, tn, nt, minb, st = m.groups()
 # ncu's demangled names may cast each template argument: "WarpTileConfig<(int)128, (int)256, ...>".
 I = r"(?:\(int\))?"
 minb = f", ?{I}{minb}" if minb else f"(, ?{I}1)?"
-print(f"sgemm_08b_cp_async<PipeConfig<WarpTileConfig<{I}{bm}, ?{I}{bn}, ?{I}{bk}, ?{I}{wm}, ?{I}{wn}, ?{I}[0-9]+, ?{I}{tm}, "
+print(f"{sys.argv[3]}<PipeConfig<WarpTileConfig<{I}{bm}, ?{I}{bn}, ?{I}{bk}, ?{I}{wm}, ?{I}{wn}, ?{I}[0-9]+, ?{I}{tm}, "
       f"?{I}{tn}, ?{I}{nt}{minb}>, ?{I}{st}>")
 PY
-) || re8b=""
-r8b=""
-if [ -n "$re8b" ] && "$NCU" --clock-control none --kernel-name-base demangled --kernel-name "regex:$re8b" --launch-skip 6 \
-  --launch-count 1 $S --section InstructionStats ./build/matmul --sizes 4096 --kernels 8 >"$out/day10_ncu_08b_cp_async.txt" 2>&1 &&
-  grep -q '==PROF== Profiling' "$out/day10_ncu_08b_cp_async.txt"; then
-  r8b="$out/day10_ncu_08b_cp_async.txt"
-else
-  echo "step 8b: no Nsight Compute report (pattern '$re8b'; see $out/day10_ncu_08b_cp_async.txt)"
-fi
+}
+simt_reports=""
+for spec in "08b sgemm_08b_cp_async 128x256x32_w64x64_t8x4_256thr_s3 day10_ncu_08b_cp_async" \
+            "08c sgemm_08c_prefetch 128x256x32_w64x64_t4x4_256thr_s3 day10_ncu_08c_frag_prefetch"; do
+  set -- $spec
+  re=$(simt_regex "$1" "$2" "${3//_/ }") || re=""
+  if [ -n "$re" ] && "$NCU" --clock-control none --kernel-name-base demangled --kernel-name "regex:$re" --launch-skip 6 \
+    --launch-count 1 $S --section InstructionStats ./build/matmul --sizes 4096 --kernels 8 >"$out/$4.txt" 2>&1 &&
+    grep -q '==PROF== Profiling' "$out/$4.txt"; then
+    simt_reports="$simt_reports $out/$4.txt"
+  else
+    echo "step $1: no Nsight Compute report (pattern '$re'; see $out/$4.txt)"
+  fi
+done
 sed -i "s#$(cd .. && pwd)/##g" "$out"/day10_ncu_*.txt
-reports="$out/day10_ncu_07_warptiling.txt $out/day10_ncu_10_wgmma.txt $out/day10_ncu_12_tma_store.txt $out/day10_ncu_14_stream_k.txt $r8b"
+reports="$out/day10_ncu_07_warptiling.txt $out/day10_ncu_10_wgmma.txt $out/day10_ncu_12_tma_store.txt $out/day10_ncu_14_stream_k.txt"
+for f in "$out/day10_ncu_15_pingpong.txt" "$out/day10_ncu_16_deferred.txt"; do
+  grep -q '==PROF== Profiling' "$f" && reports="$reports $f"
+done
+reports="$reports$simt_reports"
 echo "wrote $reports"
 # shellcheck disable=SC2086  # one argument per report
 python3 ncu_metrics.py "$out/day10_ncu.json" $reports

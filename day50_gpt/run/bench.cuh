@@ -198,6 +198,7 @@ struct GenVariant {
   int sms_per_block = 1;       // persistent: one block per this many SMs (fewer arrivals at each barrier)
   int chunk = k::dec::kChunk;  // persistent: cached positions per attention work item
   bool count_barrier = false;  // persistent, own_barrier: the counting kind
+  bool resident = false;       // persistent: the weights in shared memory (FastDecoder::set_resident)
 };
 struct GenTiming {
   std::vector<double> ms_per_token;
@@ -205,6 +206,7 @@ struct GenTiming {
   size_t weight_bytes = 0;
   int blocks = 0;
   json::Value stage_us;  // persistent kernel: mean microseconds per stage of each kind (barrier included)
+  double resident_kb = 0;  // weights in shared memory: KiB of them a block holds (block 0's, the most)
 };
 
 // One more run of a persistent decoder with the per-stage time stamps on: the mean time of each kind
@@ -243,11 +245,12 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   d.per_token = v.per_token, d.net.prefetch = v.prefetch, d.merge = v.merge, d.own_barrier = v.own_barrier;
   if (v.sms_per_block > 1) d.use_blocks(d.blocks / v.sms_per_block);
   d.net.chunk = v.chunk, d.count_barrier = v.count_barrier;
+  GenTiming g;
+  if (v.resident && !d.set_resident()) return g;  // does not fit on this GPU: no row
   d.prepare(u, temperature, top_k);
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
   CUDA_CHECK(cudaEventCreate(&b));
-  GenTiming g;
   for (int r = 0; r <= reps; ++r) {
     d.reset();
     d.feed(pr);  // waits: the clock starts on an idle stream
@@ -263,7 +266,7 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   CUDA_CHECK(cudaEventDestroy(b));
   g.text = prompt;
   for (int t : d.bytes(n)) g.text.push_back(char(t));
-  g.weight_bytes = d.weight_bytes(), g.blocks = d.blocks;
+  g.weight_bytes = d.weight_bytes(), g.blocks = d.blocks, g.resident_kb = d.resident ? d.resident_bytes() / 1024.0 : 0;
   if (v.path == DecodePath::kPersistent && !v.per_token) g.stage_us = stage_breakdown(d, pr, n);
   return g;
 }
@@ -431,18 +434,37 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
        DecodePath::kPersistent, false, 1, false, false, true, 2, 8, true},
       {"generate fp32, batch 1, persistent kernel, counting barrier, attention chunks of 8", false,
        DecodePath::kPersistent, false, 1, false, false, true, 1, 8, true},
+      // The weights in shared memory, copied once per launch (the bf16 model fits in the SMs' shared memory;
+      // the fp32 one, twice the size, does not at this width): no stage waits for weights from L2.
+      {"generate bf16, batch 1, persistent kernel, counting barrier, attention chunks of 8, weights in shared memory",
+       true, DecodePath::kPersistent, false, 1, false, false, true, 1, 8, true, true},
+      {"generate bf16, batch 1, persistent kernel, grid.sync(), attention chunks of 8, weights in shared memory", true,
+       DecodePath::kPersistent, false, 1, false, false, false, 1, 8, false, true},
+      {"generate bf16, batch 1, persistent kernel, counting barrier, merged, attention chunks of 8, weights in shared "
+       "memory",
+       true, DecodePath::kPersistent, false, 1, false, true, true, 1, 8, true, true},
+      {"generate bf16, batch 1, persistent kernel, counting barrier, 2 blocks per SM, attention chunks of 8, weights "
+       "in shared memory",
+       true, DecodePath::kPersistent, false, 2, false, false, true, 1, 8, true, true},
+      {"generate fp32, batch 1, persistent kernel, counting barrier, attention chunks of 8, weights in shared memory",
+       false, DecodePath::kPersistent, false, 1, false, false, true, 1, 8, true, true},
   };
   std::printf("%-66s %10s %9s %8s %7s  %s\n", "generator", "tokens/s", "ms/token", "% floor", "blocks", "bytes");
   double best_bf16 = 0;
   for (const GenVariant& v : variants) {
     const GenTiming g = v.bf ? time_fast_generation<bf16>(cfg, params, prompt, n, temperature, top_k, seed, v, reps)
                              : time_fast_generation<float>(cfg, params, prompt, n, temperature, top_k, seed, v, reps);
+    if (g.ms_per_token.empty()) {
+      std::printf("%-66s (the weights do not fit in shared memory here: not run)\n", v.name);
+      continue;
+    }
     results::Bench row = generation_row(cfg, v.name, v.bf ? "bf16" : "fp32", g.ms_per_token, g.weight_bytes, gbps, n);
     size_t same = 0;  // bytes equal to the current generator's before the first difference
     while (same < g.text.size() && same < s.text.size() && g.text[same] == s.text[same]) ++same;
     same -= std::min(same, prompt.size());
     row.extra["blocks"] = g.blocks;
     row.extra["bytes_equal_to_current"] = double(same);
+    if (v.resident) row.extra["resident_kib_per_block"] = g.resident_kb;
     if (g.stage_us.kind() != json::Value::Null) row.extra["stage_us"] = g.stage_us;
     if (v.bf) best_bf16 = std::max(best_bf16, row.tokens_per_s);
     res.add(row);

@@ -269,7 +269,8 @@ inline Sampled generate(const gpt::Config& cfg, const std::vector<float>& params
 //                call, grid-wide barriers between the stages (per_token: one launch per token instead;
 //                net.prefetch false: without asking L1 for the next stage's weights before a barrier;
 //                merge: attention waits for its own head's qkv rows instead of a barrier; own_barrier: a
-//                hand-written grid barrier instead of grid.sync(); use_blocks(b): b blocks, not one per SM)
+//                hand-written grid barrier instead of grid.sync(); use_blocks(b): b blocks, not one per SM;
+//                set_resident(): the weights copied into shared memory once per launch, where they fit)
 // The sampled bytes use the same draws u[i] (verify::Rng on the host, uploaded before the clock starts)
 // and the same ranking and double arithmetic as k::sample_top_k, so with fp32 weights the bytes are
 // the current generator's. Only inside the context: past it, Generator's sliding window (above).
@@ -328,7 +329,7 @@ struct FastDecoder {
     net.forced = seq.as<int>(), net.u = draws.as<double>(), net.out = out.as<int>();
     net.temperature = 1.0, net.top_k = 1, net.state = state.as<int>(), net.done = done.as<unsigned>();
     net.prefetch = true, net.trace = nullptr, net.ready = nullptr, net.bar = nullptr;
-    net.chunk = k::dec::kChunk;
+    net.chunk = k::dec::kChunk, net.resident_at = 0;
     smem = k::dec::smem_bytes(c.width, c.heads, c.vocab, c.context);
     int dev = 0, sms = 0, occ = 0, coop = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
@@ -384,7 +385,35 @@ struct FastDecoder {
   // kPersistent: fewer blocks than the GPU holds (at least 1; every stage's work is spread by gridDim,
   // so any count computes the same logits): fewer arrivals at each barrier, fewer SMs pulling weights.
   void use_blocks(int b) {
+    if (resident) throw std::logic_error("FastDecoder: use_blocks after set_resident (the copy is sized per block)");
     if (path == DecodePath::kPersistent) blocks = std::max(1, std::min(blocks, b));
+  }
+  // kPersistent: the weights in shared memory (k::dec::Net::resident_at). Block 0 holds the most rows of
+  // every matrix (row o is block o % grid's), so its share sizes every block's copy. Needs that much beside
+  // the stages' shared memory in one block, and every block of the launch resident at once with it. Call
+  // after use_blocks; returns whether the weights fit (if not, nothing changes).
+  bool resident = false;
+  size_t resident_bytes() const {
+    const size_t C = size_t(c.width), g = size_t(blocks);
+    auto elems = [&](size_t O, size_t I) { return k::dec::resident_elems<W>((O + g - 1) / g, I); };
+    const size_t layer = elems(3 * C, C) + elems(C, C) + elems(4 * C, C) + elems(C, 4 * C);
+    return (size_t(c.layers) * layer + elems(size_t(c.vocab), C)) * sizeof(W);
+  }
+  bool set_resident() {
+    if (path != DecodePath::kPersistent || resident) return resident;
+    const size_t at = (smem + 15) / 16 * 16, need = at + resident_bytes();
+    int dev = 0, optin = 0, sms = 0, occ = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (need > size_t(optin)) return false;
+    CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&k::dec::decode_persistent<W>),
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(need)));
+    CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k::dec::decode_persistent<W>, k::dec::kThreads, need));
+    if (occ * sms < blocks) return false;
+    net.resident_at = unsigned(at), smem = need, resident = true;
+    return true;
   }
   // kPersistent: stamp the time after every stage of the next calls (up to `steps` tokens a call).
   DeviceBuffer trace, ready, bar;

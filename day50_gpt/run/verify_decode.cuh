@@ -90,6 +90,7 @@ struct DecodeWay {
   int chunk;   // persistent: cached positions per attention work item (k::dec::kChunk, 16 or 8)
   const char* name;
   bool count_barrier = false;  // with own_barrier: the counting kind
+  bool resident = false;       // persistent: the weights in shared memory (where they fit)
 };
 
 // One weight type and way against the current generator's logits (ref: on the weights W rounds to),
@@ -113,6 +114,10 @@ void verify_decode_forced(results::Results& res, const std::string& tag, const g
     d.merge = way.merge, d.own_barrier = way.own_barrier, d.count_barrier = way.count_barrier;
     if (way.blocks > 0) d.use_blocks(way.blocks);
     d.net.chunk = way.chunk;  // (the CUDA-graph path keeps the chunk it was captured with: kChunk)
+    if (way.resident && !d.set_resident()) {
+      std::printf("  (%s: the weights do not fit in shared memory at this size: not checked)\n", name.c_str());
+      return;
+    }
     bool gave_up = false;
     for (const auto& s : seqs) {
       d.reset();
@@ -160,6 +165,7 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
     const char* name;
     int chunk = k::dec::kChunk;
     bool count_barrier = false;
+    bool resident = false;
   };
   for (const Way w :
        {Way{DecodePath::kStages, false, false, false, 0, "fused stages (CUDA graph)"},
@@ -174,11 +180,20 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
         Way{DecodePath::kPersistent, false, false, true, 0,
             "persistent kernel, counting barrier, attention chunks of 8", 8, true},
         Way{DecodePath::kPersistent, true, true, true, 33, "persistent kernel, counting barrier, merged, 33 blocks",
-            k::dec::kChunk, true}}) {
+            k::dec::kChunk, true},
+        Way{DecodePath::kPersistent, false, false, true, 0,
+            "persistent kernel, counting barrier, attention chunks of 8, weights in shared memory", 8, true, true},
+        Way{DecodePath::kPersistent, true, false, false, 33, "persistent kernel, one launch per token, 33 blocks, "
+            "weights in shared memory", k::dec::kChunk, false, true}}) {
     FastDecoder<float> d(c, p, n, w.path);
     d.per_token = w.per_token, d.merge = w.merge, d.own_barrier = w.own_barrier, d.count_barrier = w.count_barrier;
     if (w.blocks > 0) d.use_blocks(w.blocks);
     d.net.chunk = w.chunk;
+    if (w.resident && !d.set_resident()) {
+      std::printf("  (decode fp32 %s (%s): the weights do not fit in shared memory at this size: not checked)\n",
+                  w.name, tag.c_str());
+      continue;
+    }
     d.feed(prompt);
     d.prepare(u, temperature, top_k);
     d.generate(n);
@@ -232,7 +247,16 @@ inline void verify_decode_config(results::Results& res, uint64_t seed, const gpt
         DecodeWay{DecodePath::kPersistent, false, true, 0, 8,
                   "persistent kernel, counting barrier, attention chunks of 8", true},
         DecodeWay{DecodePath::kPersistent, true, true, 7, 16,
-                  "persistent kernel, counting barrier, merged, 7 blocks, attention chunks of 16", true}}) {
+                  "persistent kernel, counting barrier, merged, 7 blocks, attention chunks of 16", true},
+        // The weights in shared memory: at the bench's size only bf16 fits (one block per SM); with 33 blocks
+        // (4x the rows a block) only the odd size does.
+        DecodeWay{DecodePath::kPersistent, false, true, 0, 8,
+                  "persistent kernel, counting barrier, attention chunks of 8, weights in shared memory", true, true},
+        DecodeWay{DecodePath::kPersistent, true, false, 0, K, "persistent kernel, merged, weights in shared memory",
+                  false, true},
+        DecodeWay{DecodePath::kPersistent, false, true, 33, 16,
+                  "persistent kernel, hand-written barrier, 33 blocks, attention chunks of 16, weights in shared memory",
+                  false, true}}) {
     verify_decode_forced<float>(res, tag, c, p, seqs, ref, w);
     verify_decode_forced<bf16>(res, tag, c, p, seqs, ref_bf, w);
   }

@@ -3,6 +3,8 @@
 // as the CUDA-graph path (decode_stages.cuh), with a grid-wide barrier between two stages instead of a
 // kernel boundary; the tokens follow each other inside the kernel, so the host launches once for all
 // of them. The barrier is cooperative_groups' grid.sync() or, with n.bar set, the hand-written one below.
+// With n.resident_at set, each block first copies the weight rows it will use into shared memory: the
+// stages then read no weights from L2 (the copy's time is inside the launch, spread over its tokens).
 //
 // Why it should be faster: a kernel boundary costs the launch, the ramp-up of a new grid and the tail
 // of the old one, even inside a CUDA graph; a grid barrier is one atomic per block and a spin on one
@@ -94,10 +96,11 @@ __global__ void __launch_bounds__(kThreads) decode_persistent(Net<W> n, int star
   unsigned generation = 0;  // barriers passed in this launch (n.bar)
   bool broken = false;      // a wait at n.bar gave up
   if (stamp) n.trace[0] = global_ns();
+  if (n.resident_at) load_resident(n, smem);  // once per launch: every token after reads weights on chip
   for (int i = 0; i < steps; ++i)
     for (int s = 0; s < stages; ++s) {
       run_stage(n, s, start + i, count0 + i, i, smem, red);
-      if (n.prefetch) prefetch_stage(n, s + 1 == stages ? 0 : s + 1);
+      if (n.prefetch && !n.resident_at) prefetch_stage(n, s + 1 == stages ? 0 : s + 1);
       // Makes every block's writes of this stage visible to the next stage's readers; merged, attention
       // waits on its head's rows instead (L barriers a token fewer).
       if (!(n.ready && s % kStagesPerLayer == 0 && s != stages - 1)) {

@@ -32,6 +32,23 @@ constexpr int kMinChunk = 8;   // the shortest chunk stage_attention_split takes
 constexpr int kMaxHead = 256;  // head size limit of the attention stage (8 accumulators a lane)
 constexpr int kStagesPerLayer = 5;
 
+// How many of rows [0, O) are this block's (row o is block o % grid's): the resident copy's row count.
+__device__ __forceinline__ int rows_here(int O) {
+  return O > int(blockIdx.x) ? (O - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x) : 0;
+}
+// Elements r rows of I weights take in the resident copy: rounded up to whole 16-byte pieces.
+template <class W>
+__host__ __device__ __forceinline__ size_t resident_elems(size_t r, size_t I) {
+  return (r * I * sizeof(W) + 15) / 16 * 16 / sizeof(W);
+}
+// 16 bytes of weights: from global memory through the read-only path, or from the resident copy.
+template <bool kLocal>
+__device__ __forceinline__ uint4 ld16(const void* p) {
+  if constexpr (kLocal)
+    return *reinterpret_cast<const uint4*>(p);
+  else
+    return __ldg(reinterpret_cast<const uint4*>(p));
+}
 // The model packed for decoding: per layer [qkv 3C x C | proj C x C | fc 4C x C | fc2 C x 4C] in the
 // weight type W (row o of a matrix: output o's weights), then the head (the token embedding, V x C);
 // per layer the vectors [ln1 g | ln1 b | qkv b (3C) | proj b | ln2 g | ln2 b | fc b (4C) | fc2 b] (13C)
@@ -72,6 +89,11 @@ struct Net {
   // words (zeroed before each launch) instead of grid.sync().
   unsigned* bar;
   bool bar_count;  // with bar: its counting kind (spin on the arrival count; no publishing hop)
+  // Persistent kernel, when not 0: the weights live in shared memory. At the start of the launch every block
+  // copies the rows it will use (every layer's, the head's: row o of a matrix is block o % grid's, see
+  // gemv_rows) to this byte offset of its dynamic shared memory, and the GEMVs read them from there: no
+  // trip to L2 for weights in any stage after that. 132 SMs x 227 KB hold 30 MB, the bf16 model 21 MB.
+  unsigned resident_at;
 
   __device__ size_t mat_stride() const { return size_t(12) * C * C; }
   __device__ const W* qkv_w(int l) const { return mat + l * mat_stride(); }
@@ -80,6 +102,18 @@ struct Net {
   __device__ const W* fc2_w(int l) const { return qkv_w(l) + size_t(8) * C * C; }
   __device__ const W* head_w() const { return mat + L * mat_stride(); }
   __device__ const float* lv(int l) const { return vec + size_t(l) * 13 * C; }
+  // The resident copy (resident_at set): this block's rows of matrix m (0 qkv, 1 proj, 2 fc, 3 fc2) of layer
+  // l, or of the head (l = L), packed row after row in the order gemv_rows visits them, each matrix's rows
+  // padded to a whole number of 16-byte pieces (resident_elems) so that every one starts 16-byte aligned.
+  // Null when off.
+  __device__ const W* local(const unsigned char* smem, int l, int m) const {
+    if (!resident_at) return nullptr;
+    const size_t q = resident_elems<W>(rows_here(3 * C), C), p = resident_elems<W>(rows_here(C), C),
+                 f = resident_elems<W>(rows_here(4 * C), C);
+    const size_t layer = q + p + f + resident_elems<W>(rows_here(C), 4 * C);
+    const size_t within[4] = {0, q, q + p, q + p + f};
+    return reinterpret_cast<const W*>(smem + resident_at) + size_t(l) * layer + (l == L ? 0 : within[m]);
+  }
   // Cached positions per attention work item: kChunk (stage_attention), or 16 or 8 (stage_attention_split).
   // Stages 1 and 2 of one token read it alike, so any value computes the same function. n.part: [H][chunks()].
   int chunk;
@@ -108,8 +142,9 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   return s;
 }
 // 8 weights (one 16-byte load of bf16, two of fp32) times 8 inputs from shared memory.
+template <bool kLocal>
 __device__ __forceinline__ float dot8(const __nv_bfloat16* w, const float* x) {
-  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(w));
+  const uint4 raw = ld16<kLocal>(w);
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
   float s = 0;
 #pragma unroll
@@ -119,30 +154,72 @@ __device__ __forceinline__ float dot8(const __nv_bfloat16* w, const float* x) {
   }
   return s;
 }
+template <bool kLocal>
 __device__ __forceinline__ float dot8(const float* w, const float* x) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(w)), b = __ldg(reinterpret_cast<const float4*>(w + 4));
+  const uint4 ra = ld16<kLocal>(w), rb = ld16<kLocal>(w + 4);
+  const float4 a = *reinterpret_cast<const float4*>(&ra), b = *reinterpret_cast<const float4*>(&rb);
   return a.x * x[0] + a.y * x[1] + a.z * x[2] + a.w * x[3] + b.x * x[4] + b.y * x[5] + b.z * x[6] + b.w * x[7];
 }
 
 // Rows [0, O) of W x, x (I floats) in shared memory, one warp per row; epi(o, sum) gets each row's sum on
 // lane 0. Row o goes to block o % grid, so that a small O (384 rows against ~1,000 warps) still spreads
 // over every SM and all of them pull weights at once. 16-byte loads where rows allow (I % 8 == 0: the
-// packing makes every row start 16-byte aligned then).
-template <class W, class Epi>
-__device__ __forceinline__ void gemv_rows(const W* Wm, const float* xs, int I, int O, Epi epi) {
+// packing makes every row start 16-byte aligned then). With `local` (the resident copy, Net::local) the
+// rows come from shared memory: this block's j-th row, o = block + j * grid, is local + j * I.
+template <bool kLocal, class W, class Epi>
+__device__ __forceinline__ void gemv_rows_from(const W* Wm, const float* xs, int I, int O, Epi epi) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  for (int o = blockIdx.x + gridDim.x * warp; o < O; o += gridDim.x * kWarps) {
-    const W* row = Wm + size_t(o) * I;
+  for (int j = warp, o = blockIdx.x + gridDim.x * warp; o < O; j += kWarps, o += gridDim.x * kWarps) {
+    const W* row = Wm + size_t(kLocal ? j : o) * I;
     float s = 0;
     if (I % 8 == 0) {
 #pragma unroll 4
-      for (int i = lane * 8; i < I; i += kWarp * 8) s += dot8(row + i, xs + i);
+      for (int i = lane * 8; i < I; i += kWarp * 8) s += dot8<kLocal>(row + i, xs + i);
     } else {
       for (int i = lane; i < I; i += kWarp) s += ld(row[i]) * xs[i];
     }
     s = warp_sum(s);
     if (lane == 0) epi(o, s);
   }
+}
+template <class W, class Epi>
+__device__ __forceinline__ void gemv_rows(const W* Wm, const float* xs, int I, int O, Epi epi,
+                                          const W* local = nullptr) {
+  if (local)
+    gemv_rows_from<true>(local, xs, I, O, epi);
+  else
+    gemv_rows_from<false>(Wm, xs, I, O, epi);
+}
+
+// The resident copy (Net::resident_at): this block's rows of every matrix, in Net::local's order, copied
+// from global memory once at the start of a launch. 16 bytes a thread at a time where a row is a whole
+// number of 16-byte pieces (every row then starts aligned on both sides: the packing's matrices and the
+// copy's padded blocks start on 16 bytes), else element by element.
+template <class W>
+__device__ void load_resident(const Net<W>& n, unsigned char* smem) {
+  W* dst = reinterpret_cast<W*>(smem + n.resident_at);
+  auto copy = [&](const W* src, int I, int O) {
+    const int r = rows_here(O);
+    if ((size_t(I) * sizeof(W)) % 16 == 0) {
+      const int u = int(size_t(I) * sizeof(W) / 16);  // 16-byte pieces a row
+      uint4* d = reinterpret_cast<uint4*>(dst);
+      for (int i = threadIdx.x; i < r * u; i += kThreads) {
+        const int j = i / u;
+        d[i] = __ldg(reinterpret_cast<const uint4*>(src + size_t(blockIdx.x + j * gridDim.x) * I) + i % u);
+      }
+    } else {
+      for (int i = threadIdx.x; i < r * I; i += kThreads) {
+        const int j = i / I;
+        dst[i] = src[size_t(blockIdx.x + j * gridDim.x) * I + i % I];
+      }
+    }
+    dst += resident_elems<W>(size_t(r), size_t(I));
+  };
+  for (int l = 0; l < n.L; ++l)
+    copy(n.qkv_w(l), n.C, 3 * n.C), copy(n.proj_w(l), n.C, n.C), copy(n.fc_w(l), n.C, 4 * n.C),
+        copy(n.fc2_w(l), 4 * n.C, n.C);
+  copy(n.head_w(), n.C, n.V);
+  __syncthreads();
 }
 
 // xs = LayerNorm(v) with gain g and bias b, where v is already in xs (C floats); one block, every block
@@ -248,7 +325,7 @@ __device__ void stage_qkv(const Net<W>& n, int l, int t, int count, unsigned cha
       __threadfence();
       atomicAdd(n.ready + (o % C) / hs, 1u);
     }
-  });
+  }, n.local(smem, l, 0));
 }
 
 // Stage 1: attention of position t over cached positions 0..t, split like flash-decoding. Work item
@@ -419,7 +496,7 @@ __device__ void stage_proj(const Net<W>& n, int l, int t, unsigned char* smem) {
   }
   __syncthreads();
   const float* b = n.lv(l) + 5 * C;
-  gemv_rows(n.proj_w(l), xs, C, C, [&](int o, float s) { n.x[o] = __ldcg(n.x + o) + s + b[o]; });
+  gemv_rows(n.proj_w(l), xs, C, C, [&](int o, float s) { n.x[o] = __ldcg(n.x + o) + s + b[o]; }, n.local(smem, l, 1));
 }
 
 // Stage 3: h = gelu(fc(LayerNorm 2 of x)).
@@ -431,7 +508,7 @@ __device__ void stage_fc(const Net<W>& n, int l, unsigned char* smem, float* red
   const float* v = n.lv(l);
   layernorm_shared(xs, v + 6 * C, v + 7 * C, C, red);
   const float* b = v + 8 * C;
-  gemv_rows(n.fc_w(l), xs, C, 4 * C, [&](int o, float s) { n.h[o] = gelu(s + b[o]); });
+  gemv_rows(n.fc_w(l), xs, C, 4 * C, [&](int o, float s) { n.h[o] = gelu(s + b[o]); }, n.local(smem, l, 2));
 }
 
 // Stage 4: x += fc2(h) + b.
@@ -442,7 +519,8 @@ __device__ void stage_fc2(const Net<W>& n, int l, unsigned char* smem) {
   for (int i = threadIdx.x; i < 4 * C; i += kThreads) xs[i] = __ldcg(n.h + i);
   __syncthreads();
   const float* b = n.lv(l) + 12 * C;
-  gemv_rows(n.fc2_w(l), xs, 4 * C, C, [&](int o, float s) { n.x[o] = __ldcg(n.x + o) + s + b[o]; });
+  gemv_rows(n.fc2_w(l), xs, 4 * C, C, [&](int o, float s) { n.x[o] = __ldcg(n.x + o) + s + b[o]; },
+            n.local(smem, l, 3));
 }
 
 // The head: logits = wte . LayerNorm_f(x) (no bias), kept for the next token's sampling (and in row t
@@ -457,7 +535,7 @@ __device__ void stage_head(const Net<W>& n, int t, unsigned char* smem, float* r
   gemv_rows(n.head_w(), xs, C, n.V, [&](int o, float s) {
     n.logits[o] = s;
     if (n.logits_all) n.logits_all[size_t(t) * n.V + o] = s;
-  });
+  }, n.local(smem, n.L, 0));
 }
 
 // Stage `s` of one token (s = 5l + j for layer l's stage j; s = 5L: the head) at position t, draw `count`.
