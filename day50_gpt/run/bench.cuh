@@ -438,6 +438,8 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
       // the fp32 one, twice the size, does not at this width): no stage waits for weights from L2.
       {"generate bf16, batch 1, persistent kernel, counting barrier, attention chunks of 8, weights in shared memory",
        true, DecodePath::kPersistent, false, 1, false, false, true, 1, 8, true, true},
+      {"generate bf16, batch 1, persistent kernel, grid.sync(), attention chunks of 8", true, DecodePath::kPersistent,
+       false, 1, false, false, false, 1, 8},
       {"generate bf16, batch 1, persistent kernel, grid.sync(), attention chunks of 8, weights in shared memory", true,
        DecodePath::kPersistent, false, 1, false, false, false, 1, 8, false, true},
       {"generate bf16, batch 1, persistent kernel, counting barrier, merged, attention chunks of 8, weights in shared "
