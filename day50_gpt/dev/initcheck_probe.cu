@@ -14,12 +14,15 @@
 // day50_gpt-initcheck_probe.json holds both counts as measured (scripts in the notes' sanitizer section).
 // That is why fwd_apart and dgelu_apart write their scratch with cudaMemsetAsync first (all bits set:
 // NaN, which also makes the comparison there stricter). Exit 0 after the run, 77 without a GPU, 2 for a
-// wrong argument.
+// wrong argument; a failed CUDA or cuBLAS call exits 1 through common/check.cuh.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
 #include <cstdio>
-#include <string>
+
+#include "check.cuh"
+#include "cli.h"
+#include "env.cuh"
 
 __global__ void read_all(const uint4* c, size_t n, unsigned* out) {
   unsigned x = 0;
@@ -28,55 +31,35 @@ __global__ void read_all(const uint4* c, size_t n, unsigned* out) {
   atomicXor(out, x);
 }
 
-#define OK(call)                                                                          \
-  do {                                                                                    \
-    if (!(call)) {                                                                        \
-      std::fprintf(stderr, "initcheck_probe: %s failed (%s:%d)\n", #call, __FILE__, __LINE__); \
-      return 1;                                                                           \
-    }                                                                                     \
-  } while (0)
-
 int main(int argc, char** argv) {
-  const bool control = argc == 2 && std::string(argv[1]) == "--control";
-  if (argc > 2 || (argc == 2 && !control)) {
-    std::fprintf(stderr, "usage: %s [--control]   (run it under compute-sanitizer --tool initcheck)\n", argv[0]);
-    return 2;
-  }
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no GPU\n");
-    return 77;
-  }
+  cli::Args args(argc, argv, "initcheck_probe",
+                 "cuBLAS writes C, our kernel reads it: run under compute-sanitizer --tool initcheck");
+  const bool control = args.flag("control", "cudaMemset C before cuBLAS writes it (the control run)");
+  args.finish();
+  env::require_gpu("initcheck_probe");
   // day50's first MLP matmul at 512 rows: out[N][O] = in[N][I] . W[O][I]^T (m = O, n = N, k = I).
   const int O = 1536, N = 512, I = 384;
   cublasHandle_t h;
-  OK(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
-  __nv_bfloat16 *W, *X;
-  unsigned* sink;
-  OK(cudaMalloc(&W, sizeof(__nv_bfloat16) * O * I) == cudaSuccess);
-  OK(cudaMalloc(&X, sizeof(__nv_bfloat16) * I * N) == cudaSuccess);
-  OK(cudaMalloc(&sink, 4) == cudaSuccess);
-  OK(cudaMemset(W, 0, sizeof(__nv_bfloat16) * O * I) == cudaSuccess);
-  OK(cudaMemset(X, 0, sizeof(__nv_bfloat16) * I * N) == cudaSuccess);
-  OK(cudaMemset(sink, 0, 4) == cudaSuccess);
+  CUBLAS_CHECK(cublasCreate(&h));
+  DeviceBuffer W(sizeof(__nv_bfloat16) * O * I), X(sizeof(__nv_bfloat16) * I * N), sink(4);
+  CUDA_CHECK(cudaMemset(W.as(), 0, W.bytes()));
+  CUDA_CHECK(cudaMemset(X.as(), 0, X.bytes()));
+  CUDA_CHECK(cudaMemset(sink.as(), 0, sink.bytes()));
   {
-    __nv_bfloat16* C;
-    const size_t bytes = sizeof(__nv_bfloat16) * size_t(O) * N;
-    OK(cudaMalloc(&C, bytes) == cudaSuccess);
-    if (control) OK(cudaMemset(C, 0, bytes) == cudaSuccess);
+    DeviceBuffer C(sizeof(__nv_bfloat16) * size_t(O) * N);  // fresh: nothing has written it
+    if (control) CUDA_CHECK(cudaMemset(C.as(), 0, C.bytes()));
     const float one = 1.f, zero = 0.f;
-    OK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &one, W, CUDA_R_16BF, I, X, CUDA_R_16BF, I, &zero, C,
-                    CUDA_R_16BF, O, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
-    OK(cudaDeviceSynchronize() == cudaSuccess);
+    CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &one, W.as(), CUDA_R_16BF, I, X.as(), CUDA_R_16BF,
+                              I, &zero, C.as(), CUDA_R_16BF, O, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUDA_CHECK(cudaDeviceSynchronize());
     std::printf("--- %s: our kernel reads C (%d x %d bf16)\n",
                 control ? "control, cudaMemset first, then cuBLAS" : "fresh buffer, written only by cuBLAS", O, N);
     std::fflush(stdout);
-    read_all<<<132, 256>>>(reinterpret_cast<const uint4*>(C), bytes / 16, sink);
-    OK(cudaGetLastError() == cudaSuccess);
-    OK(cudaDeviceSynchronize() == cudaSuccess);
-    OK(cudaFree(C) == cudaSuccess);
+    read_all<<<132, 256>>>(C.as<const uint4>(), C.bytes() / 16, sink.as<unsigned>());
+    LAUNCH_CHECK();
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
-  cublasDestroy(h);
+  CUBLAS_CHECK(cublasDestroy(h));
   std::printf("done (%s)\n", control ? "control" : "fresh");
   return 0;
 }

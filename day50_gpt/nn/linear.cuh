@@ -165,7 +165,7 @@ bool Model<T>::fwd_apart(lt::Tuned* mm, const T* in, size_t w, size_t b, const T
   // as ~500,000 uninitialized reads (dev/initcheck_probe.cu shows the blind spot on its own).
   for (T** p : {&pre_e, &act_e, &pre_a, &act_a}) {
     CUDA_CHECK(cudaMalloc(p, n * sizeof(T)));
-    CUDA_CHECK(cudaMemsetAsync(*p, 0xFF, n * sizeof(T), s));
+    poison(*p, n * sizeof(T), s);
   }
   auto epilogue = [&] { mm->run(W(w), in, gelu ? act_e : pre_e, 0.f, W(b), gelu ? pre_e : nullptr, lt_ws.as(), s); };
   auto apart = [&] {
@@ -196,8 +196,8 @@ bool Model<T>::dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu
   T *din_e = nullptr, *din_a = nullptr;
   CUDA_CHECK(cudaMalloc(&din_e, n * sizeof(T)));
   CUDA_CHECK(cudaMalloc(&din_a, n * sizeof(T)));
-  CUDA_CHECK(cudaMemsetAsync(din_e, 0xFF, n * sizeof(T), s));  // poisoned, as in fwd_apart
-  CUDA_CHECK(cudaMemsetAsync(din_a, 0xFF, n * sizeof(T), s));
+  poison(din_e, n * sizeof(T), s);  // as in fwd_apart
+  poison(din_a, n * sizeof(T), s);
   auto epilogue = [&] { mm->run(W(w), dout, din_e, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s); };
   auto apart = [&] {
     matmul_bwd_in<T>(blas, dout, W(w), din_a, N, I, O);

@@ -199,6 +199,7 @@ struct GenVariant {
   int chunk = k::dec::kChunk;  // persistent: cached positions per attention work item
   bool count_barrier = false;  // persistent, own_barrier: the counting kind
   bool resident = false;       // persistent: the weights in shared memory (FastDecoder::set_resident)
+  bool late_epilogue = false;  // the GEMVs' residual and bias loaded after the sums (Net::late_epilogue)
 };
 struct GenTiming {
   std::vector<double> ms_per_token;
@@ -244,7 +245,7 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   FastDecoder<W> d(cfg, params, n, v.path, v.blocks_per_sm);
   d.per_token = v.per_token, d.net.prefetch = v.prefetch, d.merge = v.merge, d.own_barrier = v.own_barrier;
   if (v.sms_per_block > 1) d.use_blocks(d.blocks / v.sms_per_block);
-  d.net.chunk = v.chunk, d.count_barrier = v.count_barrier;
+  d.net.chunk = v.chunk, d.count_barrier = v.count_barrier, d.net.late_epilogue = v.late_epilogue;
   GenTiming g;
   if (v.resident && !d.set_resident()) return g;  // does not fit on this GPU: no row
   d.prepare(u, temperature, top_k);
@@ -440,6 +441,10 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
        true, DecodePath::kPersistent, false, 1, false, false, true, 1, 8, true, true},
       {"generate bf16, batch 1, persistent kernel, grid.sync(), attention chunks of 8", true, DecodePath::kPersistent,
        false, 1, false, false, false, 1, 8},
+      // The same, with every GEMV's residual and bias loaded after its sum (as this lesson first did): the gain of
+      // loading them before the products (decode_stages.cuh, gemv_rows_from).
+      {"generate bf16, batch 1, persistent kernel, grid.sync(), attention chunks of 8, epilogue loads after the sum",
+       true, DecodePath::kPersistent, false, 1, false, false, false, 1, 8, false, false, true},
       {"generate bf16, batch 1, persistent kernel, grid.sync(), attention chunks of 8, weights in shared memory", true,
        DecodePath::kPersistent, false, 1, false, false, false, 1, 8, false, true},
       {"generate bf16, batch 1, persistent kernel, counting barrier, merged, attention chunks of 8, weights in shared "

@@ -270,7 +270,8 @@ inline Sampled generate(const gpt::Config& cfg, const std::vector<float>& params
 //                net.prefetch false: without asking L1 for the next stage's weights before a barrier;
 //                merge: attention waits for its own head's qkv rows instead of a barrier; own_barrier: a
 //                hand-written grid barrier instead of grid.sync(); use_blocks(b): b blocks, not one per SM;
-//                set_resident(): the weights copied into shared memory once per launch, where they fit)
+//                set_resident(): the weights copied into shared memory once per launch, where they fit;
+//                net.late_epilogue: each GEMV's epilogue operands loaded after its sums, as before)
 // The sampled bytes use the same draws u[i] (verify::Rng on the host, uploaded before the clock starts)
 // and the same ranking and double arithmetic as k::sample_top_k, so with fp32 weights the bytes are
 // the current generator's. Only inside the context: past it, Generator's sliding window (above).
@@ -329,7 +330,7 @@ struct FastDecoder {
     net.forced = seq.as<int>(), net.u = draws.as<double>(), net.out = out.as<int>();
     net.temperature = 1.0, net.top_k = 1, net.state = state.as<int>(), net.done = done.as<unsigned>();
     net.prefetch = true, net.trace = nullptr, net.ready = nullptr, net.bar = nullptr;
-    net.chunk = k::dec::kChunk, net.resident_at = 0;
+    net.chunk = k::dec::kChunk, net.resident_at = 0, net.late_epilogue = false;
     smem = k::dec::smem_bytes(c.width, c.heads, c.vocab, c.context);
     int dev = 0, sms = 0, occ = 0, coop = 0;
     CUDA_CHECK(cudaGetDevice(&dev));

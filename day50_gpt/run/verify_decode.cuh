@@ -91,6 +91,7 @@ struct DecodeWay {
   const char* name;
   bool count_barrier = false;  // with own_barrier: the counting kind
   bool resident = false;       // persistent: the weights in shared memory (where they fit)
+  bool late_epilogue = false;  // persistent: the GEMVs' residual and bias loaded after the sums
 };
 
 // One weight type and way against the current generator's logits (ref: on the weights W rounds to),
@@ -114,6 +115,7 @@ void verify_decode_forced(results::Results& res, const std::string& tag, const g
     d.merge = way.merge, d.own_barrier = way.own_barrier, d.count_barrier = way.count_barrier;
     if (way.blocks > 0) d.use_blocks(way.blocks);
     d.net.chunk = way.chunk;  // (the CUDA-graph path keeps the chunk it was captured with: kChunk)
+    d.net.late_epilogue = way.late_epilogue;
     if (way.resident && !d.set_resident()) {
       std::printf("  (%s: the weights do not fit in shared memory at this size: not checked)\n", name.c_str());
       return;
@@ -256,7 +258,9 @@ inline void verify_decode_config(results::Results& res, uint64_t seed, const gpt
                   false, true},
         DecodeWay{DecodePath::kPersistent, false, true, 33, 16,
                   "persistent kernel, hand-written barrier, 33 blocks, attention chunks of 16, weights in shared memory",
-                  false, true}}) {
+                  false, true},
+        DecodeWay{DecodePath::kPersistent, false, false, 0, 8,
+                  "persistent kernel, attention chunks of 8, epilogue loads after the sum", false, false, true}}) {
     verify_decode_forced<float>(res, tag, c, p, seqs, ref, w);
     verify_decode_forced<bf16>(res, tag, c, p, seqs, ref_bf, w);
   }

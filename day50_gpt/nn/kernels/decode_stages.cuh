@@ -114,6 +114,9 @@ struct Net {
     const size_t within[4] = {0, q, q + p, q + p + f};
     return reinterpret_cast<const W*>(smem + resident_at) + size_t(l) * layer + (l == L ? 0 : within[m]);
   }
+  // When set: each GEMV row's epilogue operands (residual, bias) are loaded after its sum, not before its
+  // products (gemv_rows_from): the bench's measure of what loading them early gains. Same results.
+  bool late_epilogue;
   // Cached positions per attention work item: kChunk (stage_attention), or 16 or 8 (stage_attention_split).
   // Stages 1 and 2 of one token read it alike, so any value computes the same function. n.part: [H][chunks()].
   int chunk;
@@ -161,15 +164,23 @@ __device__ __forceinline__ float dot8(const float* w, const float* x) {
   return a.x * x[0] + a.y * x[1] + a.z * x[2] + a.w * x[3] + b.x * x[4] + b.y * x[5] + b.z * x[6] + b.w * x[7];
 }
 
-// Rows [0, O) of W x, x (I floats) in shared memory, one warp per row; epi(o, sum) gets each row's sum on
-// lane 0. Row o goes to block o % grid, so that a small O (384 rows against ~1,000 warps) still spreads
+// Rows [0, O) of W x, x (I floats) in shared memory, one warp per row; epi(o, sum, pre(o)) gets each row's
+// sum on lane 0. pre(o) (two floats: the residual x[o] and the bias b[o], say) is loaded by lane 0 *before*
+// the products, so that its trip to L2 overlaps theirs instead of following the warp's sum: the epilogue
+// then only adds. (Loaded after the sum, it put one more dependent L2 round trip at the end of every
+// stage; Net::late_epilogue keeps that order, for the bench to measure.) The epilogues add in the same
+// order either way, so the results are bit for bit the same.
+// Row o goes to block o % grid, so that a small O (384 rows against ~1,000 warps) still spreads
 // over every SM and all of them pull weights at once. 16-byte loads where rows allow (I % 8 == 0: the
 // packing makes every row start 16-byte aligned then). With `local` (the resident copy, Net::local) the
 // rows come from shared memory: this block's j-th row, o = block + j * grid, is local + j * I.
-template <bool kLocal, class W, class Epi>
-__device__ __forceinline__ void gemv_rows_from(const W* Wm, const float* xs, int I, int O, Epi epi) {
+template <bool kLocal, class W, class Pre, class Epi>
+__device__ __forceinline__ void gemv_rows_from(const W* Wm, const float* xs, int I, int O, Pre pre, Epi epi,
+                                               bool late) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   for (int j = warp, o = blockIdx.x + gridDim.x * warp; o < O; j += kWarps, o += gridDim.x * kWarps) {
+    float2 pv = make_float2(0.f, 0.f);
+    if (lane == 0 && !late) pv = pre(o);
     const W* row = Wm + size_t(kLocal ? j : o) * I;
     float s = 0;
     if (I % 8 == 0) {
@@ -179,17 +190,34 @@ __device__ __forceinline__ void gemv_rows_from(const W* Wm, const float* xs, int
       for (int i = lane; i < I; i += kWarp) s += ld(row[i]) * xs[i];
     }
     s = warp_sum(s);
-    if (lane == 0) epi(o, s);
+    if (lane == 0) {
+      if (late) pv = pre(o);
+      epi(o, s, pv);
+    }
   }
 }
-template <class W, class Epi>
-__device__ __forceinline__ void gemv_rows(const W* Wm, const float* xs, int I, int O, Epi epi,
-                                          const W* local = nullptr) {
+template <class W, class Pre, class Epi>
+__device__ __forceinline__ void gemv_rows(const W* Wm, const float* xs, int I, int O, Pre pre, Epi epi,
+                                          const W* local, bool late) {
   if (local)
-    gemv_rows_from<true>(local, xs, I, O, epi);
+    gemv_rows_from<true>(local, xs, I, O, pre, epi, late);
   else
-    gemv_rows_from<false>(Wm, xs, I, O, epi);
+    gemv_rows_from<false>(Wm, xs, I, O, pre, epi, late);
 }
+// pre(o) for an epilogue that adds the bias b[o] only, and for one that adds nothing.
+struct BiasOf {
+  const float* b;
+  __device__ float2 operator()(int o) const { return make_float2(b[o], 0.f); }
+};
+struct Nothing {
+  __device__ float2 operator()(int) const { return make_float2(0.f, 0.f); }
+};
+// For the residual adds: (x[o], b[o]). x was written by another block in an earlier stage: __ldcg.
+struct ResidualAndBias {
+  const float* x;
+  const float* b;
+  __device__ float2 operator()(int o) const { return make_float2(__ldcg(x + o), b[o]); }
+};
 
 // The resident copy (Net::resident_at): this block's rows of every matrix, in Net::local's order, copied
 // from global memory once at the start of a launch. 16 bytes a thread at a time where a row is a whole
@@ -313,8 +341,8 @@ __device__ void stage_qkv(const Net<W>& n, int l, int t, int count, unsigned cha
   const float* b = v + 2 * C;
   float* krow = n.kc + (size_t(l) * n.T + t) * C;
   float* vrow = n.vc + (size_t(l) * n.T + t) * C;
-  gemv_rows(n.qkv_w(l), xs, C, 3 * C, [&](int o, float s) {
-    s += b[o];
+  gemv_rows(n.qkv_w(l), xs, C, 3 * C, BiasOf{b}, [&](int o, float s, float2 pre) {
+    s += pre.x;
     if (o < C)
       n.q[o] = s;
     else if (o < 2 * C)
@@ -325,7 +353,7 @@ __device__ void stage_qkv(const Net<W>& n, int l, int t, int count, unsigned cha
       __threadfence();
       atomicAdd(n.ready + (o % C) / hs, 1u);
     }
-  }, n.local(smem, l, 0));
+  }, n.local(smem, l, 0), n.late_epilogue);
 }
 
 // Stage 1: attention of position t over cached positions 0..t, split like flash-decoding. Work item
@@ -496,7 +524,9 @@ __device__ void stage_proj(const Net<W>& n, int l, int t, unsigned char* smem) {
   }
   __syncthreads();
   const float* b = n.lv(l) + 5 * C;
-  gemv_rows(n.proj_w(l), xs, C, C, [&](int o, float s) { n.x[o] = __ldcg(n.x + o) + s + b[o]; }, n.local(smem, l, 1));
+  gemv_rows(n.proj_w(l), xs, C, C, ResidualAndBias{n.x, b},
+            [&](int o, float s, float2 pre) { n.x[o] = pre.x + s + pre.y; }, n.local(smem, l, 1),
+            n.late_epilogue);
 }
 
 // Stage 3: h = gelu(fc(LayerNorm 2 of x)).
@@ -508,7 +538,8 @@ __device__ void stage_fc(const Net<W>& n, int l, unsigned char* smem, float* red
   const float* v = n.lv(l);
   layernorm_shared(xs, v + 6 * C, v + 7 * C, C, red);
   const float* b = v + 8 * C;
-  gemv_rows(n.fc_w(l), xs, C, 4 * C, [&](int o, float s) { n.h[o] = gelu(s + b[o]); }, n.local(smem, l, 2));
+  gemv_rows(n.fc_w(l), xs, C, 4 * C, BiasOf{b}, [&](int o, float s, float2 pre) { n.h[o] = gelu(s + pre.x); },
+            n.local(smem, l, 2), n.late_epilogue);
 }
 
 // Stage 4: x += fc2(h) + b.
@@ -519,8 +550,9 @@ __device__ void stage_fc2(const Net<W>& n, int l, unsigned char* smem) {
   for (int i = threadIdx.x; i < 4 * C; i += kThreads) xs[i] = __ldcg(n.h + i);
   __syncthreads();
   const float* b = n.lv(l) + 12 * C;
-  gemv_rows(n.fc2_w(l), xs, 4 * C, C, [&](int o, float s) { n.x[o] = __ldcg(n.x + o) + s + b[o]; },
-            n.local(smem, l, 3));
+  gemv_rows(n.fc2_w(l), xs, 4 * C, C, ResidualAndBias{n.x, b},
+            [&](int o, float s, float2 pre) { n.x[o] = pre.x + s + pre.y; }, n.local(smem, l, 3),
+            n.late_epilogue);
 }
 
 // The head: logits = wte . LayerNorm_f(x) (no bias), kept for the next token's sampling (and in row t
@@ -532,10 +564,10 @@ __device__ void stage_head(const Net<W>& n, int t, unsigned char* smem, float* r
   for (int i = threadIdx.x; i < C; i += kThreads) xs[i] = __ldcg(n.x + i);
   const float* v = n.vec + size_t(n.L) * 13 * C;
   layernorm_shared(xs, v, v + C, C, red);
-  gemv_rows(n.head_w(), xs, C, n.V, [&](int o, float s) {
+  gemv_rows(n.head_w(), xs, C, n.V, Nothing{}, [&](int o, float s, float2) {
     n.logits[o] = s;
     if (n.logits_all) n.logits_all[size_t(t) * n.V + o] = s;
-  }, n.local(smem, n.L, 0));
+  }, n.local(smem, n.L, 0), n.late_epilogue);
 }
 
 // Stage `s` of one token (s = 5l + j for layer l's stage j; s = 5L: the head) at position t, draw `count`.
