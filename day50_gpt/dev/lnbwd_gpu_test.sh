@@ -2,9 +2,9 @@
 # day50_gpt/dev/lnbwd_gpu_test.sh: branch lnbwd's fused LayerNorm backward (old dx loaded with x and dy,
 # 2 blocks an SM, rows per warp up to 16) on one GPU, after `make -j16` at the repository root.
 # Writes into $OUT: lnbwd_verify.json (gpt --verify), lnbwd_bench.json (--bench-part train-fp32,train-bf16),
-# lnbwd.log. Expected: about 2.5 minutes. Compare with main's results/nvidia-h200/day50_gpt.json:
-# extra.layernorm_alone.bwd_pct_of_copy of "train step bf16" / "train step fp32" (69.3% / 71.2% at 78c3b02)
-# and config.timed_choices["LayerNorm backward rows per warp 384x16384"].
+# lnbwd.log. Expected: about 2.5 minutes. Compare with main's results/<gpu>/day50_gpt.json for the same GPU:
+# extra.layernorm_alone.bwd_pct_of_copy of "train step bf16" / "train step fp32" and
+# config.timed_choices["LayerNorm backward rows per warp 384x16384"].
 set -u
 OUT=${OUT:-/tmp/lnbwd_out}
 mkdir -p "$OUT"

@@ -140,6 +140,15 @@ struct Model {
   Backend backend = Backend::kCustom;
   std::unique_ptr<dnnl::Cache> graphs;
   DeviceBuffer dnn_ws, dnn_dx;
+  // The layers around the blocks as cuDNN graphs (bf16): the tokens' and targets' one-hot rows (the
+  // embedding's gather and scatter-add become matmuls with them, the loss picks its targets with them)
+  // and the constants those graphs read (each element's column index, the positions' one-hot rows, a row
+  // of ones for the bias gradients, the weight-decay mask in bf16); one dropout site's mask; the
+  // log-softmax and the picked log-probabilities; and five scalars 16 bytes apart (the gradient's norm,
+  // AdamW's clip divisor, and the learning rate and bias corrections when no StepVars hold them).
+  DeviceBuffer oh_tok, oh_tgt, dnn_index, dnn_pos, dnn_ones, dnn_decay, dnn_mask, dnn_logp, dnn_prod, dnn_scal;
+  std::unique_ptr<dnnl::Legacy> legacy;  // the reductions the graph API offered no engine for
+  float dnn_inv_n = 1.f;                 // 1 / N, by value in the loss gradient's graph (constant)
   // By value: cuDNN copies it into the kernel's arguments at each execution, and a captured CUDA graph
   // keeps the copy it captured, so it must never change after the first step (const).
   const float dnn_eps = float(gpt::detail::kEps);
@@ -147,6 +156,7 @@ struct Model {
   int64_t dnn_runs = 0;  // cuDNN graph executions (dnn_run), for --verify's coverage check
   static constexpr int64_t kDnnWorkspace = int64_t(256) << 20;  // above it a plan is refused (the census says)
   bool on_cudnn() const { return backend == Backend::kCudnn; }
+  bool cudnn_bf16() const { return on_cudnn() && std::is_same<T, bf16>::value; }
   void hw(const char* kernel) {
     if (on_cudnn()) hand_written.insert(kernel);
   }
@@ -194,6 +204,7 @@ struct Model {
     to_device(decay.as<uint8_t>(), train::decay_mask(c));
     CUDA_CHECK(cudaMemset(m.as(), 0, m.bytes()));
     CUDA_CHECK(cudaMemset(v.as(), 0, v.bytes()));
+    if (cudnn_bf16()) dnn_setup();  // nn/backend_cudnn.cuh
   }
   ~Model() {
     graphs.reset();
@@ -229,7 +240,7 @@ struct Model {
   std::vector<BufferSpec> buffers() {
     const size_t C = size_t(c.width), V = size_t(c.vocab), n = lay.total, NN = size_t(N), H = size_t(c.heads),
                  E = sizeof(T), BHTT = size_t(B) * H * T_ * T_;
-    const bool bf = std::is_same<T, bf16>::value, cudnn = impl == Attn::kCudnn;
+    const bool bf = std::is_same<T, bf16>::value, cudnn = impl == Attn::kCudnn, cud = cudnn_bf16();
     const size_t pe = impl == Attn::kMatmul ? E : 4;  // the naive kernels keep P in fp32
     const size_t embed_bytes = size_t(k::embed_slices(N)) * V * C * 4;
     std::vector<BufferSpec> t = {
@@ -266,6 +277,16 @@ struct Model {
         {"cuDNN graphs workspace", &dnn_ws, on_cudnn() ? size_t(kDnnWorkspace) : 0, false},
         {"cuDNN LayerNorm backward dx", &dnn_dx, on_cudnn() ? NN * C * 4 : 0, true},
         {"gelu out (shared: --recompute on)", &gl_shared, recompute_gelu ? NN * 4 * C * E : 0, true},
+        {"cuDNN: one-hot tokens", &oh_tok, cud ? NN * V * 2 : 0, true},
+        {"cuDNN: one-hot targets", &oh_tgt, cud ? NN * V * 4 : 0, true},
+        {"cuDNN: column index (constant)", &dnn_index, cud ? NN * V * 4 : 0, false},
+        {"cuDNN: positions' one-hot rows (constant)", &dnn_pos, cud ? NN * size_t(T_) * 2 : 0, false},
+        {"cuDNN: ones (constant)", &dnn_ones, cud ? NN * 2 : 0, false},
+        {"cuDNN: weight-decay mask in bf16 (constant)", &dnn_decay, cud ? n * 2 : 0, false},
+        {"cuDNN: one dropout site's mask", &dnn_mask, cud && drop_p > 0 ? NN * C * 2 : 0, true},
+        {"cuDNN: log-softmax", &dnn_logp, cud ? NN * V * 4 : 0, true},
+        {"cuDNN: picked log-probabilities", &dnn_prod, cud ? NN * V * 4 : 0, true},
+        {"cuDNN: norm, clip divisor, lr, bias corrections", &dnn_scal, cud ? size_t(5 * 16) : 0, true},
     };
     for (auto& x : xs) t.push_back({"residual stream", &x, NN * C * 4, true});
     for (Layer& L : layer) {
@@ -339,7 +360,14 @@ struct Model {
                         cudnnDataType_t ct);
   cg::Graph* dnn_colsum(int64_t R, int64_t C);
   bool dnn_ln_fwd(const float* x, size_t w, size_t b, T* y, float* mean, float* rstd);
-  bool dnn_add(float* y, const float* a, const T* b);
+  bool dnn_add(float* y, const float* a, const T* b, uint32_t site);
+  void dnn_setup();
+  void drop_mask(uint32_t site);
+  bool dnn_dropped(uint32_t site, T* y);
+  bool dnn_embed_fwd();
+  bool dnn_embed_back();
+  bool dnn_loss();
+  bool dnn_adamw(const train::AdamW& opt, double lr, int64_t t, double clip, float* norm_out);
   bool dnn_ln_back(const float* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy,
                    bool accumulate);
   bool dnn_linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out);
@@ -480,6 +508,11 @@ struct Model {
   // d(sublayer output) for the backward: dx through `site`'s mask (in ddrop), or dx itself without dropout.
   const T* through_dropout(uint32_t site) {
     if (!drop.on) return dxT();
+    if (on_cudnn() && dnn_dropped(site, ddrop.as<T>())) {
+      mark(kResidual);
+      return ddrop.as<T>();
+    }
+    if (on_cudnn()) fell_back.insert("dropout backward");
     hw("dropout_bwd");
     const size_t NC = size_t(N) * c.width;
     k::dropout_bwd<T><<<grid_for(NC), 256, 0, s>>>(dx.as<float>(), ddrop.as<T>(), NC, drop, site, sv);
@@ -495,10 +528,13 @@ struct Model {
     drop = dropout::Params();
     if (train && drop_p > 0) drop = dropout::make(drop_p, drop_key, drop_step), drop.first = drop_first;
     const bool fused = ln_fused();
-    hw("embed_fwd");
-    k::embed_fwd<<<grid_for(NC), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C, drop,
-                                              sv);
-    LAUNCH_CHECK();
+    if (!(on_cudnn() && dnn_embed_fwd())) {
+      if (on_cudnn()) fell_back.insert("embedding forward");
+      hw("embed_fwd");
+      k::embed_fwd<<<grid_for(NC), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C,
+                                                drop, sv);
+      LAUNCH_CHECK();
+    }
     mark(kEmbed);
     if (fused)  // block 0's ln1 (every later LayerNorm rides on the residual add before it)
       residual_ln_fwd(nullptr, xs[0].as<float>(), nullptr, kNoSite, lay.layer[0].ln1_w, lay.layer[0].ln1_b,
@@ -526,10 +562,13 @@ struct Model {
                        last ? lnf_rstd.as<float>() : nx->ln1_rstd.as<float>());
     }
     head_fwd();  // the tied head, fp32 logits (nn/head.cuh)
-    hw("softmax_xent");
-    k::softmax_xent<T>
-        <<<rows_grid(), 256, 0, s>>>(logits.as<float>(), tgt.as<int>(), loss.as<float>(), dlogits.as<T>(), N, c.vocab);
-    LAUNCH_CHECK();
+    if (!(on_cudnn() && dnn_loss())) {
+      if (on_cudnn()) fell_back.insert("loss");
+      hw("softmax_xent");
+      k::softmax_xent<T><<<rows_grid(), 256, 0, s>>>(logits.as<float>(), tgt.as<int>(), loss.as<float>(),
+                                                     dlogits.as<T>(), N, c.vocab);
+      LAUNCH_CHECK();
+    }
     mark(kLoss);
   }
   // x_out = a + drop(tmp) at `site`, then the LayerNorm that reads x_out: one fused kernel, or the
@@ -538,11 +577,11 @@ struct Model {
                         float* rstd) {
     if (ln_fused()) return residual_ln_fwd(x_out, a, tmp.as<T>(), site, w, b, ln, mean, rstd);
     const size_t NC = size_t(N) * c.width;
-    if (on_cudnn() && !drop.on && dnn_add(x_out, a, tmp.as<T>())) {  // cuDNN's add has no Philox mask
+    if (on_cudnn() && dnn_add(x_out, a, tmp.as<T>(), site)) {
       mark(kResidual);
       return ln_fwd(x_out, w, b, ln, mean, rstd);
     }
-    if (on_cudnn() && !drop.on) fell_back.insert("residual add");
+    if (on_cudnn()) fell_back.insert("residual add");
     hw("residual_add");
     k::residual_add<T><<<grid_for(NC), 256, 0, s>>>(x_out, a, tmp.as<T>(), NC, drop, site, sv);
     LAUNCH_CHECK();
@@ -596,6 +635,12 @@ struct Model {
                         dln.as<T>(), true, l > 0 ? dropout::site_mlp(l - 1) : kNoSite);
       if (on_block_grads) on_block_grads(l);
     }
+    if (on_cudnn() && dnn_embed_back()) {
+      mark(kEmbed);
+      if (on_block_grads) on_block_grads(-1);
+      return;
+    }
+    if (on_cudnn()) fell_back.insert("embedding backward");
     if (drop.on) {  // the embedding's dropout: dx is read only by the two embedding gradients below
       hw("dropout_scale");
       k::dropout_scale<<<grid_for(size_t(N) * C), 256, 0, s>>>(dx.as<float>(), size_t(N) * C, drop,

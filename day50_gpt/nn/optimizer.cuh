@@ -11,6 +11,8 @@
 // The gradient norm and the AdamW update, all on the GPU; norm_out receives the norm.
 template <class T>
 void Model<T>::optimizer_step(const train::AdamW& opt, double lr, int64_t t, double clip, float* norm_out) {
+  if (on_cudnn() && dnn_adamw(opt, lr, t, clip, norm_out)) return mark(kOptimizer);  // nn/backend_cudnn.cuh
+  if (on_cudnn()) fell_back.insert("AdamW");
   hw("sum_squares_partial"), hw("block_sum"), hw("adamw_clipped");
   k::sum_squares_partial<<<k::kNormBlocks, 256, 0, s>>>(grads.as<float>(), lay.total, norm_partial.as<float>());
   LAUNCH_CHECK();

@@ -408,8 +408,12 @@ struct FastDecoder {
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     if (need > size_t(optin)) return false;
+    // The permit is the kernel's, for every decoder of this process: never below the 48 KiB any launch
+    // may use without it, or a later decoder needing more than this one (but no more than 48 KiB) would
+    // be refused at launch.
     CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&k::dec::decode_persistent<W>),
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(need)));
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(std::max<size_t>(need, size_t(48) << 10))));
     CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k::dec::decode_persistent<W>, k::dec::kThreads, need));
     if (occ * sms < blocks) return false;

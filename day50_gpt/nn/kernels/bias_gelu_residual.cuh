@@ -104,6 +104,15 @@ __global__ void dropout_scale(float* x, size_t n, dropout::Params d, uint32_t si
   for_each_dropout(n, at_step(d, sv), site, [&](size_t i, float f) { x[i] *= f; });
 }
 
+// One dropout site's mask as T: 1 where the element is kept, 0 where dropped; the same Philox draws as
+// the kernels above. For --backend cudnn, whose graphs multiply by it and then by the scale 1/(1-p)
+// (nn/cudnn_layers.h): cuDNN's own random-number operation draws another stream, whose masks would not
+// be the custom path's or the CPU reference's.
+template <class T>
+__global__ void dropout_mask(T* mask, size_t n, dropout::Params d, uint32_t site, const StepVars* sv = nullptr) {
+  for_each_dropout(n, at_step(d, sv), site, [&](size_t i, float f) { mask[i] = st<T>(f != 0.f ? 1.f : 0.f); });
+}
+
 // partial[chunk][c] = sum over the chunk's rows of dy[n][c]
 template <class T>
 __global__ void bias_partials(const T* dy, float* partial, int N, int C) {

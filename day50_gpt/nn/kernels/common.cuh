@@ -53,10 +53,14 @@ __device__ __forceinline__ float warp_max(float v) {
 // each step and the kernels read them there (sv non-null), so the launches of every step are the same:
 // what lets one captured CUDA graph replay every step (run/trainer.cuh, --graph). sv null: the values
 // passed by argument (the checks, validation, data parallelism).
+// lr, bc1 and bc2 each start 16 bytes apart: --backend cudnn's AdamW graph reads them in place as
+// [1][1][1] tensors, which cuDNN takes 16-byte aligned (nn/cudnn_layers.h's adamw).
 struct StepVars {
   long long step;
   unsigned long long pos;
-  float lr, bc1, bc2;
+  alignas(16) float lr;
+  alignas(16) float bc1;
+  alignas(16) float bc2;
   int slot;
 };
 // Dropout's parameters at this step: the step from device memory where there is one.

@@ -169,7 +169,8 @@ __device__ __forceinline__ float dot8(const float* w, const float* x) {
 // the products, so that its trip to L2 overlaps theirs instead of following the warp's sum: the epilogue
 // then only adds. (Loaded after the sum, it put one more dependent L2 round trip at the end of every
 // stage; Net::late_epilogue keeps that order, for the bench to measure.) The epilogues add in the same
-// order either way, so the results are bit for bit the same.
+// order either way, so the results should not change by a bit: argued from the code, not checked (--verify
+// compares both orders with the first generator within fp32's tolerance).
 // Row o goes to block o % grid, so that a small O (384 rows against ~1,000 warps) still spreads
 // over every SM and all of them pull weights at once. 16-byte loads where rows allow (I % 8 == 0: the
 // packing makes every row start 16-byte aligned then). With `local` (the resident copy, Net::local) the
