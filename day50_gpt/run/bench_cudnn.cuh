@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "json.h"
 #include "results.h"
@@ -112,6 +113,27 @@ inline void bench_cudnn_backend(results::Results& res, const gpt::Config& cfg, c
   timing::Options to;  // the legacy stream: it waits for both trainers' (blocking) streams
   to.warmup = 2, to.reps = 20, to.budget_ms = 1000;
   const timing::Interleaved iv = timing::interleaved([&] { dn.step_once(); }, [&] { custom.step_once(); }, to, 3);
+  // Where each step's time goes: one eager step of each, events between its phases (nn/phases.cuh; the
+  // phase names are the custom step's: "matmul (cuBLAS)" is cuDNN's matmul graphs here).
+  json::Value phases = json::Value::object();
+  std::vector<double> pms[2];
+  for (int i = 0; i < 2; ++i) {
+    Trainer<bf16>& t = i == 0 ? dn : custom;
+    Phases ph;
+    t.m.ph = &ph;
+    ph.start(t.stream);
+    t.step_once();  // eager: a step split into phases is never replayed as a graph
+    pms[i] = ph.finish();
+    t.m.ph = nullptr;
+    json::Value pj = json::Value::object();
+    double total = 0;
+    for (int p = 0; p < kPhases; ++p) pj[kPhaseName[p]] = pms[i][size_t(p)], total += pms[i][size_t(p)];
+    pj["total"] = total;
+    phases[i == 0 ? "cudnn" : "custom"] = pj;
+  }
+  std::printf("  where one eager step's time goes (ms):   cudnn   custom\n");
+  for (int p = 0; p < kPhases; ++p)
+    std::printf("    %-34s %8.3f %8.3f\n", kPhaseName[p], pms[0][size_t(p)], pms[1][size_t(p)]);
   dn.read_back(), custom.read_back();
   size_t bad = 0;
   for (float l : dn.losses) bad += !std::isfinite(l);
@@ -141,6 +163,10 @@ inline void bench_cudnn_backend(results::Results& res, const gpt::Config& cfg, c
   kc["cudnn"] = step_census(dn);
   kc["custom"] = step_census(custom);
   ex["kernels_per_step"] = kc;
+  ex["phase_ms"] = phases;
+  ex["phase_ms_note"] =
+      "one eager step of each backend (not the captured graph the timed steps replay), CUDA events between its "
+      "phases; 'matmul (cuBLAS)' holds cuDNN's matmul graphs on the cudnn side";
   ex["kernels_per_step_note"] =
       "from the CUDA graph each trainer captured of one step: kernel nodes (launches), the distinct kernels "
       "among them (named by the driver, libraries' kernels included), and kernel nodes it did not name "
