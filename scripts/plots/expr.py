@@ -2,7 +2,8 @@
 
 EXPR   arithmetic (+ - * / and ** for powers, parentheses, numbers, min(..), max(..), abs(..), len(..)) over references
        {FILE:PATH}; FILE is a results file under results/ without .json (nvidia-h200/day10_matmul).
-PATH   dotted keys (config.loss_curve.seconds), integer indexes ([0], [-1]) and list filters
+PATH   dotted keys (config.loss_curve.seconds; a key in double quotes may hold dots and brackets:
+       graphs."embedding (one-hot . wte) 16384x256x384".engine), integer indexes ([0], [-1]) and list filters
        ([name=x,shape=4096x4096x4096]: '=' exact, '~=' substring, a list value joined by 'x'); a filter
        must select exactly one element; a value may hold balanced brackets ([name=14_stream_k [s4 c2 tail]]).
 FMT    a Python format spec (.1f, ,.0f, .2e, d, .0%); empty: str(value); `met` writes a goal's boolean as
@@ -92,6 +93,17 @@ def resolve(data, path, where):
             else:
                 cur = _apply_filter(cur, body, seen)
             seen += f"[{body}]"
+            i = j + 1
+            continue
+        if c == '"':  # a quoted key may hold dots and brackets ("embedding (one-hot . wte) 16384x256x384")
+            j = path.find('"', i + 1)
+            if j < 0:
+                raise ExprError(f"unclosed '\"' in {path!r}")
+            key = path[i + 1:j]
+            if not isinstance(cur, dict) or key not in cur:
+                raise ExprError(f"no key {key!r} in {seen}")
+            cur = cur[key]
+            seen += "." + key
             i = j + 1
             continue
         m = re.compile(r"[^.\[\]]+").match(path, i)

@@ -44,7 +44,8 @@ DATA = {"env": {"driver": "580.1", "gpu": "G"},
                    {"name": "generation tokens", "passed": True, "max_rel_err": 0.0}],
         "bench": [{"name": "08_autotuned", "shape": [4096, 4096, 4096], "pct_of_ref": 84.25, "ms": 2.0},
                   {"name": "08_autotuned", "shape": [1024, 1024, 1024], "pct_of_ref": 70.0, "ms": 0.5},
-                  {"name": "generate, batch 1, KV cache", "shape": [1], "ms": 4.0, "extra": {"algo": "FFT"}}]}
+                  {"name": "generate, batch 1, KV cache", "shape": [1], "ms": 4.0,
+                   "extra": {"algo": "FFT", "graphs": {"one-hot . wte [x]": 7}}}]}
 
 
 def test_grammar():
@@ -57,6 +58,9 @@ def test_grammar():
     expect(ev("{g/day10:bench[name=generate, batch 1, KV cache].extra.algo}") == "FFT", "grammar: a filter value with commas")
     expect(ev("{g/day10:config.loss_curve.val_loss[0]}") == 3.0 and ev("{g/day10:config.loss_curve.val_loss[-1]}") == 2.75,
            "grammar: integer indexes [0] and [-1]")
+    expect(ev('{g/day10:bench[name=generate, batch 1, KV cache].extra.graphs."one-hot . wte [x]"}') == 7,
+           "grammar: a quoted key holds dots and brackets")
+    expect(raises(lambda: ev('{g/day10:env."driver}'), "unclosed"), "grammar: an unclosed quoted key is an error")
     expect(ev("len({g/day10:checks})") == 2, "grammar: len() counts a list")
     expect(ev("min({g/day10:config.loss_curve.val_loss[0]}, 2, 5)") == 2 and ev("max(1, 7)") == 7 and ev("abs(1 - 4)") == 3,
            "grammar: min, max, abs")
