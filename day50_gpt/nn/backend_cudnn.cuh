@@ -4,16 +4,18 @@
 // (matmul, the GELU's backward pointwise, the bias gradient), the residual adds and dropout (pointwise,
 // with our mask), the tied head's matmuls (nn/head.cuh), the embedding (matmuls with one-hot rows in
 // place of the gather and the scatter-add), the loss and AdamW. Attention is cuDNN's SDPA graph already
-// (nn/sdpa_cudnn.h). Where the graph API offers no engine (a bare reduction, on cuDNN 9.19), the same
-// sums go through a matmul with a row of ones (the bias gradients) or cuDNN's legacy calls (the
-// log-softmax, the loss's row sums, the gradient's norm: dnnl::Legacy).
+// (nn/sdpa_cudnn.h). The graph API offers no engine for a bare reduction (seen on cuDNN 9.14 and 9.19),
+// so the bias gradients' column sums run as a matmul with a row of ones (the reduction graph is asked
+// for first), and the log-softmax, the loss's row sums and the gradient's norm always go to cuDNN's
+// legacy calls (dnnl::Legacy; no graph is tried for them). A legacy call cannot be refused at build
+// time: where its workspace would not fit (the norm past 64 M parameters), dnn_setup says so once and
+// the layer takes the custom path.
 //
 // Each function returns false where its graph cannot run here (cuDNN refused it, printed once at
 // build); the caller then takes the custom path for that layer, and the kernels of ours it launches
 // land in hand_written, the census the bench reports. So the backend is correct wherever cuDNN is
 // not, and the census says what cuDNN did not cover on this GPU and version.
 #pragma once
-#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -113,13 +115,14 @@ void Model<T>::dnn_setup() {
   std::vector<bf16> decay_bf(dm.size());
   for (size_t i = 0; i < dm.size(); ++i) decay_bf[i] = __float2bfloat16(dm[i] ? 1.f : 0.f);
   to_device(dnn_decay.as<bf16>(), decay_bf);
-  dnn_inv_n = 1.f / float(N);
   legacy = std::make_unique<dnnl::Legacy>(dnn, N, c.vocab, lay.total);
-  if (legacy->workspace() > dnn_ws.bytes()) {
-    std::fprintf(stderr, "error: cuDNN's legacy reductions want %zu bytes of workspace, more than the %zu kept\n",
-                 legacy->workspace(), dnn_ws.bytes());
-    std::exit(1);
-  }
+  dnn_loss_ok = legacy->rows_fit(dnn_ws.bytes());
+  dnn_norm_ok = legacy->norm_fits(dnn_ws.bytes());
+  if (!dnn_loss_ok) std::printf("note: cuDNN's legacy row sums not used: their workspace exceeds the one kept\n");
+  if (!dnn_norm_ok)
+    std::printf("note: cuDNN's legacy 2-norm not used (AdamW takes the custom path): %zu parameters want %zu bytes "
+                "of workspace, more than the %zu kept\n",
+                lay.total, legacy->norm_workspace(), dnn_ws.bytes());
 }
 
 // `site`'s dropout mask into dnn_mask: the one kernel of ours dropout keeps (nn/kernels/bias_gelu_residual.cuh).
@@ -130,12 +133,17 @@ void Model<T>::drop_mask(uint32_t site) {
   k::dropout_mask<bf16><<<grid_for(NC), 256, 0, s>>>(dnn_mask.as<bf16>(), NC, drop, site, sv);
   LAUNCH_CHECK();
 }
+// The graph of y = drop(dx) into T, shared by dropout's backward and the embedding's.
+template <class T>
+cg::Graph* Model<T>::dropped_graph() {
+  return graphs->get("through dropout " + std::to_string(N) + "x" + std::to_string(c.width),
+                     [&](std::string*) { return dnnl::dropped(dnn, N, c.width, Types<T>::dnn); });
+}
 // y = drop(dx) at `site` (dropout's backward), in bf16 for the next matmul.
 template <class T>
 bool Model<T>::dnn_dropped(uint32_t site, T* y) {
   if constexpr (!std::is_same<T, bf16>::value) return false;
-  cg::Graph* g = graphs->get("through dropout " + std::to_string(N) + "x" + std::to_string(c.width),
-                             [&](std::string*) { return dnnl::dropped(dnn, N, c.width, Types<T>::dnn); });
+  cg::Graph* g = dropped_graph();
   if (!g) return false;
   drop_mask(site);
   return dnn_run(g, {{"x", dx.as()}, {"mask", dnn_mask.as()}, {"scale", &drop.scale}, {"y", y}});
@@ -166,7 +174,10 @@ bool Model<T>::dnn_embed_fwd() {
 }
 // Its backward: d = drop(dx) in bf16 (dx_t already holds bf16(dx) without dropout), then
 // wte's gradient += onehot(tok)^T . d (added to the head's, in the matmul's epilogue: the scatter-add)
-// and wpe's = pos^T . d (the positions' one-hot rows: the sum over the batch).
+// and wpe's = pos^T . d (the positions' one-hot rows: the sum over the batch). Only after the forward's
+// graphs ran (dnn_embedded): they wrote the one-hot rows. The epilogue reads and writes the same buffer
+// under two tensor ids, which cuDNN does not document; in-place and out-of-place results were the same
+// bit for bit on an H100 (cuDNN 9.14, engines 4 and 7, up to 65,536 rows), and --verify covers it.
 template <class T>
 bool Model<T>::dnn_embed_back() {
   if constexpr (!std::is_same<T, bf16>::value) return false;
@@ -178,9 +189,7 @@ bool Model<T>::dnn_embed_back() {
                                                     why);
                               });
   cg::Graph* gp = dnn_matmul("position dW (pos^T . d)", T_, N, C, true, false, CUDNN_DATA_FLOAT);
-  cg::Graph* gd = drop.on ? graphs->get("through dropout " + std::to_string(N) + "x" + std::to_string(C),
-                                        [&](std::string*) { return dnnl::dropped(dnn, N, C, Types<T>::dnn); })
-                          : nullptr;
+  cg::Graph* gd = drop.on ? dropped_graph() : nullptr;
   if (!gw || !gp || (drop.on && !gd)) return false;
   if (drop.on) {
     drop_mask(dropout::site_embed());
@@ -195,6 +204,7 @@ bool Model<T>::dnn_embed_back() {
 template <class T>
 bool Model<T>::dnn_loss() {
   if constexpr (!std::is_same<T, bf16>::value) return false;
+  if (!dnn_loss_ok) return false;
   const int V = c.vocab;
   const std::string shape = std::to_string(N) + "x" + std::to_string(V);
   cg::Graph* oh = graphs->get("one-hot targets " + shape,
@@ -213,23 +223,20 @@ bool Model<T>::dnn_loss() {
 // The optimizer: the gradient's 2-norm (legacy), AdamW's clip divisor max(norm / clip, 1) (a graph on
 // one element) and AdamW itself (one pointwise graph over every parameter, the bf16 copy written with
 // it); the norm then goes to the step's slot of the log (block_sum: the slot is a device-side index,
-// which a cuDNN graph's fixed pointers cannot follow inside a captured step).
+// which a cuDNN graph's fixed pointers cannot follow inside a captured step). The learning rate and
+// the bias corrections come from the trainer's StepVars (sv), so lr and t are not read here; without
+// sv (no trainer) the custom path takes the values by argument.
 template <class T>
 bool Model<T>::dnn_adamw(const train::AdamW& opt, double lr, int64_t t, double clip, float* norm_out) {
+  (void)lr, (void)t;
   if constexpr (!std::is_same<T, bf16>::value) return false;
+  if (!sv || !dnn_norm_ok) return false;
   cg::Graph* gc = graphs->get("clip divisor", [&](std::string*) { return dnnl::clip_divisor(dnn); });
   cg::Graph* ga =
       graphs->get("AdamW " + std::to_string(lay.total), [&](std::string*) { return dnnl::adamw(dnn, lay.total); });
   if (!gc || !ga) return false;
-  float* sc = dnn_scal.as<float>();  // [0] norm, [4] clip divisor, [8] lr, [12] bc1, [16] bc2: 16 bytes apart
-  const float *lr_p = sc + 8, *bc1_p = sc + 12, *bc2_p = sc + 16;
-  if (sv) {
-    lr_p = &sv->lr, bc1_p = &sv->bc1, bc2_p = &sv->bc2;  // device addresses, not read here
-  } else {  // pageable source: the copy is staged before cudaMemcpyAsync returns
-    const float h[9] = {float(lr), 0, 0, 0, float(1 - std::pow(opt.beta1, double(t))), 0, 0, 0,
-                        float(1 - std::pow(opt.beta2, double(t)))};
-    CUDA_CHECK(cudaMemcpyAsync(sc + 8, h, sizeof h, cudaMemcpyHostToDevice, s));
-  }
+  float* sc = dnn_scal.as<float>();  // [0] the norm, [4] the clip divisor: 16 bytes apart
+  const float *lr_p = &sv->lr, *bc1_p = &sv->bc1, *bc2_p = &sv->bc2;  // device addresses, not read here
   const float clip_f = float(clip), one = 1.f, b1 = float(opt.beta1), omb1 = 1 - b1, b2 = float(opt.beta2),
               omb2 = 1 - b2, eps = float(opt.eps), wd = float(opt.weight_decay);
   legacy->norm2(grads.as<float>(), sc, dnn_ws.as(), dnn_ws.bytes(), s);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -373,11 +374,12 @@ inline GraphPtr adamw(cudnnHandle_t h, int64_t n) {
 // each row's sum (the loss, from the picked log-probabilities) and the gradient's 2-norm.
 class Legacy {
  public:
-  Legacy(cudnnHandle_t h, int R, int V, size_t n) : h_(h) {
+  Legacy(cudnnHandle_t h, int R, int V, size_t n) : h_(h), norm_ok_(n <= size_t(INT_MAX)) {
     for (cudnnTensorDescriptor_t* t : {&rows_, &col_, &all_, &one_}) CUDNN_CHECK(cudnnCreateTensorDescriptor(t));
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(rows_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, R, V, 1, 1));
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(col_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, R, 1, 1, 1));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(all_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, int(n), 1, 1));
+    // The legacy descriptors take int dimensions: past 2^31 parameters there is no norm here.
+    if (norm_ok_) CUDNN_CHECK(cudnnSetTensor4dDescriptor(all_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, int(n), 1, 1));
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(one_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 1, 1));
     for (auto* r : {&sum_, &norm_}) CUDNN_CHECK(cudnnCreateReduceTensorDescriptor(r));
     CUDNN_CHECK(cudnnSetReduceTensorDescriptor(sum_, CUDNN_REDUCE_TENSOR_ADD, CUDNN_DATA_FLOAT, CUDNN_PROPAGATE_NAN,
@@ -385,10 +387,8 @@ class Legacy {
     CUDNN_CHECK(cudnnSetReduceTensorDescriptor(norm_, CUDNN_REDUCE_TENSOR_NORM2, CUDNN_DATA_FLOAT,
                                                CUDNN_PROPAGATE_NAN, CUDNN_REDUCE_TENSOR_NO_INDICES,
                                                CUDNN_32BIT_INDICES));
-    size_t a = 0, b = 0;
-    CUDNN_CHECK(cudnnGetReductionWorkspaceSize(h_, sum_, rows_, col_, &a));
-    CUDNN_CHECK(cudnnGetReductionWorkspaceSize(h_, norm_, all_, one_, &b));
-    ws_ = std::max(a, b);
+    CUDNN_CHECK(cudnnGetReductionWorkspaceSize(h_, sum_, rows_, col_, &ws_rows_));
+    if (norm_ok_) CUDNN_CHECK(cudnnGetReductionWorkspaceSize(h_, norm_, all_, one_, &ws_norm_));
   }
   ~Legacy() {
     for (cudnnTensorDescriptor_t t : {rows_, col_, all_, one_}) cudnnDestroyTensorDescriptor(t);
@@ -396,7 +396,11 @@ class Legacy {
   }
   Legacy(const Legacy&) = delete;
   Legacy& operator=(const Legacy&) = delete;
-  size_t workspace() const { return ws_; }
+  // Whether each call can run with `cap` bytes of workspace: the 2-norm wants 4 bytes per parameter
+  // (seen: 4 n on cuDNN 9.14 and 9.19), so past 64 M parameters it does not fit the model's 256 MiB.
+  bool rows_fit(size_t cap) const { return ws_rows_ <= cap; }
+  bool norm_fits(size_t cap) const { return norm_ok_ && ws_norm_ <= cap; }
+  size_t norm_workspace() const { return ws_norm_; }
 
   // logp [R][V] = log(softmax(z)) per row (fp32).
   void log_softmax(const float* z, float* logp, cudaStream_t s) {
@@ -422,7 +426,8 @@ class Legacy {
   cudnnHandle_t h_;
   cudnnTensorDescriptor_t rows_ = nullptr, col_ = nullptr, all_ = nullptr, one_ = nullptr;
   cudnnReduceTensorDescriptor_t sum_ = nullptr, norm_ = nullptr;
-  size_t ws_ = 0;
+  bool norm_ok_;
+  size_t ws_rows_ = 0, ws_norm_ = 0;
 };
 
 // One plan per (layer kind, shape), built on first use (outside any CUDA graph capture: the trainer's

@@ -144,11 +144,13 @@ struct Model {
   // embedding's gather and scatter-add become matmuls with them, the loss picks its targets with them)
   // and the constants those graphs read (each element's column index, the positions' one-hot rows, a row
   // of ones for the bias gradients, the weight-decay mask in bf16); one dropout site's mask; the
-  // log-softmax and the picked log-probabilities; and five scalars 16 bytes apart (the gradient's norm,
-  // AdamW's clip divisor, and the learning rate and bias corrections when no StepVars hold them).
+  // log-softmax and the picked log-probabilities; and two scalars 16 bytes apart (the gradient's norm and
+  // AdamW's clip divisor).
   DeviceBuffer oh_tok, oh_tgt, dnn_index, dnn_pos, dnn_ones, dnn_decay, dnn_mask, dnn_logp, dnn_prod, dnn_scal;
   std::unique_ptr<dnnl::Legacy> legacy;  // the reductions the graph API offered no engine for
-  float dnn_inv_n = 1.f;                 // 1 / N, by value in the loss gradient's graph (constant)
+  bool dnn_loss_ok = false, dnn_norm_ok = false;  // whether their workspace fits dnn_ws (dnn_setup)
+  bool dnn_embedded = false;  // this forward's embedding ran as graphs: its one-hot rows are there for the backward
+  const float dnn_inv_n = 1.f / float(N);  // by value in the loss gradient's graph: constant, as dnn_eps
   // By value: cuDNN copies it into the kernel's arguments at each execution, and a captured CUDA graph
   // keeps the copy it captured, so it must never change after the first step (const).
   const float dnn_eps = float(gpt::detail::kEps);
@@ -286,7 +288,7 @@ struct Model {
         {"cuDNN: one dropout site's mask", &dnn_mask, cud && drop_p > 0 ? NN * C * 2 : 0, true},
         {"cuDNN: log-softmax", &dnn_logp, cud ? NN * V * 4 : 0, true},
         {"cuDNN: picked log-probabilities", &dnn_prod, cud ? NN * V * 4 : 0, true},
-        {"cuDNN: norm, clip divisor, lr, bias corrections", &dnn_scal, cud ? size_t(5 * 16) : 0, true},
+        {"cuDNN: the gradient's norm, AdamW's clip divisor", &dnn_scal, cud ? size_t(2 * 16) : 0, true},
     };
     for (auto& x : xs) t.push_back({"residual stream", &x, NN * C * 4, true});
     for (Layer& L : layer) {
@@ -364,6 +366,7 @@ struct Model {
   void dnn_setup();
   void drop_mask(uint32_t site);
   bool dnn_dropped(uint32_t site, T* y);
+  cg::Graph* dropped_graph();
   bool dnn_embed_fwd();
   bool dnn_embed_back();
   bool dnn_loss();
@@ -528,7 +531,8 @@ struct Model {
     drop = dropout::Params();
     if (train && drop_p > 0) drop = dropout::make(drop_p, drop_key, drop_step), drop.first = drop_first;
     const bool fused = ln_fused();
-    if (!(on_cudnn() && dnn_embed_fwd())) {
+    dnn_embedded = on_cudnn() && dnn_embed_fwd();
+    if (!dnn_embedded) {
       if (on_cudnn()) fell_back.insert("embedding forward");
       hw("embed_fwd");
       k::embed_fwd<<<grid_for(NC), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C,
@@ -635,7 +639,7 @@ struct Model {
                         dln.as<T>(), true, l > 0 ? dropout::site_mlp(l - 1) : kNoSite);
       if (on_block_grads) on_block_grads(l);
     }
-    if (on_cudnn() && dnn_embed_back()) {
+    if (dnn_embedded && dnn_embed_back()) {
       mark(kEmbed);
       if (on_block_grads) on_block_grads(-1);
       return;

@@ -63,8 +63,9 @@ inline json::Value cudnn_census(const Model<bf16>& m) {
 inline json::Value why_hand_written() {
   json::Value j = json::Value::object();
   j["batch (gather_batch, gather_batch_random)"] =
-      "reads the corpus at offsets the GPU computes from the step (a gather at a device-side index): a cuDNN "
-      "graph's pointers are fixed once it runs inside a captured step";
+      "reads the corpus at offsets known only on the GPU (random batches: computed there from the step; sequential "
+      "ones: the position the trainer copies to device memory before each step): a gather at a device-side index, "
+      "and a cuDNN graph's pointers are fixed once it runs inside a captured step";
   j["log (block_sum)"] =
       "writes the step's mean loss and gradient norm into the step's slot of the logging buffer, a device-side "
       "index, for the same reason";
