@@ -140,8 +140,27 @@ __device__ __forceinline__ void prefetch_range(float* smem, const TileCopier<Cfg
   __syncthreads();
 }
 
-// The kernels' body. PREFETCH: step 8c's main loop instead of step 8b's.
-template <class Cfg, bool PREFETCH>
+// The main loops a stream-K kernel can run over a range of K tiles: step 8b's, step 8c's (and, in
+// step 8f, step 8e's). Each: run<Cfg>(smem, copier, kt0, kt1, place, acc), ending with a barrier.
+struct Loop8b {
+  template <class Cfg>
+  __device__ __forceinline__ static void run(float* smem, const TileCopier<Cfg>& c, int kt0, int kt1,
+                                             const ThreadPlace<Cfg>& p,
+                                             float (&acc)[Cfg::WMITER * Cfg::TM][Cfg::WNITER * Cfg::TN]) {
+    mainloop_range<Cfg>(smem, c, kt0, kt1, p, acc);
+  }
+};
+struct Loop8c {
+  template <class Cfg>
+  __device__ __forceinline__ static void run(float* smem, const TileCopier<Cfg>& c, int kt0, int kt1,
+                                             const ThreadPlace<Cfg>& p,
+                                             float (&acc)[Cfg::WMITER * Cfg::TM][Cfg::WNITER * Cfg::TN]) {
+    prefetch_range<Cfg>(smem, c, kt0, kt1, p, acc);
+  }
+};
+
+// The kernels' body, with main loop Loop.
+template <class Cfg, class Loop>
 __device__ __forceinline__ void stream_k_body(int M, int N, int K, const float* __restrict__ A,
                                               const float* __restrict__ B, float* __restrict__ C) {
   extern __shared__ __align__(16) float smem[];
@@ -171,10 +190,7 @@ __device__ __forceinline__ void stream_k_body(int M, int N, int K, const float* 
     const int row0 = (t / tiles_n) * Cfg::BM, col0 = (t % tiles_n) * Cfg::BN;
     float acc[Cfg::WMITER * Cfg::TM][Cfg::WNITER * Cfg::TN] = {{0.f}};
     const TileCopier<Cfg> copier(A, B, M, N, K, row0, col0);
-    if constexpr (PREFETCH)
-      prefetch_range<Cfg>(smem, copier, kt0, kt1, p, acc);
-    else
-      mainloop_range<Cfg>(smem, copier, kt0, kt1, p, acc);
+    Loop::template run<Cfg>(smem, copier, kt0, kt1, p, acc);
     if (kt0 > 0) {
       // The tile's last K tiles (this range began inside it): partial sums to C, then the flag
       // that block b - 1, which computes the tile's first K tiles, waits for.
@@ -207,23 +223,35 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     sgemm_08d_stream_k(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B,
                        float* __restrict__ C) {
-  stream_k_body<Cfg, false>(M, N, K, A, B, C);
+  stream_k_body<Cfg, Loop8b>(M, N, K, A, B, C);
 }
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     sgemm_08d_stream_k_8c(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B,
                           float* __restrict__ C) {
-  stream_k_body<Cfg, true>(M, N, K, A, B, C);
+  stream_k_body<Cfg, Loop8c>(M, N, K, A, B, C);
 }
 
-template <bool PREFETCH>
+// Which kernel a launch runs: Kernels::kernel<Cfg>() (if constexpr would not do here: each step's
+// kernels are in its own file).
+struct Kernels8b {
+  template <class Cfg>
+  static constexpr auto kernel() {
+    return sgemm_08d_stream_k<Cfg>;
+  }
+};
+struct Kernels8c {
+  template <class Cfg>
+  static constexpr auto kernel() {
+    return sgemm_08d_stream_k_8c<Cfg>;
+  }
+};
+
+template <class Kernels>
 struct StreamKLaunch {
   template <class Cfg>
-  static constexpr auto kernel() {  // (if constexpr: only the kernel in use is compiled)
-    if constexpr (PREFETCH)
-      return sgemm_08d_stream_k_8c<Cfg>;
-    else
-      return sgemm_08d_stream_k<Cfg>;
+  static constexpr auto kernel() {
+    return Kernels::template kernel<Cfg>();
   }
   template <class Cfg>
   static void run(int M, int N, int K, const float* A, const float* B, float* C, cudaStream_t s) {
@@ -256,8 +284,8 @@ struct StreamKLaunch {
 // loop, with the t4 shapes at BK = 32 (which, unlike the t8 ones, fit both fragment sets in 255
 // registers without spilling) and step 8c's winning BK = 16 shapes.
 inline const std::vector<TunedKernel>& stream_k_candidates() {
-  using L = StreamKLaunch<false>;
-  using L8c = StreamKLaunch<true>;
+  using L = StreamKLaunch<Kernels8b>;
+  using L8c = StreamKLaunch<Kernels8c>;
   static const std::vector<TunedKernel> k = {
       {"128x256x32 w64x64 t8x8 256thr s3", L::run<PipeP>, L::attributes<PipeP>},
       {"128x256x32 w64x64 t8x4 256thr s3", L::run<PipeH>, L::attributes<PipeH>},

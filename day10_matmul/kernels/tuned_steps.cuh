@@ -1,4 +1,4 @@
-// The FP32 steps whose tile shape (and, for 8b-8d, pipeline depth) is picked by
+// The FP32 steps whose tile shape (and, for 8b-8f, pipeline depth) is picked by
 // measurement at run time. Each compiles a list of candidates; tune_step() below checks and
 // times them on the GPU it runs on (matmul.cu's autotune()), and the step's name carries the winner's.
 #pragma once
@@ -15,6 +15,8 @@
 #include "08b_cp_async.cuh"
 #include "08c_frag_prefetch.cuh"
 #include "08d_stream_k.cuh"
+#include "08e_spread_lds.cuh"
+#include "08f_stream_k_spread.cuh"
 
 struct TunedStep {
   const char* id;    // "08b"
@@ -26,7 +28,9 @@ inline const std::vector<TunedStep>& tuned_steps() {
   static const std::vector<TunedStep> t = {{"08", "08_autotuned", tune_candidates},
                                            {"08b", "08b_cp_async", cp_async_candidates},
                                            {"08c", "08c_frag_prefetch", prefetch_candidates},
-                                           {"08d", "08d_stream_k", stream_k_candidates}};
+                                           {"08d", "08d_stream_k", stream_k_candidates},
+                                           {"08e", "08e_spread_lds", spread_candidates},
+                                           {"08f", "08f_stream_k_spread", stream_k_spread_candidates}};
   return t;
 }
 
