@@ -1,5 +1,7 @@
-// Step 8e: step 8c, with the next k's shared-memory reads spread through the outer product: one
-// float4 read before each row of FFMAs instead of all of them in a row.
+// Step 8e: step 8c with the instructions of a k-step in a better order: the next k's shared-memory
+// reads spread through the outer product (one float4 read before each row of FFMAs instead of all
+// of them in a row), and, in the "snake" candidates, the rows of FFMAs walked alternately forwards
+// and backwards.
 //
 // In step 8c each k issues its fragment reads (2 LDS.128 for A and 4 for B with the t4x4 shapes)
 // back to back, and then the 128 FFMAs. Two warps share a scheduler, both reach their reads at
@@ -9,6 +11,14 @@
 // 8 warps, 255 registers: the same plan as ours) places one LDS.128 every 8-16 FFMAs. Here the
 // source asks for that order: read piece p of the next fragments just before row p of this k's
 // outer product. The compiler schedules the SASS, so the notes show what it kept.
+//
+// Snake order: an FFMA reads three registers (a, b, the accumulator); the scheduler keeps a
+// register it is told will be read again by the next instruction in the same operand slot (the
+// `.reuse` flag in the SASS) and does not read it from the register file again. Row r walks
+// b[0..15] with a[r] fixed, so a[r] is reused; with the rows walked alternately forwards and
+// backwards, the next row starts on the b register the last one ended on, and the compiler also
+// allocates the row's registers differently (fewer of them: `make sass`). Whether that helps is
+// measured: the candidate list has each shape with and without it.
 #pragma once
 #include <vector>
 
@@ -33,7 +43,8 @@ __device__ __forceinline__ void load_piece(float (&ra)[Cfg::WMITER * Cfg::TM], f
 
 // K tiles [kt0, kt1) of one output tile into acc, with the reads spread. Ends with a barrier, so
 // that a next call's prologue may refill any stage (step 8f calls it once per piece of work).
-template <class Cfg>
+// SNAKE: odd rows of the outer product walk the columns backwards (see the top of the file).
+template <class Cfg, bool SNAKE = false>
 __device__ __forceinline__ void spread_range(float* smem, const TileCopier<Cfg>& copier, int kt0, int kt1,
                                              const ThreadPlace<Cfg>& p,
                                              float (&acc)[Cfg::WMITER * Cfg::TM][Cfg::WNITER * Cfg::TN]) {
@@ -80,14 +91,17 @@ __device__ __forceinline__ void spread_range(float* smem, const TileCopier<Cfg>&
         if (r < kPieces && read)
           load_piece<Cfg>(ra[(k + 1) % 2], rb[(k + 1) % 2], An, An + BK * Cfg::LDA, kn, p.a_off, p.b_off, r);
 #pragma unroll
-        for (int j = 0; j < RN; ++j) acc[r][j] = fmaf(ra[k % 2][r], rb[k % 2][j], acc[r][j]);
+        for (int jj = 0; jj < RN; ++jj) {
+          const int j = SNAKE && (r % 2) ? RN - 1 - jj : jj;
+          acc[r][j] = fmaf(ra[k % 2][r], rb[k % 2][j], acc[r][j]);
+        }
       }
     }
   }
   __syncthreads();
 }
 
-template <class Cfg>
+template <class Cfg, bool SNAKE = false>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     sgemm_08e_spread(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B,
                      float* __restrict__ C) {
@@ -96,31 +110,37 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
   const int row0 = blockIdx.y * Cfg::BM, col0 = blockIdx.x * Cfg::BN;
   const TileCopier<Cfg> copier(A, B, M, N, K, row0, col0);
   float acc[Cfg::WMITER * Cfg::TM][Cfg::WNITER * Cfg::TN] = {{0.f}};
-  spread_range<Cfg>(smem, copier, 0, ceil_div(K, Cfg::BK), p, acc);
+  spread_range<Cfg, SNAKE>(smem, copier, 0, ceil_div(K, Cfg::BK), p, acc);
   store_tile<Cfg>(C, M, N, row0, col0, p.a_off, p.b_off, acc);
 }
 
+template <bool SNAKE>
 struct SpreadLaunch {
   template <class Cfg>
   static void run(int M, int N, int K, const float* A, const float* B, float* C, cudaStream_t s) {
     static bool attr_set = false;
-    launch_pipelined<Cfg>(sgemm_08e_spread<Cfg>, attr_set, M, N, K, A, B, C, s);
+    launch_pipelined<Cfg>(sgemm_08e_spread<Cfg, SNAKE>, attr_set, M, N, K, A, B, C, s);
   }
   template <class Cfg>
   static cudaFuncAttributes attributes() {
     cudaFuncAttributes a;
-    CUDA_CHECK(cudaFuncGetAttributes(&a, sgemm_08e_spread<Cfg>));
+    CUDA_CHECK(cudaFuncGetAttributes(&a, sgemm_08e_spread<Cfg, SNAKE>));
     return a;
   }
 };
 
-// Step 8c's best shapes (t4: two 4-row patches per thread, six reads per k), and its BK = 16 one.
+// Step 8c's best shapes (t4: two 4-row patches per thread, six reads per k) and its BK = 16 one,
+// each in row order and in snake order.
 inline const std::vector<TunedKernel>& spread_candidates() {
-  using L = SpreadLaunch;
+  using L = SpreadLaunch<false>;
+  using LS = SpreadLaunch<true>;
   static const std::vector<TunedKernel> k = {
       {"128x256x32 w64x64 t4x4 256thr s3", L::run<PipeR>, L::attributes<PipeR>},
       {"128x256x32 w64x64 t4x8 256thr s3", L::run<PipeQ>, L::attributes<PipeQ>},
       {"128x256x16 w64x64 t4x4 256thr s4", L::run<PipeS>, L::attributes<PipeS>},
+      {"128x256x32 w64x64 t4x4 256thr s3 snake", LS::run<PipeR>, LS::attributes<PipeR>},
+      {"128x256x32 w64x64 t4x8 256thr s3 snake", LS::run<PipeQ>, LS::attributes<PipeQ>},
+      {"128x256x16 w64x64 t4x4 256thr s4 snake", LS::run<PipeS>, LS::attributes<PipeS>},
   };
   return k;
 }
