@@ -16,6 +16,8 @@ WANTED = ["Duration", "Compute (SM) Throughput", "DRAM Throughput", "L2 Hit Rate
           # the tail of a persistent kernel: how evenly the SMs were kept busy (steps 12 and 14)
           "gpu__time_duration.sum", "sm__cycles_active.avg", "sm__cycles_active.min", "sm__cycles_active.max",
           "sm__cycles_elapsed.max"]
+# Stall reasons, cycles per issued instruction (steps 8b-8f: smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio).
+WANTED_PREFIX = "smsp__average_warps_issue_stalled_"
 
 
 def parse(text):
@@ -23,7 +25,9 @@ def parse(text):
     out = {}
     for line in text.splitlines():
         m = re.match(r"^\s+(.+?)\s{2,}(?:(\S+)\s+)?([-\d.,]+)\s*$", line)
-        if not m or m.group(1) not in WANTED or m.group(1).replace(".", "_") in out:
+        if not m or m.group(1).replace(".", "_") in out:
+            continue
+        if m.group(1) not in WANTED and not m.group(1).startswith(WANTED_PREFIX):
             continue
         try:
             value = float(m.group(3).replace(",", ""))

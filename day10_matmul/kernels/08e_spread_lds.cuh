@@ -3,21 +3,26 @@
 // of them in a row), and, in the "snake" candidates, the rows of FFMAs walked alternately forwards
 // and backwards.
 //
-// In step 8c each k issues its fragment reads (2 LDS.128 for A and 4 for B with the t4x4 shapes)
-// back to back, and then the 128 FFMAs. Two warps share a scheduler, both reach their reads at
+// Step 8c's source asks, at each k, for its fragment reads (2 LDS.128 for A and 4 for B with the t4x4
+// shapes) back to back, and then for the 128 FFMAs. If the SASS kept that order: Two warps share a scheduler, both reach their reads at
 // about the same time, and twelve 128-bit reads queue at the shared-memory pipe at once: a warp
 // whose next instruction is a read that the full queue cannot take stalls, FFMAs behind it
 // included. cuBLAS's FP32 kernel for this GPU (sm80_xmma_gemm_f32f32_..._ffma, 128x256x8 tiles,
 // 8 warps, 255 registers: the same plan as ours) places one LDS.128 every 8-16 FFMAs. Here the
 // source asks for that order: read piece p of the next fragments just before row p of this k's
-// outer product. The compiler schedules the SASS, so the notes show what it kept.
+// outer product. The compiler schedules the SASS, and it does not keep that order: `make sass` cuts
+// each kernel's LDS.128 into runs with no FFMA between them (`lds128_runs`), and in the BK = 16 kernels
+// most of this step's reads end up in runs of six again, more of them than in step 8c's kernel of the
+// same shape. So what this step changes is the compiler's schedule and allocation as a whole; the notes
+// compare the stall reasons of the two kernels (`make profile`) instead of assuming the written order.
 //
 // Snake order: an FFMA reads three registers (a, b, the accumulator); the scheduler keeps a
 // register it is told will be read again by the next instruction in the same operand slot (the
 // `.reuse` flag in the SASS) and does not read it from the register file again. Row r walks
 // b[0..15] with a[r] fixed, so a[r] is reused; with the rows walked alternately forwards and
 // backwards, the next row starts on the b register the last one ended on, and the compiler also
-// allocates the row's registers differently (fewer of them: `make sass`). Whether that helps is
+// allocates the row's registers differently (fewer of them, and more FFMAs with a `.reuse` flag:
+// `make sass`). Whether that helps is
 // measured: the candidate list has each shape with and without it.
 #pragma once
 #include <vector>
