@@ -18,6 +18,7 @@
 //   08d step 8b/8c as persistent blocks with a stream-K tail ·
 //   08e step 8c with the next k's shared-memory reads spread through the FFMAs ·
 //   08f step 8e's main loop in step 8d's stream-K kernel ·
+//   08g steps 8e/8f compiled with ptxas's register-usage level at 10 (its own object) ·
 //   09 WMMA bf16 tensor cores · 10 wgmma + TMA + mbarrier pipeline + warp specialization +
 //   persistent tiles (sm_90a) · 11 step 10 + 2-CTA clusters with TMA multicast (sm_90a) ·
 //   12 step 10 with the epilogue through shared memory and TMA stores · 13 step 12 + clusters ·

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# day10_matmul/profile.sh: Nsight Compute reports of steps 7, 8b, 8c, 8e and 8f (each at its autotuned shape;
+# day10_matmul/profile.sh: Nsight Compute reports of steps 7, 8b, 8c, 8e, 8f and 8g (each at its autotuned shape;
 # 8c and 8e also at 8e's BK = 16 shape), 10,
 # 12 [s4 c2], 14 [s4 c2 tail], 15 [128x128 s5 c4] and 16 [s4 c2] at n = 4096 (`make profile`).
 # Writes ../results/<gpu>/day10_ncu_<step>.txt and, beside them, day10_ncu.json: the figures the
@@ -40,7 +40,7 @@ I='(\(int\))?'
 "$NCU" --clock-control none --kernel-name-base demangled --kernel-name "regex:gemm_deferred<${I}4, ?${I}2>" \
   --launch-skip 1 --launch-count 1 $S --metrics "$M" \
   ./build/matmul --sizes 4096 --kernels 16 >"$out/day10_ncu_16_deferred.txt" 2>&1 || echo "step 16: ncu failed (see the report)"
-# Steps 8b, 8c, 8e and 8f: the shape that won each one's autotuning in the last `make bench` results file
+# Steps 8b, 8c, 8e, 8f and 8g: the shape that won each one's autotuning in the last `make bench` results file
 # (else the one named below), picked out by its full demangled name (ncu writes a default MINB of 1 or
 # leaves it out; steps 8e and 8f end in the SNAKE flag, "true" for a candidate named "... snake"). With
 # the stall reasons per issued instruction, which the notes compare between 8c and 8e. --launch-skip 6: the three check shapes launch each candidate once, and the step's own
@@ -55,15 +55,16 @@ except Exception:
     name = sys.argv[4]
 if len(sys.argv) > 5 and sys.argv[5] == "fixed":
     name = sys.argv[4]
-m = re.fullmatch(r"(\d+)x(\d+)x(\d+) w(\d+)x(\d+) t(\d+)x(\d+) (\d+)thr(?: (\d+)blk)? s(\d+)( snake)?", name)
-bm, bn, bk, wm, wn, tm, tn, nt, minb, st, snake = m.groups()
+m = re.fullmatch(r"(\d+)x(\d+)x(\d+) w(\d+)x(\d+) t(\d+)x(\d+) (\d+)thr(?: (\d+)blk)? s(\d+)( snake)?( stream-k)?", name)
+bm, bn, bk, wm, wn, tm, tn, nt, minb, st, snake, sk = m.groups()
+kernel = sys.argv[3].split("|")[1 if sk else 0]  # step 8g: "spread kernel|stream-K kernel"
 # ncu's demangled names may cast each template argument: "WarpTileConfig<(int)128, (int)256, ...>".
 I = r"(?:\(int\))?"
 minb = f", ?{I}{minb}" if minb else f"(, ?{I}1)?"
 flag = ""
-if sys.argv[2] in ("08e", "08f"):
+if sys.argv[2] in ("08e", "08f", "08g"):
     flag = ", ?(true|\\(bool\\)1)>" if snake else ", ?(false|\\(bool\\)0)>"
-print(f"{sys.argv[3]}<PipeConfig<WarpTileConfig<{I}{bm}, ?{I}{bn}, ?{I}{bk}, ?{I}{wm}, ?{I}{wn}, ?{I}[0-9]+, ?{I}{tm}, "
+print(f"{kernel}<PipeConfig<WarpTileConfig<{I}{bm}, ?{I}{bn}, ?{I}{bk}, ?{I}{wm}, ?{I}{wn}, ?{I}[0-9]+, ?{I}{tm}, "
       f"?{I}{tn}, ?{I}{nt}{minb}>, ?{I}{st}>{flag}")
 PY
 }
@@ -73,6 +74,7 @@ for spec in "08b sgemm_08b_cp_async 128x256x32_w64x64_t8x4_256thr_s3 day10_ncu_0
             "08c sgemm_08c_prefetch 128x256x32_w64x64_t4x4_256thr_s3 day10_ncu_08c_frag_prefetch" \
             "08e sgemm_08e_spread 128x256x16_w64x64_t4x4_256thr_s4_snake day10_ncu_08e_spread_lds" \
             "08f sgemm_08f_stream_k_spread 128x256x16_w64x64_t4x4_256thr_s4_snake day10_ncu_08f_stream_k_spread" \
+            "08g sgemm_08g_spread|sgemm_08g_stream_k 128x256x16_w64x64_t4x4_256thr_s4_snake_stream-k day10_ncu_08g_ptxas_level" \
             "08c sgemm_08c_prefetch 128x256x16_w64x64_t4x4_256thr_s4 day10_ncu_08c_bk16 fixed" \
             "08e sgemm_08e_spread 128x256x16_w64x64_t4x4_256thr_s4 day10_ncu_08e_bk16_rows fixed"; do
   # (the last two: 8e's winning shape in step 8c's loop and in 8e's row order, so that the notes can

@@ -127,6 +127,8 @@ inline void launch_warptile(int M, int N, int K, const float* A, const float* B,
 // The step-7 shape: 128x128 block, 4 warps of 64x64, each thread 8x4 in 4 sub-tiles.
 using Step7Config = WarpTileConfig<128, 128, 16, 64, 64, 4, 8, 4, 128>;
 
+#ifndef DAY10_KERNELS_ONLY  // (not in step 8g's translation unit: see 08g_ptxas_level.cu)
 inline void run_07_warptiling(int M, int N, int K, const float* A, const float* B, float* C, cudaStream_t s) {
   launch_warptile<Step7Config>(M, N, K, A, B, C, s);
 }
+#endif  // DAY10_KERNELS_ONLY

@@ -243,7 +243,9 @@ inline std::vector<TunedKernel> pipe_candidates() {
   };
 }
 
+#ifndef DAY10_KERNELS_ONLY  // (not in step 8g's translation unit: see 08g_ptxas_level.cu)
 inline const std::vector<TunedKernel>& cp_async_candidates() {
   static const std::vector<TunedKernel> k = pipe_candidates<CpAsyncLaunch>();
   return k;
 }
+#endif  // DAY10_KERNELS_ONLY

@@ -278,6 +278,7 @@ struct StreamKLaunch {
   }
 };
 
+#ifndef DAY10_KERNELS_ONLY  // (not in step 8g's translation unit: see 08g_ptxas_level.cu)
 // Step 8b's two best shapes at 4096 (BK = 32, 3 stages; 8x16 outputs per thread, as two 8x8 or
 // four 8x4 patches across the warp tile), and the same with the thread's rows as two 4-row
 // patches 32 rows apart (t4x8, t4x4: see PipeQ in 08b_cp_async.cuh). Then "+8c": step 8c's main
@@ -298,3 +299,4 @@ inline const std::vector<TunedKernel>& stream_k_candidates() {
   };
   return k;
 }
+#endif  // DAY10_KERNELS_ONLY

@@ -134,6 +134,7 @@ struct SpreadLaunch {
   }
 };
 
+#ifndef DAY10_KERNELS_ONLY  // (not in step 8g's translation unit: see 08g_ptxas_level.cu)
 // Step 8c's best shapes (t4: two 4-row patches per thread, six reads per k) and its BK = 16 one,
 // each in row order and in snake order.
 inline const std::vector<TunedKernel>& spread_candidates() {
@@ -149,3 +150,4 @@ inline const std::vector<TunedKernel>& spread_candidates() {
   };
   return k;
 }
+#endif  // DAY10_KERNELS_ONLY

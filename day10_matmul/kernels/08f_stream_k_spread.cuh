@@ -36,6 +36,7 @@ struct Kernels8f {
   }
 };
 
+#ifndef DAY10_KERNELS_ONLY  // (not in step 8g's translation unit: see 08g_ptxas_level.cu)
 // Step 8e's candidates (without its t4x8 snake one).
 inline const std::vector<TunedKernel>& stream_k_spread_candidates() {
   using L = StreamKLaunch<Kernels8f<false>>;
@@ -49,3 +50,4 @@ inline const std::vector<TunedKernel>& stream_k_spread_candidates() {
   };
   return k;
 }
+#endif  // DAY10_KERNELS_ONLY

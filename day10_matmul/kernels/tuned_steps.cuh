@@ -17,6 +17,7 @@
 #include "08d_stream_k.cuh"
 #include "08e_spread_lds.cuh"
 #include "08f_stream_k_spread.cuh"
+#include "08g_ptxas_level.h"
 
 struct TunedStep {
   const char* id;    // "08b"
@@ -30,7 +31,8 @@ inline const std::vector<TunedStep>& tuned_steps() {
                                            {"08c", "08c_frag_prefetch", prefetch_candidates},
                                            {"08d", "08d_stream_k", stream_k_candidates},
                                            {"08e", "08e_spread_lds", spread_candidates},
-                                           {"08f", "08f_stream_k_spread", stream_k_spread_candidates}};
+                                           {"08f", "08f_stream_k_spread", stream_k_spread_candidates},
+                                           {"08g", "08g_ptxas_level", ptxas_level_candidates}};
   return t;
 }
 
