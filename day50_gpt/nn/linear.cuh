@@ -227,9 +227,11 @@ void Model<T>::bias_grad(const T* dout, size_t b, int O) {
 }
 
 // din = dout . W (with gelu_pre: times gelu'(gelu_pre), the backward of the GELU that fed this
-// layer), dW += dout^T . in, db = column sums of dout.
+// layer), dW += dout^T . in, db = column sums of dout (unless bias_done: the LayerNorm backward that
+// wrote dout added them up as it went; dW is then a plain matmul, cuBLASLt's without an epilogue).
 template <class T>
-void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre) {
+void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre,
+                           bool bias_done) {
   if (on_cudnn() && dnn_linear_back(in, w, b, dout, din, I, O, gelu_pre)) return mark(kMatmul);  // nn/backend_cudnn.cuh
   if (on_cudnn()) fell_back.insert("linear backward (cuBLAS/cuBLASLt and ours)");
   bool din_done = false, dw_done = false, dgelu_ours = false;
@@ -249,13 +251,13 @@ void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
   {
     lt::Spec sp;
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_T, sp.m = I, sp.n = O, sp.k = N, sp.lda = I, sp.ldb = O, sp.ldd = I;
-    sp.epilogue = CUBLASLT_EPILOGUE_BGRADB;
+    sp.epilogue = bias_done ? CUBLASLT_EPILOGUE_DEFAULT : CUBLASLT_EPILOGUE_BGRADB;
     lt::Tuned* mm = lt_get(sp, CUDA_R_32F);
-    if (mm && !bgrad_in_epilogue(mm, in, dout, I, O)) mm = nullptr;  // the bias gradient apart is faster
+    if (mm && !bias_done && !bgrad_in_epilogue(mm, in, dout, I, O)) mm = nullptr;  // the bias gradient apart is faster
     if (mm) {
       // dW accumulates (beta 1) into the zeroed gradients; the bias gradient is written (each bias
       // belongs to exactly one layer, so nothing else adds to it).
-      mm->run(in, dout, G(w), 1.f, G(b), nullptr, lt_ws.as(), s);
+      mm->run(in, dout, G(w), 1.f, bias_done ? nullptr : G(b), nullptr, lt_ws.as(), s);
       dw_done = true;
     }
   }
@@ -275,7 +277,7 @@ void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     LAUNCH_CHECK();
     mark(kGelu);
   }
-  if (!dw_done) {
+  if (!dw_done && !bias_done) {
     bias_grad(dout, b, O);
     mark(kResidual);
   }

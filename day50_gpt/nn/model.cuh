@@ -116,6 +116,14 @@ struct Model {
   bool recompute_gelu = true;
   DeviceBuffer gl_shared;
   View tmp, dln, datt, dqkv, dfc, embed_partial;
+  // bf16 on the custom backend: the embedding's gradients as one matmul, dW[wte; wpe] += onehot^T . d(embedding),
+  // with onehot[n] = (the token's one-hot row | the position's one-hot row), built each step
+  // (k::embed_onehot), and d(embedding) the bf16 copy layer 0's LayerNorm backward writes through the
+  // embedding's dropout mask (as every other weight gradient of the bf16 step, from bf16 inputs). The
+  // gather-and-sum kernels (fp32 and the cuDNN backend's fallback) walk each token's rows with few loads in
+  // flight; the matmul is one pass on the tensor cores (the bench's phase table: "embedding").
+  DeviceBuffer oh_embed;
+  bool embed_by_matmul() const { return std::is_same<T, bf16>::value && !on_cudnn(); }
   // Dropout (nn/dropout.h): probability drop_p at the embedding's output and at each sublayer's output.
   // The trainer sets the key (the run's seed), the step and, for a data-parallel replica, the index of
   // its first element in the global batch before each forward; `drop` is what the last forward used,
@@ -271,7 +279,7 @@ struct Model {
         {"cuDNN dq accumulator", &dq_acc, cudnn ? sdpa->dq_acc_elems() * 4 : 0, true},
         {"cuDNN workspace", &ws, cudnn ? sdpa->workspace() : 0, false},
         {"column-sum partials", &partial,  // widest: a bias of 4C, or the fused LayerNorm's per-block partials
-         std::max(size_t(k::col_chunks(N)) * 4 * C, size_t(k::ln_bwd_blocks(N, k::kLnMinRowsPerWarp)) * 2 * C) * 4,
+         std::max(size_t(k::col_chunks(N)) * 4 * C, size_t(k::ln_bwd_blocks(N, k::kLnMinRowsPerWarp)) * 3 * C) * 4,
          true},
         {"norm partials", &norm_partial, size_t(k::kNormBlocks) * 4, true},
         {"sum of squares", &sumsq, 4, true},
@@ -279,6 +287,8 @@ struct Model {
         {"cuDNN graphs workspace", &dnn_ws, on_cudnn() ? size_t(kDnnWorkspace) : 0, false},
         {"cuDNN LayerNorm backward dx", &dnn_dx, on_cudnn() ? NN * C * 4 : 0, true},
         {"gelu out (shared: --recompute on)", &gl_shared, recompute_gelu ? NN * 4 * C * E : 0, true},
+        {"one-hot rows of tokens | positions (bf16 embedding backward)", &oh_embed,
+         embed_by_matmul() ? NN * (V + size_t(T_)) * E : 0, true},
         {"cuDNN: one-hot tokens", &oh_tok, cud ? NN * V * 2 : 0, true},
         {"cuDNN: one-hot targets", &oh_tgt, cud ? NN * V * 4 : 0, true},
         {"cuDNN: column index (constant)", &dnn_index, cud ? NN * V * 4 : 0, false},
@@ -348,7 +358,9 @@ struct Model {
   bool fwd_apart(lt::Tuned* mm, const T* in, size_t w, size_t b, const T* out, const T* gelu_out, int I, int O);
   bool dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, const T* din, int I, int O);
   void linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out = nullptr);
-  void linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre = nullptr);
+  // bias_done: the bias gradient is already added (by the LayerNorm backward that wrote dout: ln_back_to).
+  void linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre = nullptr,
+                   bool bias_done = false);
   void bias_grad(const T* dout, size_t b, int O);  // db += column sums of dout
   // nn/attention.cuh: the three attentions.
   void choose_attention(Attn want);
@@ -443,29 +455,47 @@ struct Model {
   // The LayerNorm backward into dx, then d(the sublayer output before it) for the next linear_back: dx
   // through `site`'s mask (in ddrop), or dx itself in T without dropout. Fused: one kernel writes both
   // and the parameter gradients' partials; unfused: ln_back, then dropout_bwd.
+  // With next_bias (the bias of the linear layer whose output gradient that is) the fused kernel also adds
+  // up its column sums, the bias gradient, from the values it stores (*bias_done then says so, and
+  // linear_back skips it): the bias-gradient epilogue read dout a second time, a pass of its own.
+  static constexpr size_t kNoBias = ~size_t(0);
   const T* ln_back_to(const float* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy,
-                      bool accumulate, uint32_t site) {
+                      bool accumulate, uint32_t site, size_t next_bias = kNoBias, bool* bias_done = nullptr) {
+    if (bias_done) *bias_done = false;
     if (!ln_fused()) {
       ln_back(x, w, b, mean, rstd, dy, accumulate);
       return site == kNoSite ? nullptr : through_dropout(site);
     }
     T* dout = site == kNoSite ? nullptr : drop.on ? ddrop.as<T>() : dxT();
+    float* gd = dout && next_bias != kNoBias && bias_done ? G(next_bias) : nullptr;
     const int rows = ln_rows_per_warp(x, w, mean, rstd, dy, dout != nullptr, accumulate, site);
-    ln_bwd_fused(rows, x, w, mean, rstd, dy, dx.as<float>(), dout, partial.as<float>(), G(w), G(b), accumulate, site);
+    ln_bwd_fused(rows, x, w, mean, rstd, dy, dx.as<float>(), dout, partial.as<float>(), G(w), G(b), gd, accumulate,
+                 site);
     mark(kLayerNorm);
+    if (bias_done) *bias_done = gd != nullptr;
     return dout;
   }
-  // The fused backward (rows_per_warp rows a warp), then its partials added into the gradients gw, gb.
+  // The fused backward (rows_per_warp rows a warp), then its partials added into the gradients gw, gb
+  // (and dout's column sums into gd, if not null).
   void ln_bwd_fused(int rows_per_warp, const float* x, size_t w, const float* mean, const float* rstd, const T* dy,
-                    float* dxp, T* dout, float* part, float* gw, float* gb, bool accumulate, uint32_t site) {
-    const int C = c.width, blocks = k::ln_bwd_blocks(N, rows_per_warp);
+                    float* dxp, T* dout, float* part, float* gw, float* gb, float* gd, bool accumulate,
+                    uint32_t site) {
+    const int C = c.width, blocks = k::ln_bwd_blocks(N, rows_per_warp), sums = gd ? 3 : 2;
     with_chunks([&](auto K) {
-      k::layernorm_bwd_fused<T, decltype(K)::value><<<blocks, 256, size_t(8) * C * sizeof(float), s>>>(
-          x, P(w), mean, rstd, dy, dxp, dout, part, N, C, rows_per_warp, accumulate, drop, site, sv);
+      k::layernorm_bwd_fused<T, decltype(K)::value><<<blocks, 256, k::ln_bwd_smem_bytes<T, decltype(K)::value>(C), s>>>(
+          x, P(w), mean, rstd, dy, dxp, dout, part, N, C, rows_per_warp, accumulate, drop, site, sv, gd != nullptr);
     });
     LAUNCH_CHECK();
-    k::ln_partials_finish<<<(2 * C + 31) / 32, dim3(32, k::kLnFinishRows), 0, s>>>(part, blocks, C, gw, gb);
-    LAUNCH_CHECK();
+    // The finish as a programmatic dependent launch: it is scheduled while the backward's last blocks run,
+    // instead of after them (a few us of launch gap a call, 13 calls a step).
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(sums * C + 31) / 32), cfg.blockDim = dim3(32, k::kLnFinishRows), cfg.stream = s;
+    cudaLaunchAttribute pdl[1];
+    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = pdl, cfg.numAttrs = 1;
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::ln_partials_finish, static_cast<const float*>(part), blocks, C, sums, gw, gb,
+                                  gd));
   }
   // Rows per warp of the fused backward: k::kLnRowsPerWarp, or in bf16 with --lt-search each of
   // k::kLnRowsChoices timed once per shape on the real inputs, into scratch outputs, and the fastest kept
@@ -484,14 +514,14 @@ struct Model {
     CUDA_CHECK(cudaMalloc(&dx_s, NC * sizeof(float)));
     CUDA_CHECK(cudaMemsetAsync(dx_s, 0, NC * sizeof(float), s));  // accumulate reads it
     CUDA_CHECK(cudaMalloc(&part_s, partial.bytes()));
-    CUDA_CHECK(cudaMalloc(&g_s, size_t(2) * c.width * sizeof(float)));
-    CUDA_CHECK(cudaMemsetAsync(g_s, 0, size_t(2) * c.width * sizeof(float), s));
+    CUDA_CHECK(cudaMalloc(&g_s, size_t(3) * c.width * sizeof(float)));
+    CUDA_CHECK(cudaMemsetAsync(g_s, 0, size_t(3) * c.width * sizeof(float), s));
     if (with_dout) CUDA_CHECK(cudaMalloc(&dout_s, NC * sizeof(T)));
     constexpr int n = int(sizeof(k::kLnRowsChoices) / sizeof(int));
     float t[n];
     lt::time_each(s, n, t, [&](int i) {
-      ln_bwd_fused(k::kLnRowsChoices[i], x, w, mean, rstd, dy, dx_s, dout_s, part_s, g_s, g_s + c.width, accumulate,
-                   site);
+      ln_bwd_fused(k::kLnRowsChoices[i], x, w, mean, rstd, dy, dx_s, dout_s, part_s, g_s, g_s + c.width,
+                   dout_s ? g_s + 2 * c.width : nullptr, accumulate, site);
     });
     CUDA_CHECK(cudaFree(dx_s));
     CUDA_CHECK(cudaFree(part_s));
@@ -535,8 +565,12 @@ struct Model {
     if (!dnn_embedded) {
       if (on_cudnn()) fell_back.insert("embedding forward");
       hw("embed_fwd");
-      k::embed_fwd<<<grid_for(NC), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C,
-                                                drop, sv);
+      if (C % 4 == 0)
+        k::embed_fwd_vec<<<grid_for(NC / 4), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N,
+                                                          T_, C, drop, sv);
+      else
+        k::embed_fwd<<<grid_for(NC), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C,
+                                                  drop, sv);
       LAUNCH_CHECK();
     }
     mark(kEmbed);
@@ -619,24 +653,29 @@ struct Model {
     CUDA_CHECK(cudaMemsetAsync(grads.as(), 0, grads.bytes(), s));
     head_back();
     // dsub: d(the last block's MLP output), through its dropout
+    // (sub_bias: whether its column sums, the fc2 bias gradient, came with it)
+    bool sub_bias = false;
     const T* dsub = ln_back_to(xs.back().as<float>(), lay.lnf_w, lay.lnf_b, lnf_mean.as<float>(), lnf_rstd.as<float>(),
-                               dln.as<T>(), false, dropout::site_mlp(c.layers - 1));
+                               dln.as<T>(), false, dropout::site_mlp(c.layers - 1),
+                               lay.layer[size_t(c.layers) - 1].fc2_b, &sub_bias);
     for (int l = c.layers - 1; l >= 0; --l) {
       auto& L = layer[size_t(l)];
       const auto& Wl = lay.layer[size_t(l)];
       // MLP: xs[l+1] = x_mid + drop(fc2(gelu(fc(ln2(x_mid))))); dx holds d/dxs[l+1]
       if (recompute_gelu) gelu_again(L);  // fc2's weight gradient reads gelu(fc)
-      linear_back(gelu_out(L), Wl.fc2_w, Wl.fc2_b, dsub, dfc.as<T>(), 4 * C, C,
-                  L.fc.as<T>());  // dfc = d(gl) * gelu'(fc)
+      linear_back(gelu_out(L), Wl.fc2_w, Wl.fc2_b, dsub, dfc.as<T>(), 4 * C, C, L.fc.as<T>(),
+                  sub_bias);  // dfc = d(gl) * gelu'(fc)
       linear_back(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, dfc.as<T>(), dln.as<T>(), C, 4 * C);
       dsub = ln_back_to(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2_mean.as<float>(), L.ln2_rstd.as<float>(),
-                        dln.as<T>(), true, dropout::site_attn(l));
+                        dln.as<T>(), true, dropout::site_attn(l), Wl.proj_b, &sub_bias);
       // Attention: x_mid = xs[l] + drop(proj(attention(qkv(ln1(xs[l]))))); dx now holds d/dx_mid
-      linear_back(L.att.as<T>(), Wl.proj_w, Wl.proj_b, dsub, datt.as<T>(), C, C);
+      linear_back(L.att.as<T>(), Wl.proj_w, Wl.proj_b, dsub, datt.as<T>(), C, C, nullptr, sub_bias);
       attention_bwd(L);
       linear_back(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, dqkv.as<T>(), dln.as<T>(), C, 3 * C);
+      // Layer 0's: d(embedding) in T through the embedding's dropout for the embedding's matmul (embed_by_matmul).
+      const uint32_t below = l > 0 ? dropout::site_mlp(l - 1) : embed_by_matmul() ? dropout::site_embed() : kNoSite;
       dsub = ln_back_to(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1_mean.as<float>(), L.ln1_rstd.as<float>(),
-                        dln.as<T>(), true, l > 0 ? dropout::site_mlp(l - 1) : kNoSite);
+                        dln.as<T>(), true, below, l > 0 ? lay.layer[size_t(l) - 1].fc2_b : kNoBias, &sub_bias);
       if (on_block_grads) on_block_grads(l);
     }
     if (dnn_embedded && dnn_embed_back()) {
@@ -645,18 +684,46 @@ struct Model {
       return;
     }
     if (on_cudnn()) fell_back.insert("embedding backward");
-    if (drop.on) {  // the embedding's dropout: dx is read only by the two embedding gradients below
+    if (embed_by_matmul()) {  // dsub: d(embedding) in T, from layer 0's LayerNorm backward above
+      const int VT = c.vocab + T_;
+      T* oh = oh_embed.as<T>();
+      if (VT % 8 == 0)
+        k::embed_onehot<T, 8><<<grid_for(size_t(N) * VT / 8), 256, 0, s>>>(tok.as<int>(), oh, N, T_, c.vocab);
+      else
+        k::embed_onehot<T, 1><<<grid_for(size_t(N) * VT), 256, 0, s>>>(tok.as<int>(), oh, N, T_, c.vocab);
+      LAUNCH_CHECK();
+      matmul_bwd_w<T>(blas, dsub, oh, G(lay.wte), N, C, VT);  // wpe's gradient follows wte's (Layout)
+      mark(kEmbed);
+      if (on_block_grads) on_block_grads(-1);
+      return;
+    }
+    // The embedding's dropout: dx is read only by the two embedding gradients below. With C % 4 == 0 they
+    // apply its factors as they load dx; otherwise dx is multiplied in place first.
+    const bool vec = C % 4 == 0;
+    dropout::Params d_embed = drop;
+    if (drop.on && !vec) {
       hw("dropout_scale");
       k::dropout_scale<<<grid_for(size_t(N) * C), 256, 0, s>>>(dx.as<float>(), size_t(N) * C, drop,
                                                                dropout::site_embed(), sv);
       LAUNCH_CHECK();
+      d_embed.on = false;
     }
     hw("embed_bwd_pos"), hw("embed_bwd_tok"), hw("colsum_finish");
-    k::embed_bwd_pos<<<grid_for(size_t(T_) * C), 256, 0, s>>>(dx.as<float>(), G(lay.wpe), B, T_, C);
-    LAUNCH_CHECK();
     const int slices = k::embed_slices(N);
-    k::embed_bwd_tok<<<dim3(c.vocab, slices), 256, 0, s>>>(tok.as<int>(), dx.as<float>(), embed_partial.as<float>(), N,
-                                                           C, c.vocab);
+    if (vec) {
+      // 64-thread blocks: one thread per 4 columns of a position is T x C / 4 threads, a few hundred blocks
+      // of 64 (of 256, fewer blocks than SMs at the default size).
+      k::embed_bwd_pos<4><<<unsigned((size_t(T_) * C / 4 + 63) / 64), 64, 0, s>>>(dx.as<float>(), G(lay.wpe), B, T_,
+                                                                                 C, d_embed, sv);
+      LAUNCH_CHECK();
+      k::embed_bwd_tok<4><<<dim3(c.vocab, slices), 256, 0, s>>>(tok.as<int>(), dx.as<float>(),
+                                                                embed_partial.as<float>(), N, C, c.vocab, d_embed, sv);
+    } else {
+      k::embed_bwd_pos<1><<<grid_for(size_t(T_) * C), 256, 0, s>>>(dx.as<float>(), G(lay.wpe), B, T_, C, d_embed, sv);
+      LAUNCH_CHECK();
+      k::embed_bwd_tok<1><<<dim3(c.vocab, slices), 256, 0, s>>>(tok.as<int>(), dx.as<float>(),
+                                                                embed_partial.as<float>(), N, C, c.vocab, d_embed, sv);
+    }
     LAUNCH_CHECK();
     k::colsum_finish<<<grid_for(size_t(c.vocab) * C), 256, 0, s>>>(embed_partial.as<float>(), slices, 1, c.vocab * C,
                                                                    G(lay.wte), nullptr);

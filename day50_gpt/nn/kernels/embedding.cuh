@@ -15,12 +15,79 @@ __global__ void embed_fwd(const int* tok, const float* wte, const float* wpe, fl
     x[i] = (wte[size_t(tok[n]) * C + c] + wpe[size_t(n % T) * C + c]) * f;
   });
 }
-// dwpe[t][c] += sum_b dx[b*T + t][c]: one thread per (t, c), the batch summed in order.
-__global__ void embed_bwd_pos(const float* dx, float* dwpe, int B, int T, int C) {
-  GRID_STRIDE(i, size_t(T) * C) {
-    float s = 0;
-    for (int b = 0; b < B; ++b) s += dx[size_t(b) * T * C + i];
-    dwpe[i] += s;
+// The same for C % 4 == 0: one thread per 4 columns (16-byte loads and stores, one Philox call for the
+// 4 factors: they are one of nn/dropout.h's groups, as C and the batch's first element are multiples of 4),
+// and the row and column from 32-bit divisions: embed_fwd's grid-stride loop divides a 64-bit index twice
+// per element, and moves 4 bytes per load.
+__global__ void embed_fwd_vec(const int* tok, const float* wte, const float* wpe, float* x, int N, int T, int C,
+                              dropout::Params d, const StepVars* sv = nullptr) {
+  const dropout::Params dd = at_step(d, sv);
+  const int C4 = C / 4;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N * C4; i += gridDim.x * blockDim.x) {
+    const int n = i / C4, c = 4 * (i % C4);
+    const float4 e = *reinterpret_cast<const float4*>(wte + size_t(tok[n]) * C + c);
+    const float4 p = *reinterpret_cast<const float4*>(wpe + size_t(n % T) * C + c);
+    const size_t at = size_t(n) * C + size_t(c);
+    float f[4] = {1.f, 1.f, 1.f, 1.f};
+    if (dd.on) dropout::factors4(dd, dropout::site_embed(), (dd.first + at) >> 2, f);
+    *reinterpret_cast<float4*>(x + at) =
+        make_float4((e.x + p.x) * f[0], (e.y + p.y) * f[1], (e.z + p.z) * f[2], (e.w + p.w) * f[3]);
+  }
+}
+
+// The embedding's backward reads dx = d(loss)/d(embedding after dropout): the gradient of the sum before
+// dropout is dx times the embedding's dropout factors. With C % 4 == 0 both kernels below apply them as
+// they load (W = 4 columns a thread, one Philox call per 4 factors, the same products as a separate
+// pass); otherwise (W = 1) dropout_scale multiplies dx in place first and they get d with dropout off.
+template <int W>
+struct Cols {
+  float v[W];
+};
+template <int W>
+__device__ __forceinline__ Cols<W> load_dropped(const float* dx, size_t at, const dropout::Params& d) {
+  Cols<W> r;
+  if constexpr (W == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(dx + at);
+    r.v[0] = q.x, r.v[1] = q.y, r.v[2] = q.z, r.v[3] = q.w;
+    if (d.on) {
+      float f[4];
+      dropout::factors4(d, dropout::site_embed(), (d.first + at) >> 2, f);
+#pragma unroll
+      for (int q4 = 0; q4 < 4; ++q4) r.v[q4] *= f[q4];
+    }
+  } else {
+    r.v[0] = dx[at];
+  }
+  return r;
+}
+template <int W>
+__device__ __forceinline__ void add_cols(Cols<W>& a, const Cols<W>& b) {
+#pragma unroll
+  for (int q = 0; q < W; ++q) a.v[q] += b.v[q];
+}
+
+// dwpe[t][c] += sum_b dx[b*T + t][c]: one thread per (t, W columns); the batch summed in order, 8 rows'
+// loads in flight at a time.
+template <int W>
+__global__ void embed_bwd_pos(const float* dx, float* dwpe, int B, int T, int C, dropout::Params d,
+                              const StepVars* sv = nullptr) {
+  const dropout::Params dd = at_step(d, sv);
+  const int CW = C / W;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < T * CW; i += gridDim.x * blockDim.x) {
+    const int t = i / CW, c = W * (i % CW);
+    Cols<W> s = {};
+    int b = 0;
+    for (; b + 8 <= B; b += 8) {
+      Cols<W> v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = load_dropped<W>(dx, (size_t(b + u) * T + t) * C + c, dd);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) add_cols(s, v[u]);
+    }
+    for (; b < B; ++b) add_cols(s, load_dropped<W>(dx, (size_t(b) * T + t) * C + c, dd));
+    float* out = dwpe + size_t(t) * C + c;
+#pragma unroll
+    for (int q = 0; q < W; ++q) out[q] += s.v[q];
   }
 }
 // dwte[v][c] += sum over positions n with tok[n] == v of dx[n][c], in two deterministic stages.
@@ -28,17 +95,22 @@ __global__ void embed_bwd_pos(const float* dx, float* dwpe, int B, int T, int C)
 // with a ballot (in order), adds those rows, and writes one partial row; colsum_finish then adds
 // the slices' partials in order. No atomics: a frequent byte (the space) is not summed by thousands
 // of colliding atomicAdds, and the slices keep its block from summing a tenth of the batch alone.
+// The found rows are added 8 at a time, their loads issued together (W = 4: 16 bytes a load): one at a
+// time, a frequent byte's block (the space: about 15% of the plays' bytes) walked a chain of dependent trips
+// to memory as long as its count in the slice. The sums keep their order. (The bf16 step takes the
+// embedding's gradient as one matmul instead: Model::embed_by_matmul.)
 constexpr int kEmbedSlice = 512;  // positions per slice
 inline int embed_slices(int N) { return (N + kEmbedSlice - 1) / kEmbedSlice; }
-__global__ void embed_bwd_tok(const int* tok, const float* dx, float* partial, int N, int C, int V) {
+template <int W>
+__global__ void embed_bwd_tok(const int* tok, const float* dx, float* partial, int N, int C, int V,
+                              dropout::Params d, const StepVars* sv = nullptr) {
+  const dropout::Params dd = at_step(d, sv);
   const int v = blockIdx.x, n_begin = blockIdx.y * kEmbedSlice, n_end = min(N, n_begin + kEmbedSlice);
   __shared__ int found[256];
   __shared__ int warp_count[256 / kWarp];
-  constexpr int kCols = 32;  // columns per thread: C <= 32 * blockDim.x (checked by the program)
-  float acc[kCols];
-#pragma unroll
-  for (int j = 0; j < kCols; ++j) acc[j] = 0.f;
-  const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp;
+  constexpr int kGroups = 32 / W;  // column groups per thread: C <= 32 * blockDim.x (checked by the program)
+  Cols<W> acc[kGroups] = {};
+  const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp, CW = C / W;
   for (int base = n_begin; base < n_end; base += blockDim.x) {
     const int n = base + int(threadIdx.x);
     const bool hit = n < n_end && tok[n] == v;
@@ -49,21 +121,47 @@ __global__ void embed_bwd_tok(const int* tok, const float* dx, float* partial, i
     for (int i = 0; i < int(blockDim.x / kWarp); ++i) before += i < w ? warp_count[i] : 0, total += warp_count[i];
     if (hit) found[before + __popc(mask & ((1u << lane) - 1))] = n;
     __syncthreads();
-    for (int f = 0; f < total; ++f) {
-      const float* row = dx + size_t(found[f]) * C;
 #pragma unroll
-      for (int j = 0; j < kCols; ++j) {
-        const int c = threadIdx.x + j * blockDim.x;
-        if (c < C) acc[j] += row[c];
+    for (int j = 0; j < kGroups; ++j) {
+      const int cw = int(threadIdx.x) + j * int(blockDim.x), c = W * cw;
+      if (cw >= CW) break;
+      int f = 0;
+      for (; f + 8 <= total; f += 8) {
+        Cols<W> r[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) r[u] = load_dropped<W>(dx, size_t(found[f + u]) * C + c, dd);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) add_cols(acc[j], r[u]);
       }
+      for (; f < total; ++f) add_cols(acc[j], load_dropped<W>(dx, size_t(found[f]) * C + c, dd));
     }
     __syncthreads();
   }
   float* out = partial + (size_t(blockIdx.y) * V + v) * C;
 #pragma unroll
-  for (int j = 0; j < kCols; ++j) {
-    const int c = threadIdx.x + j * blockDim.x;
-    if (c < C) out[c] = acc[j];
+  for (int j = 0; j < kGroups; ++j) {
+    const int cw = int(threadIdx.x) + j * int(blockDim.x), c = W * cw;
+    if (cw >= CW) break;
+#pragma unroll
+    for (int q = 0; q < W; ++q) out[c + q] = acc[j].v[q];
+  }
+}
+
+// The embedding's one-hot rows for its gradient as a matmul (bf16 on the custom backend): row n is
+// [V: 1 at tok[n] | T: 1 at n % T], 0 elsewhere; P elements a thread (P = 8: one 16-byte store).
+template <class T, int P>
+__global__ void embed_onehot(const int* tok, T* oh, int N, int T_, int V) {
+  const int VT = V + T_, per_row = VT / P;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N * per_row; i += gridDim.x * blockDim.x) {
+    const int n = i / per_row, c0 = P * (i % per_row), hot_t = tok[n], hot_p = V + n % T_;
+    T v[P];
+#pragma unroll
+    for (int q = 0; q < P; ++q) v[q] = st<T>(c0 + q == hot_t || c0 + q == hot_p ? 1.f : 0.f);
+    T* out = oh + size_t(n) * VT + c0;
+    if constexpr (P == 8)
+      *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(v);
+    else
+      out[0] = v[0];
   }
 }
 

@@ -159,47 +159,114 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) mean[row] = m, rstd[row] = r;
 }
 
+// Asynchronous copies, global to shared memory without passing through registers (sm_80 and later):
+// `bytes` (8 or 16) per lane, grouped by commit, waited for by group.
+template <int kBytes>
+__device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
+  const unsigned d = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(gmem), "n"(kBytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+// Programmatic dependent launch (sm_90): the kernel after this one in the stream may be launched while this
+// one finishes (its launch overlaps our tail), and waits for our results with grid_dependency_wait. Both are
+// no-ops where the launch did not ask for it (and below sm_90).
+__device__ __forceinline__ void launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
 // The backward of one LayerNorm, its parameter gradients included. Block (8 warps) owns
 // 8 * rows_per_warp consecutive rows, each warp rows_per_warp of them; a lane adds dy * xhat and dy of
 // its columns over its rows in registers, the block adds its 8 warps' sums through shared memory (in
-// warp order) and writes one partial per column: partial[block][2][C] (ln_partials_finish adds them).
+// warp order) and writes one partial per column: partial[block][2 or 3][C] (ln_partials_finish adds them).
 // No atomics: the same bits every run. dx (+)= rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 // as in layernorm_bwd; dout (if not null) gets dx times the dropout factors of `site` (d.on), in T:
-// the next matmul's input, without the separate dropout_bwd pass. Dynamic shared memory: 8 * C floats.
-// (At most 128 registers for K <= 4, so that 2 blocks share an SM. With the old dx loaded early a lane
-// keeps 4K more values, and 3 blocks' 85 registers spilled at C = 384; the timed rows per warp pick
-// 8 at the bench's size, 256 blocks: about 2 an SM anyway.)
+// the next matmul's input, without the separate dropout_bwd pass.
+//
+// The next row is in flight while a warp finishes this one (K <= 4, kLnBwdStaged): each lane reads its
+// chunks of row k (x, dy and the old dx) from its warp's slot of shared memory, copies row k + 1's into the
+// slot with cp.async, then does row k's shuffles and stores. Loaded one row at a time, a warp had nothing
+// in flight while it reduced and stored, and 2 blocks an SM (16 warps, ~100 registers a lane) were too
+// few to cover that. Prefetching into registers instead (two rows at once) needed 128 registers and
+// spilled, and was slower. A lane reads back only what it copied itself, so no barrier is needed between
+// the copy and the read. The sums are the same, in the same order. (The bench's "LayerNorm alone" row
+// measures the backward against a copy.)
+// With dout_sums the block also adds up dout's columns (as stored, rounded to T) into a third partial:
+// the bias gradient of the linear layer whose output gradient dout is (Model::ln_back_to).
+// Dynamic shared memory: ln_bwd_smem_bytes (the staging, 8 warps x (2C floats + C T's), which the column
+// sums' 8 x C floats reuse after the rows). At most 128 registers for K <= 4, so that 2 blocks share an
+// SM; the timed rows per warp (kLnRowsChoices) pick how many rows a warp walks.
+template <int K>
+constexpr bool kLnBwdStaged = K <= 4;  // the staging fits the default 48 KiB at C <= 512 in fp32
+template <class T, int K>
+constexpr size_t ln_bwd_smem_bytes(int C) {
+  return kLnBwdStaged<K> ? size_t(8) * C * (2 * sizeof(float) + sizeof(T)) : size_t(8) * C * sizeof(float);
+}
 template <class T, int K>
 __global__ void __launch_bounds__(256, K <= 4 ? 2 : 1)
     layernorm_bwd_fused(const float* x, const float* g, const float* mean, const float* rstd, const T* dy, float* dx,
                         T* dout, float* partial, int N, int C, int rows_per_warp, bool accumulate, dropout::Params d,
-                        uint32_t site, const StepVars* sv) {
-  extern __shared__ float red[];  // [8 warps][C]
+                        uint32_t site, const StepVars* sv, bool dout_sums) {
+  extern __shared__ __align__(16) float red[];  // the staging during the rows, then [8 warps][C]
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, C4 = C / 4;
   const dropout::Params dd = at_step(d, sv);
-  float dg[K][4], db[K][4];
-#pragma unroll
-  for (int i = 0; i < K; ++i)
-#pragma unroll
-    for (int q = 0; q < 4; ++q) dg[i][q] = db[i][q] = 0.f;
-  for (int k = 0; k < rows_per_warp; ++k) {
-    const int row = (blockIdx.x * (blockDim.x / kWarp) + warp) * rows_per_warp + k;
-    if (row >= N) break;
-    const float m = mean[row], r = rstd[row];
-    float xh[K][4], dxh[K][4], old[K][4];
-    float s1 = 0, s2 = 0;
+  // This warp's staging slots: x in [8][C] floats, the old dx in the next [8][C], dy in [8][C] T's after them
+  // (every slot 16-byte aligned for C % 4 == 0 in fp32, 8-byte in bf16: what each cp.async moves).
+  float* sx = red + size_t(warp) * C;
+  float* sold = red + size_t(8 + warp) * C;
+  T* sdy = reinterpret_cast<T*>(red + size_t(16) * C) + size_t(warp) * C;
+  auto fetch = [&](int row) {  // row's chunks of this lane, in flight
 #pragma unroll
     for (int i = 0; i < K; ++i) {
       const int j = lane + kWarp * i;
       if (j >= C4) continue;
       const size_t at = size_t(row) * C + 4 * size_t(j);
-      float xv[4], dyv[4], gv[4];  // g again each row: from L1, and 4K registers fewer than keeping it
-      // dx's old value (accumulate) is loaded here with x and dy, not after the row's sums: its load does
-      // not depend on them, and issued late it was a second memory round trip per row.
-      load4(x + at, xv), load4(dy + at, dyv), load4(g + 4 * j, gv);
+      cp_async<16>(sx + 4 * j, x + at);
+      if (accumulate) cp_async<16>(sold + 4 * j, dx + at);
+      cp_async<4 * sizeof(T)>(sdy + 4 * j, dy + at);
+    }
+    cp_async_commit();
+  };
+  float dg[K][4], db[K][4], dd_sum[K][4];  // dd_sum: dout's column sums (dout_sums)
+#pragma unroll
+  for (int i = 0; i < K; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) dg[i][q] = db[i][q] = dd_sum[i][q] = 0.f;
+  const int first = (blockIdx.x * (blockDim.x / kWarp) + warp) * rows_per_warp;
+  if constexpr (kLnBwdStaged<K>)
+    if (first < N && rows_per_warp > 0) fetch(first);
+  for (int k = 0; k < rows_per_warp; ++k) {
+    const int row = first + k;
+    if (row >= N) break;
+    const float m = mean[row], r = rstd[row];
+    float xh[K][4], dxh[K][4], old[K][4];
+    float s1 = 0, s2 = 0;
+    if constexpr (kLnBwdStaged<K>) cp_async_wait_all();  // row k's chunks (the only group in flight)
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      const int j = lane + kWarp * i;
 #pragma unroll
       for (int q = 0; q < 4; ++q) old[i][q] = 0.f;
-      if (accumulate) load4(dx + at, old[i]);
+      if (j >= C4) continue;
+      float xv[4], dyv[4], gv[4];  // g again each row: from L1, and 4K registers fewer than keeping it
+      if constexpr (kLnBwdStaged<K>) {
+        load4(sx + 4 * j, xv), load4(sdy + 4 * j, dyv);
+        if (accumulate) load4(sold + 4 * j, old[i]);
+      } else {
+        // dx's old value (accumulate) is loaded here with x and dy, not after the row's sums: its load does
+        // not depend on them, and issued late it was a second memory round trip per row.
+        const size_t at = size_t(row) * C + 4 * size_t(j);
+        load4(x + at, xv), load4(dy + at, dyv);
+        if (accumulate) load4(dx + at, old[i]);
+      }
+      load4(g + 4 * j, gv);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         xh[i][q] = (xv[q] - m) * r, dxh[i][q] = dyv[q] * gv[q];
@@ -207,6 +274,9 @@ __global__ void __launch_bounds__(256, K <= 4 ? 2 : 1)
         dg[i][q] += dyv[q] * xh[i][q], db[i][q] += dyv[q];
       }
     }
+    // The slot is read: the next row's copies go in flight now, over this row's sums and stores.
+    if constexpr (kLnBwdStaged<K>)
+      if (k + 1 < rows_per_warp && row + 1 < N) fetch(row + 1);
     s1 = warp_sum(s1) / C, s2 = warp_sum(s2) / C;
 #pragma unroll
     for (int i = 0; i < K; ++i) {
@@ -222,45 +292,58 @@ __global__ void __launch_bounds__(256, K <= 4 ? 2 : 1)
 #pragma unroll
         for (int q = 0; q < 4; ++q) o[q] *= f[q];
         store4(dout + at, o);  // T = float without dropout: dout == dx, the same values again
+        if (dout_sums)  // the values as stored, rounded to T: what the next matmul reads
+#pragma unroll
+          for (int q = 0; q < 4; ++q) dd_sum[i][q] += ld(st<T>(o[q]));
       }
     }
   }
-  // The block's column sums, gains then biases, each through the shared buffer in warp order.
-  for (int which = 0; which < 2; ++which) {
+  if constexpr (kLnBwdStaged<K>) cp_async_wait_all();  // nothing may still land in the staging
+  launch_dependents();  // ln_partials_finish may start launching now (it waits for this grid's partials)
+  __syncthreads();  // every warp is done with its staging slot: the column sums reuse it
+  // The block's column sums, gains then biases (then dout's), each through the shared buffer in warp order.
+  const int sums = dout_sums ? 3 : 2;
+  for (int which = 0; which < sums; ++which) {
 #pragma unroll
     for (int i = 0; i < K; ++i) {
       const int j = lane + kWarp * i;
       if (j < C4)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) red[warp * C + 4 * j + q] = which == 0 ? dg[i][q] : db[i][q];
+        for (int q = 0; q < 4; ++q)
+          red[warp * C + 4 * j + q] = which == 0 ? dg[i][q] : which == 1 ? db[i][q] : dd_sum[i][q];
     }
     __syncthreads();
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
       float t = 0;
       for (int w = 0; w < int(blockDim.x / kWarp); ++w) t += red[w * C + c];
-      partial[(size_t(blockIdx.x) * 2 + which) * C + c] = t;
+      partial[(size_t(blockIdx.x) * sums + which) * C + c] = t;
     }
     __syncthreads();
   }
 }
 
-// out0[c] += sum over blocks of partial[block][0][c], out1[c] likewise with [1]: block (32 x 16) owns 32
-// of the 2C sums; its 16 rows of threads each add every 16th partial (8 loads in flight), then one
-// thread adds the 16 in order. (colsum_finish gives each column one thread, which walks the partials
-// one after another: a chain of dependent adds as long as the partials.)
+// out0[c] += sum over blocks of partial[block][0][c], out1[c] likewise with [1] (and out2 with [2] when
+// sums = 3: the column sums of dout, the bias gradient of the linear layer whose output it is): block
+// (32 x 16) owns 32 of the sums * C; its 16 rows of threads each add every 16th partial (8 loads in
+// flight), then one thread adds the 16 in order. (colsum_finish gives each column one thread, which walks
+// the partials one after another: a chain of dependent adds as long as the partials.) Launched as a
+// programmatic dependent of layernorm_bwd_fused (Model::ln_bwd_fused): its launch overlaps the
+// backward's tail, and grid_dependency_wait holds it until the backward's partials are written and visible.
 constexpr int kLnFinishRows = 16;
-__global__ void ln_partials_finish(const float* partial, int chunks, int C, float* out0, float* out1) {
+__global__ void ln_partials_finish(const float* partial, int chunks, int C, int sums, float* out0, float* out1,
+                                   float* out2) {
   __shared__ float red[kLnFinishRows][33];
   const int i = blockIdx.x * 32 + threadIdx.x;  // which * C + c
+  grid_dependency_wait();
   float s = 0;
-  if (i < 2 * C)
+  if (i < sums * C)
 #pragma unroll 8
-    for (int ch = threadIdx.y; ch < chunks; ch += kLnFinishRows) s += partial[size_t(ch) * 2 * C + i];
+    for (int ch = threadIdx.y; ch < chunks; ch += kLnFinishRows) s += partial[size_t(ch) * sums * C + i];
   red[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
-  if (threadIdx.y == 0 && i < 2 * C) {
+  if (threadIdx.y == 0 && i < sums * C) {
     for (int j = 1; j < kLnFinishRows; ++j) s += red[j][threadIdx.x];
-    (i < C ? out0[i] : out1[i - C]) += s;
+    (i < C ? out0[i] : i < 2 * C ? out1[i - C] : out2[i - 2 * C]) += s;
   }
 }
 
