@@ -9,6 +9,7 @@
 #include <cublasLt.h>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -121,7 +122,10 @@ struct Model {
   // (k::embed_onehot), and d(embedding) the bf16 copy layer 0's LayerNorm backward writes through the
   // embedding's dropout mask (as every other weight gradient of the bf16 step, from bf16 inputs). The
   // gather-and-sum kernels (fp32 and the cuDNN backend's fallback) walk each token's rows with few loads in
-  // flight; the matmul is one pass on the tensor cores (the bench's phase table: "embedding").
+  // flight; the matmul is one pass on the tensor cores (the bench's phase table: "embedding"). The one-hot
+  // rows grow as N x (V + T), that is B x T^2: at a long context they cost more memory than the gather
+  // did (the buffer table counts them, so a size that does not fit is refused with one line, exit 2, before
+  // any allocation: env::require_memory).
   DeviceBuffer oh_embed;
   bool embed_by_matmul() const { return std::is_same<T, bf16>::value && !on_cudnn(); }
   // Dropout (nn/dropout.h): probability drop_p at the embedding's output and at each sublayer's output.
@@ -565,9 +569,12 @@ struct Model {
     if (!dnn_embedded) {
       if (on_cudnn()) fell_back.insert("embedding forward");
       hw("embed_fwd");
-      if (C % 4 == 0)
-        k::embed_fwd_vec<<<grid_for(NC / 4), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N,
-                                                          T_, C, drop, sv);
+      if (C % 4 == 0 && NC / 4 <= size_t(INT32_MAX) / 2)  // (room for the grid stride past the end)
+        k::embed_fwd_vec<int><<<grid_for(NC / 4), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(),
+                                                               N, T_, C, drop, sv);
+      else if (C % 4 == 0)
+        k::embed_fwd_vec<long long><<<grid_for(NC / 4), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe),
+                                                                     xs[0].as<float>(), N, T_, C, drop, sv);
       else
         k::embed_fwd<<<grid_for(NC), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C,
                                                   drop, sv);
@@ -684,19 +691,26 @@ struct Model {
       return;
     }
     if (on_cudnn()) fell_back.insert("embedding backward");
-    if (embed_by_matmul()) {  // dsub: d(embedding) in T, from layer 0's LayerNorm backward above
-      const int VT = c.vocab + T_;
-      T* oh = oh_embed.as<T>();
-      if (VT % 8 == 0)
-        k::embed_onehot<T, 8><<<grid_for(size_t(N) * VT / 8), 256, 0, s>>>(tok.as<int>(), oh, N, T_, c.vocab);
-      else
-        k::embed_onehot<T, 1><<<grid_for(size_t(N) * VT), 256, 0, s>>>(tok.as<int>(), oh, N, T_, c.vocab);
-      LAUNCH_CHECK();
-      matmul_bwd_w<T>(blas, dsub, oh, G(lay.wte), N, C, VT);  // wpe's gradient follows wte's (Layout)
-      mark(kEmbed);
-      if (on_block_grads) on_block_grads(-1);
-      return;
-    }
+    if constexpr (std::is_same<T, bf16>::value)  // (the one-hot kernel stores 8 bf16 at a time)
+      if (embed_by_matmul()) {  // dsub: d(embedding) in T, from layer 0's LayerNorm backward above
+        const int VT = c.vocab + T_;
+        T* oh = oh_embed.as<T>();
+        const bool wide = size_t(N) * VT > size_t(INT32_MAX) / 2;  // the kernel's index in 64 bits (stride room)
+        if (VT % 8 == 0 && !wide)
+          k::embed_onehot<T, 8, int><<<grid_for(size_t(N) * VT / 8), 256, 0, s>>>(tok.as<int>(), oh, N, T_, c.vocab);
+        else if (VT % 8 == 0)
+          k::embed_onehot<T, 8, long long>
+              <<<grid_for(size_t(N) * VT / 8), 256, 0, s>>>(tok.as<int>(), oh, N, T_, c.vocab);
+        else if (!wide)
+          k::embed_onehot<T, 1, int><<<grid_for(size_t(N) * VT), 256, 0, s>>>(tok.as<int>(), oh, N, T_, c.vocab);
+        else
+          k::embed_onehot<T, 1, long long><<<grid_for(size_t(N) * VT), 256, 0, s>>>(tok.as<int>(), oh, N, T_, c.vocab);
+        LAUNCH_CHECK();
+        matmul_bwd_w<T>(blas, dsub, oh, G(lay.wte), N, C, VT);  // wpe's gradient follows wte's (Layout)
+        mark(kEmbed);
+        if (on_block_grads) on_block_grads(-1);
+        return;
+      }
     // The embedding's dropout: dx is read only by the two embedding gradients below. With C % 4 == 0 they
     // apply its factors as they load dx; otherwise dx is multiplied in place first.
     const bool vec = C % 4 == 0;

@@ -17,14 +17,16 @@ __global__ void embed_fwd(const int* tok, const float* wte, const float* wpe, fl
 }
 // The same for C % 4 == 0: one thread per 4 columns (16-byte loads and stores, one Philox call for the
 // 4 factors: they are one of nn/dropout.h's groups, as C and the batch's first element are multiples of 4),
-// and the row and column from 32-bit divisions: embed_fwd's grid-stride loop divides a 64-bit index twice
-// per element, and moves 4 bytes per load.
+// and the row and column from 32-bit divisions where the index fits (I = int; the host passes long long
+// when N * C / 4 does not): embed_fwd's grid-stride loop divides a 64-bit index twice per element, and
+// moves 4 bytes per load.
+template <class I>
 __global__ void embed_fwd_vec(const int* tok, const float* wte, const float* wpe, float* x, int N, int T, int C,
                               dropout::Params d, const StepVars* sv = nullptr) {
   const dropout::Params dd = at_step(d, sv);
-  const int C4 = C / 4;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N * C4; i += gridDim.x * blockDim.x) {
-    const int n = i / C4, c = 4 * (i % C4);
+  const I C4 = C / 4, count = I(N) * C4;
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += I(gridDim.x) * blockDim.x) {
+    const int n = int(i / C4), c = int(4 * (i % C4));
     const float4 e = *reinterpret_cast<const float4*>(wte + size_t(tok[n]) * C + c);
     const float4 p = *reinterpret_cast<const float4*>(wpe + size_t(n % T) * C + c);
     const size_t at = size_t(n) * C + size_t(c);
@@ -148,13 +150,16 @@ __global__ void embed_bwd_tok(const int* tok, const float* dx, float* partial, i
 }
 
 // The embedding's one-hot rows for its gradient as a matmul (bf16 on the custom backend): row n is
-// [V: 1 at tok[n] | T: 1 at n % T], 0 elsewhere; P elements a thread (P = 8: one 16-byte store).
-template <class T, int P>
+// [V: 1 at tok[n] | T: 1 at n % T], 0 elsewhere; P elements a thread (P = 8: one 16-byte store of bf16).
+// The index in I: int where N * (V + T) / P fits, else long long (the host picks).
+template <class T, int P, class I>
 __global__ void embed_onehot(const int* tok, T* oh, int N, int T_, int V) {
+  static_assert(P == 1 || P * sizeof(T) == 16, "P elements make one 16-byte store");
   const int VT = V + T_, per_row = VT / P;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N * per_row; i += gridDim.x * blockDim.x) {
-    const int n = i / per_row, c0 = P * (i % per_row), hot_t = tok[n], hot_p = V + n % T_;
-    T v[P];
+  const I count = I(N) * per_row;
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += I(gridDim.x) * blockDim.x) {
+    const int n = int(i / per_row), c0 = int(P * (i % per_row)), hot_t = tok[n], hot_p = V + n % T_;
+    alignas(16) T v[P];
 #pragma unroll
     for (int q = 0; q < P; ++q) v[q] = st<T>(c0 + q == hot_t || c0 + q == hot_p ? 1.f : 0.f);
     T* out = oh + size_t(n) * VT + c0;

@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(256)
 template <int kBytes>
 __device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
   const unsigned d = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(gmem), "n"(kBytes));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(gmem), "n"(kBytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 // Programmatic dependent launch (sm_90): the kernel after this one in the stream may be launched while this
@@ -209,6 +209,8 @@ template <class T, int K>
 constexpr size_t ln_bwd_smem_bytes(int C) {
   return kLnBwdStaged<K> ? size_t(8) * C * (2 * sizeof(float) + sizeof(T)) : size_t(8) * C * sizeof(float);
 }
+// The widest staged case (K = 4: C = 512, fp32) must fit the 48 KiB a launch gets without opting in.
+static_assert(ln_bwd_smem_bytes<float, 4>(4 * 4 * 32) <= 48 * 1024, "the staging outgrew the default shared memory");
 template <class T, int K>
 __global__ void __launch_bounds__(256, K <= 4 ? 2 : 1)
     layernorm_bwd_fused(const float* x, const float* g, const float* mean, const float* rstd, const T* dy, float* dx,
