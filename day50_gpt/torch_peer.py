@@ -83,8 +83,10 @@ GEN_VARIANTS = {  # (display name, torch.compile kwargs or None, weight dtype)
 }
 OURS_TRAIN, OURS_GEN = "train step bf16", "generate, batch 1, KV cache"
 NOTES = ("PyTorch ms/step: the elapsed time of --steps steps between two CUDA events / steps; ./build/gpt's: the median "
-         "of its own per-step events (its bench row). PyTorch's learning rate is constant (no schedule). device_mib of "
-         "a CUDA-graph variant after the first one may be low: CUDA graph trees share one memory pool per device.")
+         "of its own per-step events (its bench row). PyTorch's learning rate is constant (no schedule). device_mib: "
+         "each variant set up alone in a process of its own (device_mib_alone true), mem_get_info from before the "
+         "model to after --steps steps; device_mib_beside_others: the same in the main process, where CUDA graph "
+         "trees share one memory pool, so a CUDA-graph variant after the first reads low there.")
 
 
 # ---- Host-only helpers (tested by --self-test without torch) ----------------------------------------
@@ -269,7 +271,9 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--skip-ours", action="store_true", help="time PyTorch only (no ratios, no default results file)")
     ap.add_argument("--self-test", action="store_true", help="test the host-only parts and exit")
+    ap.add_argument("--memory-of", default=None, help=argparse.SUPPRESS)  # internal: see memory_alone
     a = ap.parse_args(argv)
+    a.argv = list(argv)
     a.warmup = a.warmup if a.warmup is not None else (10 if a.quick else 30)
     a.steps = a.steps if a.steps is not None else (30 if a.quick else 100)
     judge_args(a)
@@ -301,6 +305,8 @@ def judge_args(a):
             usage_error(f"{flag}: '{','.join(bad) or 'a repeated name'}' is not one of {', '.join(known)}")
     if "eager" not in a.train_list:
         usage_error("--train-variants must include eager: the other variants' losses are checked against it")
+    if a.memory_of is not None and a.memory_of not in TRAIN_VARIANTS:
+        usage_error(f"--memory-of: '{a.memory_of}' is not one of {', '.join(TRAIN_VARIANTS)}")
     if not os.path.isfile(a.data) or not os.access(a.data, os.R_OK):
         usage_error(f"--data {a.data}: not a readable file")
     size = os.path.getsize(a.data)
@@ -396,6 +402,34 @@ def setup_train(key, a, batches, total_steps):
     print(f"  {name}: ready in {time.time() - t0:.0f} s (first step {compile_s:.0f} s), device memory {mib:.0f} MiB",
           flush=True)
     return v, dict(device_mib=mib, compile_s=compile_s)
+
+
+def memory_alone(a, key):
+    """device_mib of one training variant in a process of its own (this script with --memory-of KEY): the
+    same setup_train, nothing else on the GPU. In the main process the variants live side by side, and
+    CUDA graph trees share one memory pool per process, so every CUDA-graph variant after the first reads
+    low there (the memory its graphs reuse was counted for the first one). Runs before the main process
+    builds anything, one probe at a time (mem_get_info sees the whole GPU). None if the probe failed."""
+    cmd = [sys.executable, os.path.abspath(__file__)] + a.argv + ["--memory-of", key, "--skip-ours"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=1200)
+    except subprocess.TimeoutExpired:
+        return None
+    for line in out.stdout.splitlines():
+        if line.startswith("MEMORY "):
+            return json.loads(line[len("MEMORY "):]).get("device_mib")
+    print(f"  memory probe {key} exited {out.returncode}: {out.stderr.strip()[-300:]}", flush=True)
+    return None
+
+
+def memory_probe(a):
+    """--memory-of KEY: set up that one variant as run() would and print its device memory."""
+    load_torch()
+    total = 1 + (a.warmup + a.steps) * (a.rounds + 1)
+    batches = tg.GpuBatches(a.data, a.batch, a.context, total, a.seed)
+    v, row = setup_train(a.memory_of, a, batches, total)
+    print("MEMORY " + json.dumps(dict(device_mib=row.get("device_mib"))), flush=True)
+    return 0 if v is not None else 1
 
 
 def setup_gen(key, a, base, prompt, ref_logits, checks):
@@ -523,14 +557,22 @@ def run(a):
     print(f"{PROG}: {env['gpu']}, PyTorch {env['torch']} (CUDA {env['cuda']}), code {env['commit'][:12]}"
           f"{' (dirty)' if env['dirty'] is True else ''}; {a.rounds} rounds of {a.warmup} + {a.steps} steps")
     checks, t_start = [], time.time()
+    print("device memory, each training variant alone in a process of its own:", flush=True)
+    alone = {key: memory_alone(a, key) for key in a.train_list}
     total = 1 + (a.warmup + a.steps) * (a.rounds + 1)
     batches = tg.GpuBatches(a.data, a.batch, a.context, total, a.seed)
     print("training variants (each compiled once, then warmed up):", flush=True)
     train, rows = {}, {}
     for key in a.train_list:
-        v, rows[TRAIN_VARIANTS[key][0]] = setup_train(key, a, batches, total)
+        name = TRAIN_VARIANTS[key][0]
+        v, rows[name] = setup_train(key, a, batches, total)
+        if "device_mib" in rows[name]:  # the ratio's figure: the variant alone (this run's, beside the others: kept)
+            rows[name]["device_mib_beside_others"] = rows[name]["device_mib"]
+            if alone[key] is not None:
+                rows[name]["device_mib"] = alone[key]
+            rows[name]["device_mib_alone"] = alone[key] is not None
         if v is not None:
-            train[TRAIN_VARIANTS[key][0]] = v
+            train[name] = v
     if "eager" not in train:
         sys.exit(f"{PROG}: eager PyTorch training failed: {rows['eager']['error']}")
     torch.manual_seed(a.seed)
@@ -693,7 +735,9 @@ def self_test():
 
 def main(argv):
     a = parse_args(argv)
-    return self_test() if a.self_test else run(a)
+    if a.self_test:
+        return self_test()
+    return memory_probe(a) if a.memory_of is not None else run(a)
 
 
 if __name__ == "__main__":

@@ -200,6 +200,7 @@ struct GenVariant {
   bool count_barrier = false;  // persistent, own_barrier: the counting kind
   bool resident = false;       // persistent: the weights in shared memory (FastDecoder::set_resident)
   bool late_epilogue = false;  // the GEMVs' residual and bias loaded after the sums (Net::late_epilogue)
+  int cluster = 0;             // kCluster: the cluster's size (FastDecoder::use_cluster)
 };
 struct GenTiming {
   std::vector<double> ms_per_token;
@@ -220,16 +221,34 @@ json::Value stage_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, i
   d.generate(n);
   CUDA_CHECK(cudaStreamSynchronize(d.stream));
   const int L = d.c.layers, S = L * k::dec::kStagesPerLayer + 1;
-  const std::vector<unsigned long long> tr = to_host(d.trace.template as<unsigned long long>(), size_t(n) * S + 1);
+  // kCluster: + when the next copy was handed over, when the weights were there, when the work was done.
+  const bool parts = d.path == DecodePath::kCluster;
+  const size_t NS = size_t(n) * S;
+  const std::vector<unsigned long long> tr = to_host(d.trace.template as<unsigned long long>(), NS * (parts ? 4 : 1) + 1);
   static const char* kKind[] = {"qkv", "attention", "proj", "fc", "fc2", "head"};
-  double sum[6] = {};
+  double sum[6] = {}, issue[6] = {}, wait[6] = {}, work[6] = {}, sync[6] = {};
   for (int i = 0; i < n; ++i)
     for (int s = 0; s < S; ++s) {
       const size_t at = size_t(i) * S + size_t(s);
-      sum[s == S - 1 ? 5 : s % k::dec::kStagesPerLayer] += double(tr[at + 1] - tr[at]) * 1e-3;
+      const int kk = s == S - 1 ? 5 : s % k::dec::kStagesPerLayer;
+      sum[kk] += double(tr[at + 1] - tr[at]) * 1e-3;
+      if (parts) {
+        const unsigned long long handed = tr[NS + 1 + 3 * at], got = tr[NS + 2 + 3 * at], done = tr[NS + 3 + 3 * at];
+        issue[kk] += double(handed - tr[at]) * 1e-3, wait[kk] += double(got - handed) * 1e-3;
+        work[kk] += double(done - got) * 1e-3, sync[kk] += double(tr[at + 1] - done) * 1e-3;
+      }
     }
   json::Value v = json::Value::object();
-  for (int kk = 0; kk < 6; ++kk) v[kKind[kk]] = sum[kk] / (double(n) * (kk == 5 ? 1 : L));
+  for (int kk = 0; kk < 6; ++kk) {
+    const double per = double(n) * (kk == 5 ? 1 : L);
+    v[kKind[kk]] = sum[kk] / per;
+    if (parts) {  // the stage's parts: handing the next copy over, waiting for its weights, its work, the barrier
+      v[std::string(kKind[kk]) + " issue"] = issue[kk] / per;
+      v[std::string(kKind[kk]) + " wait"] = wait[kk] / per;
+      v[std::string(kKind[kk]) + " work"] = work[kk] / per;
+      v[std::string(kKind[kk]) + " barrier"] = sync[kk] / per;
+    }
+  }
   v["token"] = double(tr[size_t(n) * S] - tr[0]) * 1e-3 / n;
   d.net.trace = nullptr;
   return v;
@@ -248,6 +267,7 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   d.net.chunk = v.chunk, d.count_barrier = v.count_barrier, d.net.late_epilogue = v.late_epilogue;
   GenTiming g;
   if (v.resident && !d.set_resident()) return g;  // does not fit on this GPU: no row
+  if (v.path == DecodePath::kCluster && !d.use_cluster(v.cluster)) return g;  // no such cluster here: no row
   d.prepare(u, temperature, top_k);
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
@@ -268,7 +288,7 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   g.text = prompt;
   for (int t : d.bytes(n)) g.text.push_back(char(t));
   g.weight_bytes = d.weight_bytes(), g.blocks = d.blocks, g.resident_kb = d.resident ? d.resident_bytes() / 1024.0 : 0;
-  if (v.path == DecodePath::kPersistent && !v.per_token) g.stage_us = stage_breakdown(d, pr, n);
+  if (v.path != DecodePath::kStages && !v.per_token) g.stage_us = stage_breakdown(d, pr, n);
   return g;
 }
 
@@ -317,6 +337,49 @@ inline void bench_grid_barrier(results::Results& res) {
       res.add(row);
       std::printf("%-66s %10.2f\n", row.name.c_str(), 1e3 * st.median_ms);
     }
+  // The cluster barrier (barrier.cluster, decode_cluster.cuh) with 16 and 8 blocks of 512 threads, one an SM.
+  int can = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&can, cudaDevAttrClusterLaunch, dev));
+  cudaFuncAttributes fa{};
+  CUDA_CHECK(cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(&k::dec::cluster_barrier_only)));
+  if (can && fa.ptxVersion >= 90) {
+    CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&k::dec::cluster_barrier_only),
+                                    cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    for (int blocks : {16, 8}) {
+      cudaLaunchConfig_t cfg = {};
+      cudaLaunchAttribute attr[1];
+      cfg.gridDim = dim3(unsigned(blocks)), cfg.blockDim = dim3(unsigned(k::dec::kCThreads));
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = unsigned(blocks), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+      cfg.attrs = attr, cfg.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, k::dec::cluster_barrier_only, &cfg) != cudaSuccess ||
+          clusters < 1) {
+        (void)cudaGetLastError();
+        continue;
+      }
+      std::vector<double> ms;
+      for (int r = 0; r <= reps; ++r) {  // run 0: warm-up
+        CUDA_CHECK(cudaEventRecord(a));
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::cluster_barrier_only, iters));
+        CUDA_CHECK(cudaEventRecord(b));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        float t = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+        if (r > 0) ms.push_back(double(t) / iters);
+      }
+      const timing::Stats st = timing::summarize(ms);
+      results::Bench row;
+      row.name = "cluster barrier alone, " + std::to_string(blocks) + " blocks";
+      row.dtype = "none", row.shape = {blocks, k::dec::kCThreads};
+      row.ms = st.median_ms, row.min_ms = st.min_ms, row.max_ms = st.max_ms, row.reps = st.reps;
+      row.extra = json::Value::object();
+      row.extra["us_per_barrier"] = 1e3 * st.median_ms;
+      row.extra["blocks"] = blocks, row.extra["barriers_per_run"] = iters;
+      res.add(row);
+      std::printf("%-66s %10.2f\n", row.name.c_str(), 1e3 * st.median_ms);
+    }
+  }
   CUDA_CHECK(cudaEventDestroy(a));
   CUDA_CHECK(cudaEventDestroy(b));
 }
@@ -455,6 +518,14 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
        true, DecodePath::kPersistent, false, 2, false, false, true, 1, 8, true, true},
       {"generate fp32, batch 1, persistent kernel, counting barrier, attention chunks of 8, weights in shared memory",
        false, DecodePath::kPersistent, false, 1, false, false, true, 1, 8, true, true},
+      // One thread-block cluster (nn/kernels/decode_cluster.cuh): vectors in every block's shared memory,
+      // pushed through distributed shared memory, cluster barriers, weights streamed one stage ahead.
+      {"generate bf16, batch 1, one cluster of 16 SMs", true, DecodePath::kCluster, false, 1, false, false, false, 1,
+       k::dec::kChunk, false, false, false, 16},
+      {"generate bf16, batch 1, one cluster of 8 SMs", true, DecodePath::kCluster, false, 1, false, false, false, 1,
+       k::dec::kChunk, false, false, false, 8},
+      {"generate fp32, batch 1, one cluster of 16 SMs", false, DecodePath::kCluster, false, 1, false, false, false, 1,
+       k::dec::kChunk, false, false, false, 16},
   };
   std::printf("%-66s %10s %9s %8s %7s  %s\n", "generator", "tokens/s", "ms/token", "% floor", "blocks", "bytes");
   double best_bf16 = 0;
@@ -462,7 +533,8 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
     const GenTiming g = v.bf ? time_fast_generation<bf16>(cfg, params, prompt, n, temperature, top_k, seed, v, reps)
                              : time_fast_generation<float>(cfg, params, prompt, n, temperature, top_k, seed, v, reps);
     if (g.ms_per_token.empty()) {
-      std::printf("%-66s (the weights do not fit in shared memory here: not run)\n", v.name);
+      std::printf("%-66s (%s here: not run)\n", v.name,
+                  v.path == DecodePath::kCluster ? "no such cluster" : "the weights do not fit in shared memory");
       continue;
     }
     results::Bench row = generation_row(cfg, v.name, v.bf ? "bf16" : "fp32", g.ms_per_token, g.weight_bytes, gbps, n);
@@ -486,6 +558,16 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
       for (const char* kk : {"qkv", "attention", "proj", "fc", "fc2", "head", "token"})
         std::printf(" %s %.2f", kk, g.stage_us.find(kk)->number());
       std::printf("\n");
+      if (v.path == DecodePath::kCluster) {
+        std::printf("    us handing the next copy over / waiting for weights / working / at the barrier:");
+        for (const char* kk : {"qkv", "attention", "proj", "fc", "fc2", "head"}) {
+          const std::string b(kk);
+          std::printf(" %s %.2f/%.2f/%.2f/%.2f", kk, g.stage_us.find(b + " issue")->number(),
+                      g.stage_us.find(b + " wait")->number(), g.stage_us.find(b + " work")->number(),
+                      g.stage_us.find(b + " barrier")->number());
+        }
+        std::printf("\n");
+      }
     }
   }
   // Issue 25's goals for batch-1 generation (the fastest bf16 generator; the peer's ratio is

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "../gpt_ref.h"
 #include "../nn/kernels/decode.cuh"
+#include "../nn/kernels/decode_cluster.cuh"
 #include "../nn/kernels/decode_persistent.cuh"
 #include "../nn/kernels/layernorm.cuh"
 #include "../nn/model.cuh"
@@ -262,7 +264,7 @@ inline Sampled generate(const gpt::Config& cfg, const std::vector<float>& params
 // The generator above spends a token in ~8 kernels a layer. FastDecoder runs the same model through
 // nn/kernels/decode_stages.cuh's 5 fused stages a layer (LayerNorm, residual add and GELU folded into
 // the GEMVs, k and v written into the cache by the qkv GEMV, sampling folded into the first stage), with
-// its weights in W = float or bf16 (activations, cache and sums stay fp32), along one of two paths:
+// its weights in W = float or bf16 (activations, cache and sums stay fp32), along one of three paths:
 //   kStages      one kernel per stage, a token's 5L + 1 kernels captured once as a CUDA graph; the
 //                position and the draw count live on the device, so the graph replays for every token
 //   kPersistent  one cooperative kernel (nn/kernels/decode_persistent.cuh) for all the tokens of a
@@ -272,10 +274,14 @@ inline Sampled generate(const gpt::Config& cfg, const std::vector<float>& params
 //                hand-written grid barrier instead of grid.sync(); use_blocks(b): b blocks, not one per SM;
 //                set_resident(): the weights copied into shared memory once per launch, where they fit;
 //                net.late_epilogue: each GEMV's epilogue operands loaded after its sums, as before)
+//   kCluster     one thread-block cluster of 16 (or 8) SMs for all the tokens of a call
+//                (nn/kernels/decode_cluster.cuh): every vector in each block's shared memory, pushed
+//                between blocks through distributed shared memory, cluster barriers, the weights
+//                streamed in one stage ahead (per_token: one launch per token; use_cluster(s): s blocks)
 // The sampled bytes use the same draws u[i] (verify::Rng on the host, uploaded before the clock starts)
 // and the same ranking and double arithmetic as k::sample_top_k, so with fp32 weights the bytes are
 // the current generator's. Only inside the context: past it, Generator's sliding window (above).
-enum class DecodePath { kStages, kPersistent };
+enum class DecodePath { kStages, kPersistent, kCluster };
 
 template <class W>
 struct FastDecoder {
@@ -342,6 +348,7 @@ struct FastDecoder {
       throw std::runtime_error("this GPU cannot launch the persistent decoder (cooperative launch)");
     // The cooperative launch needs every block resident at once: at most occ per SM.
     blocks = sms * std::max(1, std::min(occ, blocks_per_sm));
+    if (path == DecodePath::kCluster) plan_cluster(0);
     // The poisoning and the zeroing ran on the legacy stream, which `stream` (non-blocking) does not wait for.
     CUDA_CHECK(cudaDeviceSynchronize());
     if (path == DecodePath::kStages) feed_graph = cuda_graph::capture(stream, [&] { enqueue_token(net); });
@@ -380,9 +387,12 @@ struct FastDecoder {
     mat.alloc(m.size() * sizeof(W)), vec.alloc(v.size() * 4), wpe.alloc(size_t(c.context) * C * 4);
     to_device(mat.as<W>(), m);
     to_device(vec.as<float>(), v);
+    if (path == DecodePath::kCluster) host_mat = std::move(m), host_vec = std::move(v);  // pack_bundles' source
     to_device(wpe.as<float>(),
               std::vector<float>(p.begin() + long(lay.wpe), p.begin() + long(lay.wpe + c.context * C)));
   }
+  // kCluster: exactly s blocks (16 or 8); returns whether that cluster can run here (cluster_ok).
+  bool use_cluster(int s) { return plan_cluster(s); }
   // kPersistent: fewer blocks than the GPU holds (at least 1; every stage's work is spread by gridDim,
   // so any count computes the same logits): fewer arrivals at each barrier, fewer SMs pulling weights.
   void use_blocks(int b) {
@@ -420,6 +430,101 @@ struct FastDecoder {
     net.resident_at = unsigned(at), smem = need, resident = true;
     return true;
   }
+  // kCluster (nn/kernels/decode_cluster.cuh): one cluster of `want` blocks (0: 16 if this GPU can run it,
+  // else 8), each with its share of two consecutive stages' weights in shared memory. cluster_ok: whether
+  // it can run here (an sm_90 build on an sm_90 GPU; heads a multiple of 16 and at most k::dec::kCMaxHead
+  // wide; C % 8 == 0; the largest stage's share fits). Returns cluster_ok.
+  k::dec::ClusterPlan plan{};
+  bool cluster_ok = false;
+  std::vector<W> host_mat;
+  std::vector<float> host_vec;
+  DeviceBuffer bundles;
+  // Each bundle (k::dec::ClusterPlan) of each block as its shared memory will hold it: the block's rows of
+  // the matrix (zeros past the matrix's end), the LayerNorm's gain and bias before it, its rows' bias.
+  void pack_bundles(k::dec::ClusterPlan& pl) {
+    const int C = c.width, L = c.layers, J = 4 * L + 1;
+    size_t stride = 0;
+    for (int kk = 0; kk < 5; ++kk) stride = std::max(stride, pl.bytes(kk));
+    std::vector<unsigned char> img(size_t(J) * pl.S * stride, 0);
+    const size_t CC = size_t(C) * C;
+    for (int j = 0; j < J; ++j) {
+      const int kind = j == 4 * L ? 4 : j % 4, l = j / 4, R = pl.R(kind), O = pl.O(kind), I = pl.I(kind);
+      const size_t m0 = kind == 4 ? size_t(L) * 12 * CC
+                                  : size_t(l) * 12 * CC + (kind == 0 ? 0 : kind == 1 ? 3 * CC : kind == 2 ? 4 * CC : 8 * CC);
+      const size_t v0 = kind == 4 ? size_t(L) * 13 * C : size_t(l) * 13 * C;
+      const size_t ln0 = kind == 2 ? v0 + 6 * size_t(C) : v0;
+      const size_t b0 = v0 + size_t(kind == 0 ? 2 * C : kind == 1 ? 5 * C : kind == 2 ? 8 * C : 12 * C);
+      for (int b = 0; b < pl.S; ++b) {
+        unsigned char* at = img.data() + (size_t(j) * pl.S + b) * stride;
+        const int r0 = b * R, rows = std::max(0, std::min(R, O - r0));
+        if (rows > 0) std::memcpy(at, host_mat.data() + m0 + size_t(r0) * I, size_t(rows) * I * sizeof(W));
+        at += pl.w_bytes(kind);
+        if (pl.ln(kind)) {
+          std::memcpy(at, host_vec.data() + ln0, size_t(8) * C);  // gain and bias, adjacent
+          at += size_t(8) * C;
+        }
+        if (kind != 4 && rows > 0) std::memcpy(at, host_vec.data() + b0 + r0, size_t(rows) * 4);
+      }
+    }
+    bundles.alloc(img.size());
+    CUDA_CHECK(cudaMemcpy(bundles.as(), img.data(), img.size(), cudaMemcpyHostToDevice));
+    pl.pack = static_cast<const unsigned char*>(bundles.as()), pl.stride = stride;
+  }
+  cudaLaunchConfig_t cluster_config(const k::dec::ClusterPlan& pl, cudaLaunchAttribute* attr) const {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(pl.S)), cfg.blockDim = dim3(unsigned(k::dec::kCThreads));
+    cfg.dynamicSmemBytes = pl.total, cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(pl.S), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    return cfg;
+  }
+  bool plan_cluster(int want) {
+    cluster_ok = false;
+    const int C = c.width, H = c.heads, hs = C / H;
+    if (path != DecodePath::kCluster || C % 8 != 0 || hs % 16 != 0 || hs > k::dec::kCMaxHead) return false;
+    int dev = 0, can = 0, optin = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&can, cudaDevAttrClusterLaunch, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const void* fn = reinterpret_cast<const void*>(&k::dec::decode_cluster<W>);
+    cudaFuncAttributes fa{};
+    CUDA_CHECK(cudaFuncGetAttributes(&fa, fn));
+    if (!can || fa.ptxVersion < 90) return false;  // built for an older GPU: the kernel's body is empty there
+    for (int S : {16, 8}) {
+      if (want && S != want) continue;
+      const k::dec::ClusterPlan pl =
+          k::dec::make_cluster_plan(C, H, c.vocab, S, int(sizeof(W)), size_t(optin) - fa.sharedSizeBytes);
+      if (!pl.valid()) continue;
+      CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.total)));
+      if (S > 8) CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      cudaLaunchAttribute attr[1];
+      const cudaLaunchConfig_t cfg = cluster_config(pl, attr);
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, k::dec::decode_cluster<W>, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();  // this size cannot be placed here: try the next
+        continue;
+      }
+      if (clusters < 1) continue;
+      plan = pl, cluster_ok = true, blocks = S, smem = pl.total;
+      pack_bundles(plan);
+      return true;
+    }
+    return false;
+  }
+  void launch_cluster(const k::dec::Net<W>& n, int start, int count0, int steps) {
+    if (!cluster_ok) throw std::runtime_error("FastDecoder: this GPU or build cannot run the cluster decoder");
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = cluster_config(plan, attr);
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_cluster<W>, n, plan, start, count0, steps));
+  }
+  // One launch of the persistent or the cluster kernel.
+  void launch(const k::dec::Net<W>& n, int start, int count0, int steps) {
+    if (path == DecodePath::kCluster)
+      launch_cluster(n, start, count0, steps);
+    else
+      launch_persistent(n, start, count0, steps);
+  }
   // kPersistent: stamp the time after every stage of the next calls (up to `steps` tokens a call).
   DeviceBuffer trace, ready, bar;
   // Merged stages: whether a wait for a head's rows ever gave up in the last launch; own barrier: whether a
@@ -429,8 +534,9 @@ struct FastDecoder {
     return (merge && to_host(ready.as<unsigned>() + c.heads, 1)[0] != 0) ||
            (own_barrier && to_host(bar.as<unsigned>() + 2, 1)[0] != 0);
   }
-  void enable_trace(int steps) {
-    trace.alloc((size_t(steps) * (c.layers * k::dec::kStagesPerLayer + 1) + 1) * 8);
+  void enable_trace(int steps) {  // kCluster: three more stamps a stage (decode_cluster)
+    trace.alloc((size_t(steps) * (c.layers * k::dec::kStagesPerLayer + 1) * (path == DecodePath::kCluster ? 4 : 1) +
+                 1) * 8);
     net.trace = trace.as<unsigned long long>();
   }
   // The bytes of weights one token reads: every matrix once (the memory floor's numerator).
@@ -475,7 +581,7 @@ struct FastDecoder {
     if (path == DecodePath::kStages)
       for (size_t i = 0; i < toks.size(); ++i) CUDA_CHECK(cudaGraphLaunch(feed_graph, stream));
     else
-      launch_persistent(net, pos, 0, int(toks.size()));
+      launch(net, pos, 0, int(toks.size()));
     pos += int(toks.size());
     CUDA_CHECK(cudaStreamSynchronize(stream));  // toks is the host's: the copy must be done before it goes
   }
@@ -501,9 +607,9 @@ struct FastDecoder {
       CUDA_CHECK(cudaMemsetAsync(state.as<int>() + 1, 0, 4, stream));  // the draw count
       for (int i = 0; i < n; ++i) CUDA_CHECK(cudaGraphLaunch(gen_graph, stream));
     } else if (per_token) {
-      for (int i = 0; i < n; ++i) launch_persistent(g, pos + i, i, 1);
+      for (int i = 0; i < n; ++i) launch(g, pos + i, i, 1);
     } else {
-      launch_persistent(g, pos, 0, n);
+      launch(g, pos, 0, n);
     }
     pos += n;
   }

@@ -86,7 +86,7 @@ inline std::vector<float> bf16_rounded(const gpt::Config& c, const std::vector<f
 struct DecodeWay {
   DecodePath path;
   bool merge, own_barrier;
-  int blocks;  // persistent: at most this many blocks (0: one per SM)
+  int blocks;  // persistent: at most this many blocks (0: one per SM); cluster: its size (16 or 8)
   int chunk;   // persistent: cached positions per attention work item (k::dec::kChunk, 16 or 8)
   const char* name;
   bool count_barrier = false;  // with own_barrier: the counting kind
@@ -118,6 +118,10 @@ void verify_decode_forced(results::Results& res, const std::string& tag, const g
     d.net.late_epilogue = way.late_epilogue;
     if (way.resident && !d.set_resident()) {
       std::printf("  (%s: the weights do not fit in shared memory at this size: not checked)\n", name.c_str());
+      return;
+    }
+    if (way.path == DecodePath::kCluster && !d.use_cluster(way.blocks)) {
+      std::printf("  (%s: no such cluster on this GPU, build or shape: not checked)\n", name.c_str());
       return;
     }
     bool gave_up = false;
@@ -186,7 +190,9 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
         Way{DecodePath::kPersistent, false, false, true, 0,
             "persistent kernel, counting barrier, attention chunks of 8, weights in shared memory", 8, true, true},
         Way{DecodePath::kPersistent, true, false, false, 33, "persistent kernel, one launch per token, 33 blocks, "
-            "weights in shared memory", k::dec::kChunk, false, true}}) {
+            "weights in shared memory", k::dec::kChunk, false, true},
+        Way{DecodePath::kCluster, false, false, false, 16, "cluster of 16 SMs, one launch"},
+        Way{DecodePath::kCluster, true, false, false, 16, "cluster of 16 SMs, one launch per token"}}) {
     FastDecoder<float> d(c, p, n, w.path);
     d.per_token = w.per_token, d.merge = w.merge, d.own_barrier = w.own_barrier, d.count_barrier = w.count_barrier;
     if (w.blocks > 0) d.use_blocks(w.blocks);
@@ -194,6 +200,11 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
     if (w.resident && !d.set_resident()) {
       std::printf("  (decode fp32 %s (%s): the weights do not fit in shared memory at this size: not checked)\n",
                   w.name, tag.c_str());
+      continue;
+    }
+    if (w.path == DecodePath::kCluster && !d.use_cluster(w.blocks)) {
+      std::printf("  (decode fp32 %s (%s): no such cluster on this GPU, build or shape: not checked)\n", w.name,
+                  tag.c_str());
       continue;
     }
     d.feed(prompt);
@@ -260,7 +271,12 @@ inline void verify_decode_config(results::Results& res, uint64_t seed, const gpt
                   "persistent kernel, hand-written barrier, 33 blocks, attention chunks of 16, weights in shared memory",
                   false, true},
         DecodeWay{DecodePath::kPersistent, false, false, 0, 8,
-                  "persistent kernel, attention chunks of 8, epilogue loads after the sum", false, false, true}}) {
+                  "persistent kernel, attention chunks of 8, epilogue loads after the sum", false, false, true},
+        // One cluster (decode_cluster.cuh): 16 SMs (every pair of consecutive stages' weights fits in bf16: each
+        // copy overlaps the stage before), and 8 (twice the rows a block: in bf16 most copies wait for the
+        // stage before to finish; in fp32 the largest stage does not fit, so it is not run).
+        DecodeWay{DecodePath::kCluster, false, false, 16, K, "cluster of 16 SMs"},
+        DecodeWay{DecodePath::kCluster, false, false, 8, K, "cluster of 8 SMs"}}) {
     verify_decode_forced<float>(res, tag, c, p, seqs, ref, w);
     verify_decode_forced<bf16>(res, tag, c, p, seqs, ref_bf, w);
   }

@@ -266,7 +266,9 @@ __device__ __forceinline__ void layernorm_shared(float* xs, const float* g, cons
 
 // Temperature + top-k sampling, the twin of k::sample_top_k (decode.cuh) and gpt::sample_top_k, done by
 // every thread of one block: ranks in parallel, the k weights' exps in parallel, the walk on thread 0
-// (its sums in the same order as the one-thread original, so the same byte comes out).
+// (its sums in the same order as the one-thread original, so the same byte comes out). kShared: the
+// logits are in this block's shared memory (the cluster decoder's copy), else in global memory.
+template <bool kShared = false>
 __device__ __forceinline__ int sample_block(const float* logits, int V, double temperature, int top_k, double u,
                                             unsigned char* smem) {
   __shared__ int picked;
@@ -274,10 +276,10 @@ __device__ __forceinline__ int sample_block(const float* logits, int V, double t
   float* ls = reinterpret_cast<float*>(w + V);  // [V]
   int* who = reinterpret_cast<int*>(ls + V);    // [k]
   const int k = max(1, min(top_k, V));
-  for (int i = threadIdx.x; i < V; i += kThreads)
-    ls[i] = __ldcg(logits + i), who[i] = 0;  // who: in range even for NaNs
+  for (int i = threadIdx.x; i < V; i += blockDim.x)
+    ls[i] = kShared ? logits[i] : __ldcg(logits + i), who[i] = 0;  // who: in range even for NaNs
   __syncthreads();
-  for (int i = threadIdx.x; i < V; i += kThreads) {
+  for (int i = threadIdx.x; i < V; i += blockDim.x) {
     const float li = ls[i];
     int rank = 0;
     if (V % 4 == 0) {  // 16-byte shared loads (ls starts 8V bytes in): a quarter of the load instructions
@@ -294,7 +296,7 @@ __device__ __forceinline__ int sample_block(const float* logits, int V, double t
   }
   __syncthreads();
   const double top = ls[who[0]];
-  for (int r = threadIdx.x; r < k; r += kThreads) w[r] = exp((double(ls[who[r]]) - top) / temperature);
+  for (int r = threadIdx.x; r < k; r += blockDim.x) w[r] = exp((double(ls[who[r]]) - top) / temperature);
   __syncthreads();
   if (threadIdx.x == 0) {
     double sum = 0;

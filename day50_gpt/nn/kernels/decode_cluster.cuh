@@ -1,0 +1,512 @@
+// day50_gpt/nn/kernels/decode_cluster.cuh: the whole generation on ONE thread-block cluster (sm_90): 16
+// blocks, one per SM, that share their shared memory (distributed shared memory, DSMEM) and meet at a
+// hardware cluster barrier. The same stages as decode_stages.cuh (5 a layer, then the head), the same
+// packed weights (Net), the same sampling; what moves is where the data lives and how the blocks meet.
+//
+// Why fewer SMs can be faster. The persistent kernel (decode_persistent.cuh) spreads each stage over all
+// 132 SMs and then pays a grid-wide barrier (an atomic in L2 and a spin: the bench's "grid barrier
+// alone" rows) and, in the next stage, every block's trip to L2 for the vector the others wrote: its
+// stage_us rows show ~5 us a stage, 31 stages a token, while the work in each is well under a
+// microsecond. With one cluster:
+//   - the barrier is barrier.cluster (hardware, within one GPC), not an atomic in L2;
+//   - each block keeps its own copy of every vector a stage reads (the residual stream x, q, the MLP
+//     hidden h, the logits) in its shared memory, and a stage pushes the rows it computed into all 16
+//     copies with stores to distributed shared memory: after the barrier every input is already on chip;
+//   - the weights stream in one stage ahead: while a stage computes (and waits at the barrier), the copy
+//     engine (TMA, cp.async.bulk) moves the next stage's rows of weights (its biases and LayerNorm gains
+//     with them, packed next to them on the host) from L2 into the other end of the block's weight area.
+//     16 SMs read the 21 MB of bf16 weights each token (1.3 MB each) from L2, which can hold all of them
+//     from one token to the next.
+// What it costs: the weights are read from L2 by 16 SMs instead of 132, so the copy of a stage must keep
+// up with the stage (the bench's per-stage times say whether it does), and attention (12 of the 16
+// blocks: 6 heads x 2 halves of the cached positions) has fewer warps to spread the cache's reads over.
+//
+// Work split. Row o of every matrix belongs to block o / R (R rows a block, a multiple of 4), so a block's
+// weights of one stage are one contiguous run of rows; with the stage's vectors they are packed into one
+// "bundle" per block and stage, one bulk copy each. Attention: block b (< H x G) takes head b / G and the g-th of G
+// equal parts of the cached positions; its warps take 8 positions at a time (4 lanes a position for the
+// score, each lane 2 dimensions of v), merge their steps with the online softmax, the block merges its
+// warps, and the block's (o, m, l) goes to every block's shared memory; the projection stage merges the
+// G parts of each head before its GEMV.
+#pragma once
+#include <cooperative_groups.h>
+
+#include "decode_persistent.cuh"  // global_ns
+#include "decode_stages.cuh"
+
+namespace k {
+namespace dec {
+
+constexpr int kCThreads = 512, kCWarps = kCThreads / kWarp;
+constexpr int kCMaxHead = 64;  // head size limit (and a multiple of 16: 4 lanes score a position, float4 each);
+                                // wider heads would hold more of a step's loads in registers than 512 threads have
+constexpr int kCChunk = 8;      // cached positions a warp takes at once (32 lanes / 4 a position)
+constexpr int kCRowGroup = 8;   // rows a warp sums together (each 8 floats of input read once for all 8)
+
+__host__ __device__ constexpr size_t pad16(size_t b) { return (b + 15) / 16 * 16; }
+
+// The cluster's shape and each block's shared memory (byte offsets). The five weight "bundles" a token
+// walks through (kind 0 qkv, 1 proj, 2 fc, 3 fc2, 4 head): a block's R[kind] rows of the matrix in W,
+// then the LayerNorm's gain and bias before it (qkv, fc, head: 2C floats), then its rows' bias (not the
+// head's). Bundle j of the token (j = 4 l + kind, the head j = 4L) goes to one end of the weight area
+// when the block has started an even number of bundles in this launch, to the other end when odd: the
+// next bundle is copied while this one is read, as long as both fit (bytes(a) + bytes(b) <= cap); when
+// they do not, the copy waits until this one's GEMV is done.
+struct ClusterPlan {
+  int S = 0;  // blocks in the cluster (one an SM)
+  int G = 1;  // attention: parts of the cached positions per head
+  int C = 0, H = 0, V = 0, wsize = 0;
+  // Rows a block owns of qkv, proj, fc, fc2, head (the last block may own fewer). Named, not an array: a
+  // kernel argument indexed by a run-time value is copied to local memory first.
+  int Rq = 0, Rp = 0, Rf = 0, R2 = 0, Rh = 0;
+  __host__ __device__ int R(int kind) const { return kind == 0 ? Rq : kind == 1 ? Rp : kind == 2 ? Rf : kind == 3 ? R2 : Rh; }
+  int wstride = 0;  // floats between two attention partials (hs + 2, padded to 4)
+  unsigned xs = 0, xn = 0, q = 0, h = 0, attp = 0, logits = 0, outs = 0, wpart = 0, red = 0, samp = 0, wts = 0;
+  unsigned cap = 0, total = 0;  // the weight area's bytes; the dynamic shared memory a block takes
+  // Every bundle as the block will hold it, packed on the host (FastDecoder::pack_bundles): bundle j of
+  // block b at pack + (j * S + b) * stride, so that one bulk copy moves it (rows past a matrix's end and the
+  // paddings are zeros).
+  const unsigned char* pack = nullptr;
+  unsigned long long stride = 0;
+  __host__ __device__ int O(int kind) const { return kind == 0 ? 3 * C : kind == 2 ? 4 * C : kind == 4 ? V : C; }
+  __host__ __device__ int I(int kind) const { return kind == 3 ? 4 * C : C; }
+  __host__ __device__ bool ln(int kind) const { return kind == 0 || kind == 2 || kind == 4; }
+  __host__ __device__ size_t w_bytes(int kind) const { return pad16(size_t(R(kind)) * size_t(I(kind)) * size_t(wsize)); }
+  __host__ __device__ size_t bytes(int kind) const {
+    return w_bytes(kind) + (ln(kind) ? size_t(8) * size_t(C) : 0) + (kind == 4 ? 0 : pad16(size_t(R(kind)) * 4));
+  }
+  __host__ __device__ unsigned at(int kind, int parity) const {
+    return parity == 0 ? wts : unsigned(size_t(wts) + cap - bytes(kind));
+  }
+  bool valid() const {
+    if (S < 1) return false;
+    for (int kk = 0; kk < 5; ++kk)
+      if (bytes(kk) > cap) return false;
+    return true;
+  }
+};
+// The plan for S blocks, weights of `wsize` bytes, at most `smem_limit` bytes of dynamic shared memory a block.
+inline ClusterPlan make_cluster_plan(int C, int H, int V, int S, int wsize, size_t smem_limit) {
+  ClusterPlan p;
+  p.S = S, p.C = C, p.H = H, p.V = V, p.wsize = wsize;
+  p.G = std::max(1, S / H);
+  const int hs = C / H;
+  auto share = [&](int kind) { return ((p.O(kind) + S - 1) / S + 3) / 4 * 4; };
+  p.Rq = share(0), p.Rp = share(1), p.Rf = share(2), p.R2 = share(3), p.Rh = share(4);
+  p.wstride = (hs + 2 + 3) / 4 * 4;
+  int rmax = 0;
+  for (int kk = 0; kk < 5; ++kk) rmax = std::max(rmax, p.R(kk));
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    const unsigned here = unsigned(at);
+    at += pad16(bytes);
+    return here;
+  };
+  p.xs = take(size_t(C) * 4), p.xn = take(size_t(C) * 4), p.q = take(size_t(C) * 4), p.h = take(size_t(4) * C * 4);
+  p.attp = take(size_t(H) * p.G * p.wstride * 4), p.logits = take(size_t(V) * 4), p.outs = take(size_t(rmax) * 4);
+  p.wpart = take(size_t(kCWarps) * p.wstride * 4), p.red = take(size_t(kCWarps) * 8);
+  p.samp = take(size_t(V) * 16);  // sample_block's scratch: V doubles, V floats, V ints
+  p.wts = unsigned(at);
+  p.cap = smem_limit > at ? unsigned((smem_limit - at) / 16 * 16) : 0;
+  p.total = p.wts + p.cap;
+  return p;
+}
+
+// The weights' copy: the Tensor Memory Accelerator's bulk copy (cp.async.bulk, sm_90). One thread hands
+// the copy engine a contiguous run of bytes and an mbarrier; the engine moves them while every thread
+// goes on, and the mbarrier's phase completes when all the bytes it was told to expect have landed. (A
+// first version had all 512 threads issue 16-byte cp.async, ~4,800 requests a stage for the largest: it
+// ran slower in development, its issuing on every thread's path.)
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+// `bytes` (a multiple of 16; both ends 16-byte aligned) from global memory into this block's shared memory.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+// Waits until the barrier's phase `parity` has completed (every expected byte landed; acquire).
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n\t.reg .pred done;\n\t"
+      "WAIT:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+      "@!done bra WAIT;\n\t}" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// One bundle as this block sees it in shared memory: its rows [r0, r0 + rows) of a matrix with I inputs.
+template <class W>
+struct View {
+  W* w;
+  float *g, *b, *bias;
+  int r0, rows, I;
+};
+template <class W>
+__device__ __forceinline__ View<W> view_of(const ClusterPlan& p, int kind, int parity, unsigned char* smem, int rank) {
+  View<W> v;
+  v.I = p.I(kind);
+  v.r0 = rank * p.R(kind);
+  v.rows = max(0, min(p.R(kind), p.O(kind) - v.r0));
+  unsigned char* at = smem + p.at(kind, parity);
+  v.w = reinterpret_cast<W*>(at);
+  at += p.w_bytes(kind);
+  v.g = p.ln(kind) ? reinterpret_cast<float*>(at) : nullptr;
+  v.b = v.g ? v.g + p.C : nullptr;
+  v.bias = reinterpret_cast<float*>(at + (p.ln(kind) ? size_t(8) * p.C : 0));
+  return v;
+}
+// Thread 0 starts the copy of bundle j (of 4L + 1 a token) to the given end of the weight area: one bulk
+// copy from the host-packed image (handing copies over holds the issuing thread up, and it is on the
+// stage's path: the bench's "issue" column), and the end's mbarrier completes its next phase when it has
+// landed.
+template <class W>
+__device__ void issue_bundle(const Net<W>& n, const ClusterPlan& p, int j, int parity, unsigned char* smem, int rank,
+                             unsigned long long* bar) {
+  if (threadIdx.x != 0) return;
+  const int kind = j == 4 * n.L ? 4 : j % 4;
+  const unsigned bytes = unsigned(p.bytes(kind));
+  mbar_expect(bar, bytes);
+  bulk_copy(smem + p.at(kind, parity), p.pack + (size_t(j) * p.S + rank) * p.stride, bytes, bar);
+}
+
+// Two sums over the block at once (one pair of barriers for both).
+__device__ __forceinline__ float2 cblock_sum2(float u, float v, float2* red) {
+  u = warp_sum(u), v = warp_sum(v);
+  __syncthreads();  // red may still be read by the previous call
+  if (threadIdx.x % kWarp == 0) red[threadIdx.x / kWarp] = make_float2(u, v);
+  __syncthreads();
+  float2 s = make_float2(0.f, 0.f);
+#pragma unroll
+  for (int w = 0; w < kCWarps; ++w) s.x += red[w].x, s.y += red[w].y;
+  return s;
+}
+// y = LayerNorm(x) with gain g, bias b (all in this block's shared memory). One pass for both statistics
+// (a block reduction is two barriers and a chain of shared-memory loads: ~1 us of a ~5 us stage when it
+// was done twice, mean then variance), on x - x[0]: the shift keeps the sum of squares from cancelling
+// where the mean is large against the spread (var = E[(x-k)^2] - E[x-k]^2 for any k; k = x[0] is within
+// the data's range). Biased variance, eps 1e-5, as k::layernorm_fwd.
+__device__ __forceinline__ void cluster_layernorm(const float* x, float* y, const float* g, const float* b, int C,
+                                                  float2* red) {
+  const float k = x[0];
+  float s = 0.f, q = 0.f;
+  for (int i = threadIdx.x; i < C; i += kCThreads) {
+    const float d = x[i] - k;
+    s += d, q += d * d;
+  }
+  const float2 t = cblock_sum2(s, q, red);
+  const float md = t.x / C, m = k + md;
+  const float r = rsqrtf(fmaxf(t.y / C - md * md, 0.f) + 1e-5f);
+  for (int i = threadIdx.x; i < C; i += kCThreads) y[i] = (x[i] - m) * r * g[i] + b[i];
+  __syncthreads();
+}
+// Rows [0, rows) of the bundle times xin (I floats), all in shared memory: warp w takes rows w, w + 16, ...,
+// 8 at a time, so that each lane's 8 inputs are read once for 8 rows; epi(r, sum) on lane 0. I % 8 == 0.
+template <class W, class Epi>
+__device__ __forceinline__ void gemv_local(const W* Wl, const float* xin, int I, int rows, Epi epi) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  for (int base = warp; base < rows; base += kCWarps * kCRowGroup) {
+    float acc[kCRowGroup] = {};
+    for (int i = lane * 8; i < I; i += kWarp * 8) {
+      const float4 a = *reinterpret_cast<const float4*>(xin + i), b = *reinterpret_cast<const float4*>(xin + i + 4);
+      const float x8[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int j = 0; j < kCRowGroup; ++j)
+        if (base + j * kCWarps < rows) acc[j] += dot8<true>(Wl + size_t(base + j * kCWarps) * I + i, x8);
+    }
+#pragma unroll
+    for (int j = 0; j < kCRowGroup; ++j)
+      if (base + j * kCWarps < rows) {  // the same for every lane of the warp
+        const float s = warp_sum(acc[j]);
+        if (lane == 0) epi(base + j * kCWarps, s);
+      }
+  }
+}
+// src[0, count) (this block's shared memory) to dst[0, count) in every block of the cluster, itself included.
+// Consecutive threads store consecutive numbers into the same block: a warp's stores to one block go out
+// together. (Sending each row from its warp as it is done, a lane per block, scatters every store
+// instruction over 16 SMs: the bench measured it slower, stage times in the notes.)
+__device__ __forceinline__ void push_to_all(cooperative_groups::cluster_group& cl, float* dst, const float* src,
+                                            int count, int S) {
+  for (int i = threadIdx.x; i < count * S; i += kCThreads) cl.map_shared_rank(dst, i / count)[i % count] = src[i % count];
+}
+
+template <class T>
+__device__ __forceinline__ T* at_(unsigned char* smem, unsigned off) {
+  return reinterpret_cast<T*>(smem + off);
+}
+
+// Layer l's qkv stage at position t: [sample the token and embed it,] LayerNorm 1, this block's qkv rows;
+// q rows go to every block's q, k and v rows into row t of the layer's cache (in global memory).
+template <class W>
+__device__ void cstage_qkv(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
+                           const View<W>& v, int l, int t, int count, unsigned char* smem, int rank) {
+  const int C = n.C;
+  float *xs = at_<float>(smem, p.xs), *xn = at_<float>(smem, p.xn);
+  if (l == 0) {
+    int tok;
+    if (n.forced) {
+      tok = n.forced[t];
+    } else {
+      tok = sample_block<true>(at_<float>(smem, p.logits), n.V, n.temperature, n.top_k, n.u[count], smem + p.samp);
+      if (rank == 0 && threadIdx.x == 0) n.out[count] = tok;
+    }
+    const W* e = n.head_w() + size_t(tok) * C;
+    for (int i = threadIdx.x; i < C; i += kCThreads) xs[i] = ld(e[i]) + n.wpe[size_t(t) * C + i];
+    __syncthreads();
+  }
+  cluster_layernorm(xs, xn, v.g, v.b, C, at_<float2>(smem, p.red));
+  float* krow = n.kc + (size_t(l) * n.T + t) * C;
+  float* vrow = n.vc + (size_t(l) * n.T + t) * C;
+  float *q = at_<float>(smem, p.q), *outs = at_<float>(smem, p.outs);
+  gemv_local(v.w, xn, C, v.rows, [&](int r, float s) {
+    const int o = v.r0 + r;
+    s += v.bias[r];
+    if (o < C)
+      outs[r] = s;  // q: to every block below (the attention blocks read their head's part)
+    else  // k, v: row t of the cache
+      (o < 2 * C ? krow[o - C] : vrow[o - 2 * C]) = s;
+  });
+  __syncthreads();
+  if (v.r0 < C) push_to_all(cl, q + v.r0, outs, min(v.rows, C - v.r0), p.S);
+}
+
+// Attention of position t over cached positions 0..t (see the file's head for the split).
+template <class W>
+__device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
+                                 int l, int t, unsigned char* smem, int rank) {
+  const int C = n.C, H = n.H, hs = C / H, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int j = lane / 4, gq = lane % 4;  // this lane's position in the 8, its quarter of the score's dimensions
+  const float* q = at_<float>(smem, p.q);
+  float *wpart = at_<float>(smem, p.wpart), *attp = at_<float>(smem, p.attp);
+  const float* kc = n.kc + size_t(l) * n.T * C;
+  const float* vc = n.vc + size_t(l) * n.T * C;
+  const float scale = rsqrtf(float(hs));
+  const int len = (t + 1 + p.G - 1) / p.G;
+  constexpr int KU = kCMaxHead / 16, VU = kCMaxHead / kWarp;
+  for (int item = rank; item < H * p.G; item += p.S) {
+    const int h = item / p.G, p0 = (item % p.G) * len, p1 = min(t + 1, p0 + len);
+    const int steps = p1 > p0 ? (p1 - p0 + kCChunk - 1) / kCChunk : 0;
+    float mw = -INFINITY, lw = 0.f, acc[VU] = {};
+    for (int c = warp; c < steps; c += kCWarps) {
+      const int q0 = p0 + c * kCChunk, s = q0 + j;
+      const bool valid = s < p1;
+      // Every load of the step first (k for the scores, v for the sum: v does not wait for the scores),
+      // so that one trip to L2 covers them all.
+      float4 kr[KU];
+      float vr[kCChunk][VU];
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        const int i = 4 * gq + 16 * u;
+        kr[u] = valid && i < hs ? __ldcg(reinterpret_cast<const float4*>(kc + size_t(s) * C + h * hs + i))
+                                : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int jj = 0; jj < kCChunk; ++jj)
+#pragma unroll
+        for (int r = 0; r < VU; ++r) {
+          const int d = lane + kWarp * r;
+          vr[jj][r] = q0 + jj < p1 && d < hs ? __ldcg(vc + size_t(q0 + jj) * C + h * hs + d) : 0.f;
+        }
+      float dot = 0.f;
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        const int i = 4 * gq + 16 * u;
+        if (i < hs) {
+          const float4 qq = *reinterpret_cast<const float4*>(q + h * hs + i);
+          dot += qq.x * kr[u].x + qq.y * kr[u].y + qq.z * kr[u].z + qq.w * kr[u].w;
+        }
+      }
+      dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+      dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+      const float sc = valid ? dot * scale : -INFINITY;
+      const float mc = warp_max(sc);  // position q0 < p1: finite
+      const float pr = valid ? __expf(sc - mc) : 0.f;
+      const float lc = warp_sum(gq == 0 ? pr : 0.f);  // each position once
+      const float M = fmaxf(mw, mc), a = __expf(mw - M), b = __expf(mc - M);  // the first step: mw = -inf, a = 0
+      lw = a * lw + b * lc;
+#pragma unroll
+      for (int r = 0; r < VU; ++r) {
+        float o = 0.f;
+#pragma unroll
+        for (int jj = 0; jj < kCChunk; ++jj) o += __shfl_sync(0xffffffffu, pr, jj * 4) * vr[jj][r];
+        acc[r] = a * acc[r] + b * o;
+      }
+      mw = M;
+    }
+    float* wp = wpart + warp * p.wstride;
+#pragma unroll
+    for (int r = 0; r < VU; ++r)
+      if (lane + kWarp * r < hs) wp[lane + kWarp * r] = acc[r];
+    if (lane == 0) wp[hs] = mw, wp[hs + 1] = lw;
+    __syncthreads();
+    // The block's warps merged: (o, m, l) of this part (m = -inf, l = 0 where the part is empty).
+    // Thread d (< hs) merges dimension d, threads hs and hs + 1 the maximum and the sum; each sends its
+    // number to the S blocks itself.
+    for (int d = threadIdx.x; d < hs + 2; d += kCThreads) {
+      float M = -INFINITY;
+      for (int w = 0; w < kCWarps; ++w) M = fmaxf(M, wpart[w * p.wstride + hs]);
+      float L = 0.f, o = 0.f;
+      for (int w = 0; w < kCWarps; ++w) {
+        const float* ww = wpart + w * p.wstride;
+        const float e = ww[hs] == -INFINITY ? 0.f : __expf(ww[hs] - M);
+        L += e * ww[hs + 1], o += e * ww[min(d, hs - 1)];
+      }
+      const float val = d < hs ? o : d == hs ? M : L;
+      for (int b = 0; b < p.S; ++b) *cl.map_shared_rank(attp + item * p.wstride + d, unsigned(b)) = val;
+    }
+    __syncthreads();  // wpart is rewritten by the next item
+  }
+}
+
+// Merge each head's G parts into xn (the attention output), then x += proj(xn) + b for this block's rows.
+template <class W>
+__device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
+                            const View<W>& v, unsigned char* smem) {
+  const int C = n.C, hs = C / n.H;
+  float *xs = at_<float>(smem, p.xs), *xn = at_<float>(smem, p.xn);
+  const float* attp = at_<float>(smem, p.attp);
+  for (int i = threadIdx.x; i < C; i += kCThreads) {
+    const int h = i / hs, d = i % hs;
+    float M = -INFINITY;
+    for (int g = 0; g < p.G; ++g) M = fmaxf(M, attp[(h * p.G + g) * p.wstride + hs]);  // part 0 is never empty
+    float L = 0.f, o = 0.f;
+    for (int g = 0; g < p.G; ++g) {
+      const float* pp = attp + (h * p.G + g) * p.wstride;
+      const float e = pp[hs] == -INFINITY ? 0.f : __expf(pp[hs] - M);
+      L += e * pp[hs + 1], o += e * pp[d];
+    }
+    xn[i] = o / L;
+  }
+  __syncthreads();
+  float* outs = at_<float>(smem, p.outs);
+  gemv_local(v.w, xn, C, v.rows, [&](int r, float s) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
+  __syncthreads();
+  push_to_all(cl, xs + v.r0, outs, v.rows, p.S);
+}
+// h = gelu(fc(LayerNorm 2 of x)) for this block's rows, pushed to every block's h.
+template <class W>
+__device__ void cstage_fc(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
+                          const View<W>& v, unsigned char* smem) {
+  float *xn = at_<float>(smem, p.xn), *h = at_<float>(smem, p.h);
+  cluster_layernorm(at_<float>(smem, p.xs), xn, v.g, v.b, n.C, at_<float2>(smem, p.red));
+  float* outs = at_<float>(smem, p.outs);
+  gemv_local(v.w, xn, n.C, v.rows, [&](int r, float s) { outs[r] = gelu(s + v.bias[r]); });
+  __syncthreads();
+  push_to_all(cl, h + v.r0, outs, v.rows, p.S);
+}
+// x += fc2(h) + b for this block's rows.
+template <class W>
+__device__ void cstage_fc2(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
+                           const View<W>& v, unsigned char* smem) {
+  float* xs = at_<float>(smem, p.xs);
+  float* outs = at_<float>(smem, p.outs);
+  gemv_local(v.w, at_<float>(smem, p.h), 4 * n.C, v.rows, [&](int r, float s) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
+  __syncthreads();
+  push_to_all(cl, xs + v.r0, outs, v.rows, p.S);
+}
+// logits = wte . LayerNorm_f(x) for this block's rows: to every block's copy (the next token's sampling),
+// and to global memory (the next launch's first sampling; logits_all for the checks).
+template <class W>
+__device__ void cstage_head(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
+                            const View<W>& v, int t, unsigned char* smem) {
+  float *xn = at_<float>(smem, p.xn), *logits = at_<float>(smem, p.logits);
+  cluster_layernorm(at_<float>(smem, p.xs), xn, v.g, v.b, n.C, at_<float2>(smem, p.red));
+  float* outs = at_<float>(smem, p.outs);
+  gemv_local(v.w, xn, n.C, v.rows, [&](int r, float s) {
+    outs[r] = s;
+    n.logits[v.r0 + r] = s;
+    if (n.logits_all) n.logits_all[size_t(t) * n.V + v.r0 + r] = s;
+  });
+  __syncthreads();
+  push_to_all(cl, logits + v.r0, outs, v.rows, p.S);
+}
+
+// The cluster barrier alone, `iters` times (the bench's "cluster barrier alone" rows, beside the grid's).
+__global__ void __launch_bounds__(kCThreads, 1) cluster_barrier_only(int iters) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+  for (int i = 0; i < iters; ++i) cl.sync();
+#endif
+}
+
+// Tokens at positions start .. start + steps - 1, draws count0 .. (as decode_persistent). One cluster of
+// p.S blocks, the grid. 5L + 1 cluster barriers a token; block 0 stamps n.trace after each, as the
+// persistent kernel does.
+template <class W>
+__global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, ClusterPlan p, int start, int count0,
+                                                               int steps) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ unsigned long long bar[2];  // one mbarrier per end of the weight area
+  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+  const int rank = int(cl.block_rank()), J = 4 * n.L + 1, stages = 5 * n.L + 1;
+  const bool stamp = n.trace && rank == 0 && threadIdx.x == 0;
+  // With the trace on, after the barrier stamps (as the persistent kernel's): for stage k of the launch,
+  // when the next bundle's copy was handed over (trace[1 + steps * stages + 3k]), when this one's weights
+  // were there (... + 3k + 1) and when the work was done, before the barrier (... + 3k + 2).
+  unsigned long long* parts = n.trace ? n.trace + 1 + size_t(steps) * stages : nullptr;
+  if (stamp) n.trace[0] = global_ns();
+  if (threadIdx.x == 0) {
+    mbar_init(bar), mbar_init(bar + 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  cl.sync();  // the barriers are set up, and every block of the cluster runs before any writes into another's memory
+  if (!n.forced)  // the first sampling of this launch reads the logits the last launch left
+    for (int i = threadIdx.x; i < n.V; i += kCThreads) at_<float>(smem, p.logits)[i] = __ldcg(n.logits + i);
+  issue_bundle(n, p, 0, 0, smem, rank, bar);
+  int g = 0;  // bundles begun in this launch: bundle g lies at end g & 1, the (g >> 1)-th use of that end
+  for (int i = 0; i < steps; ++i) {
+    const int t = start + i, count = count0 + i;
+    for (int s = 0; s < stages; ++s) {
+      const int l = s / 5, k5 = s % 5;
+      const size_t k = size_t(i) * stages + s;
+      if (s == stages - 1 || k5 != 1) {
+        const int j = s == stages - 1 ? 4 * n.L : 4 * l + (k5 == 0 ? 0 : k5 - 1), kind = j == 4 * n.L ? 4 : j % 4;
+        const int jn = j + 1 == J ? 0 : j + 1, kn = jn == 4 * n.L ? 4 : jn % 4;
+        const bool next = !(i + 1 == steps && j + 1 == J);
+        const bool early = next && p.bytes(kind) + p.bytes(kn) <= p.cap;
+        // The next bundle streams in while this one is used (its end was last read by bundle g - 1, which
+        // every thread finished before the cluster barrier behind us).
+        if (early) issue_bundle(n, p, jn, (g + 1) & 1, smem, rank, bar + ((g + 1) & 1));
+        if (stamp) parts[3 * k] = global_ns();
+        mbar_wait(bar + (g & 1), unsigned(g >> 1) & 1u);
+        if (stamp) parts[3 * k + 1] = global_ns();
+        const View<W> v = view_of<W>(p, kind, g & 1, smem, rank);
+        if (kind == 0)
+          cstage_qkv(n, p, cl, v, l, t, count, smem, rank);
+        else if (kind == 1)
+          cstage_proj(n, p, cl, v, smem);
+        else if (kind == 2)
+          cstage_fc(n, p, cl, v, smem);
+        else if (kind == 3)
+          cstage_fc2(n, p, cl, v, smem);
+        else
+          cstage_head(n, p, cl, v, t, smem);
+        if (next && !early) {  // the two overlap: the next copy starts once every thread is done with this one
+          __syncthreads();
+          issue_bundle(n, p, jn, (g + 1) & 1, smem, rank, bar + ((g + 1) & 1));
+        }
+        ++g;
+      } else {
+        if (stamp) parts[3 * k] = parts[3 * k + 1] = global_ns();
+        cstage_attention(n, p, cl, l, t, smem, rank);
+      }
+      if (stamp) parts[3 * k + 2] = global_ns();
+      // Every block's pushes (and the cache rows) of this stage are visible to every block after it.
+      cl.sync();
+      if (stamp) n.trace[1 + k] = global_ns();
+    }
+  }
+#endif
+}
+
+}  // namespace dec
+}  // namespace k
