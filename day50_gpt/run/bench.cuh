@@ -307,6 +307,27 @@ inline void bench_grid_barrier(results::Results& res) {
   CUDA_CHECK(cudaEventCreate(&b));
   int iters = 2000;
   const int reps = 5;
+  // One row: `start` records event a and launches `iters` barriers; the median over reps runs after a warm-up.
+  auto barrier_row = [&](const std::string& name, int blocks, int threads, const auto& start) {
+    std::vector<double> ms;
+    for (int r = 0; r <= reps; ++r) {  // run 0: warm-up
+      start();
+      CUDA_CHECK(cudaEventRecord(b));
+      CUDA_CHECK(cudaEventSynchronize(b));
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+      if (r > 0) ms.push_back(double(t) / iters);
+    }
+    const timing::Stats st = timing::summarize(ms);
+    results::Bench row;
+    row.name = name, row.dtype = "none", row.shape = {blocks, threads};
+    row.ms = st.median_ms, row.min_ms = st.min_ms, row.max_ms = st.max_ms, row.reps = st.reps;
+    row.extra = json::Value::object();
+    row.extra["us_per_barrier"] = 1e3 * st.median_ms;
+    row.extra["blocks"] = blocks, row.extra["barriers_per_run"] = iters;
+    res.add(row);
+    std::printf("%-66s %10.2f\n", row.name.c_str(), 1e3 * st.median_ms);
+  };
   std::printf("%-66s %10s\n", "grid barrier alone", "us each");
   static const char* kKind[] = {"grid.sync()", "hand-written", "hand-written, counting"};
   for (int per : {1, 2, 4})
@@ -314,28 +335,13 @@ inline void bench_grid_barrier(results::Results& res) {
       int blocks = std::max(1, sms / per);
       unsigned* bp = bar.as<unsigned>();
       void* args[] = {&bp, &iters, &kind};
-      std::vector<double> ms;
-      for (int r = 0; r <= reps; ++r) {  // run 0: warm-up
-        CUDA_CHECK(cudaMemset(bar.as(), 0, 12));
-        CUDA_CHECK(cudaEventRecord(a));
-        CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&k::dec::barrier_only), dim3(blocks),
-                                               dim3(k::dec::kThreads), args, 0, nullptr));
-        CUDA_CHECK(cudaEventRecord(b));
-        CUDA_CHECK(cudaEventSynchronize(b));
-        float t = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-        if (r > 0) ms.push_back(double(t) / iters);
-      }
-      const timing::Stats st = timing::summarize(ms);
-      results::Bench row;
-      row.name = std::string("grid barrier alone, ") + kKind[kind] + ", " + std::to_string(blocks) + " blocks";
-      row.dtype = "none", row.shape = {blocks, k::dec::kThreads};
-      row.ms = st.median_ms, row.min_ms = st.min_ms, row.max_ms = st.max_ms, row.reps = st.reps;
-      row.extra = json::Value::object();
-      row.extra["us_per_barrier"] = 1e3 * st.median_ms;
-      row.extra["blocks"] = blocks, row.extra["barriers_per_run"] = iters;
-      res.add(row);
-      std::printf("%-66s %10.2f\n", row.name.c_str(), 1e3 * st.median_ms);
+      barrier_row(std::string("grid barrier alone, ") + kKind[kind] + ", " + std::to_string(blocks) + " blocks", blocks,
+                  k::dec::kThreads, [&] {
+                    CUDA_CHECK(cudaMemset(bar.as(), 0, 12));
+                    CUDA_CHECK(cudaEventRecord(a));
+                    CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&k::dec::barrier_only),
+                                                           dim3(blocks), dim3(k::dec::kThreads), args, 0, nullptr));
+                  });
     }
   // The cluster barrier (barrier.cluster, decode_cluster.cuh) with 16 and 8 blocks of 512 threads, one an SM.
   int can = 0;
@@ -358,26 +364,10 @@ inline void bench_grid_barrier(results::Results& res) {
         (void)cudaGetLastError();
         continue;
       }
-      std::vector<double> ms;
-      for (int r = 0; r <= reps; ++r) {  // run 0: warm-up
+      barrier_row("cluster barrier alone, " + std::to_string(blocks) + " blocks", blocks, k::dec::kCThreads, [&] {
         CUDA_CHECK(cudaEventRecord(a));
         CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::cluster_barrier_only, iters));
-        CUDA_CHECK(cudaEventRecord(b));
-        CUDA_CHECK(cudaEventSynchronize(b));
-        float t = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-        if (r > 0) ms.push_back(double(t) / iters);
-      }
-      const timing::Stats st = timing::summarize(ms);
-      results::Bench row;
-      row.name = "cluster barrier alone, " + std::to_string(blocks) + " blocks";
-      row.dtype = "none", row.shape = {blocks, k::dec::kCThreads};
-      row.ms = st.median_ms, row.min_ms = st.min_ms, row.max_ms = st.max_ms, row.reps = st.reps;
-      row.extra = json::Value::object();
-      row.extra["us_per_barrier"] = 1e3 * st.median_ms;
-      row.extra["blocks"] = blocks, row.extra["barriers_per_run"] = iters;
-      res.add(row);
-      std::printf("%-66s %10.2f\n", row.name.c_str(), 1e3 * st.median_ms);
+      });
     }
   }
   CUDA_CHECK(cudaEventDestroy(a));

@@ -467,7 +467,10 @@ struct FastDecoder {
       }
     }
     bundles.alloc(img.size());
-    CUDA_CHECK(cudaMemcpy(bundles.as(), img.data(), img.size(), cudaMemcpyHostToDevice));
+    // On the decoder's stream and waited for: a copy from pageable memory may return before its DMA ends,
+    // and the kernels run on `stream`, which does not wait for the legacy stream.
+    CUDA_CHECK(cudaMemcpyAsync(bundles.as(), img.data(), img.size(), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
     pl.pack = static_cast<const unsigned char*>(bundles.as()), pl.stride = stride;
   }
   cudaLaunchConfig_t cluster_config(const k::dec::ClusterPlan& pl, cudaLaunchAttribute* attr) const {
@@ -501,10 +504,12 @@ struct FastDecoder {
       cudaLaunchAttribute attr[1];
       const cudaLaunchConfig_t cfg = cluster_config(pl, attr);
       int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, k::dec::decode_cluster<W>, &cfg) != cudaSuccess) {
+      const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, k::dec::decode_cluster<W>, &cfg);
+      if (e == cudaErrorInvalidClusterSize || e == cudaErrorNotSupported) {
         (void)cudaGetLastError();  // this size cannot be placed here: try the next
         continue;
       }
+      CUDA_CHECK(e);  // anything else is a bug, not "no such cluster"
       if (clusters < 1) continue;
       plan = pl, cluster_ok = true, blocks = S, smem = pl.total;
       pack_bundles(plan);

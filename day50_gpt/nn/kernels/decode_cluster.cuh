@@ -461,7 +461,7 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
   cl.sync();  // the barriers are set up, and every block of the cluster runs before any writes into another's memory
   if (!n.forced)  // the first sampling of this launch reads the logits the last launch left
     for (int i = threadIdx.x; i < n.V; i += kCThreads) at_<float>(smem, p.logits)[i] = __ldcg(n.logits + i);
-  issue_bundle(n, p, 0, 0, smem, rank, bar);
+  if (steps > 0) issue_bundle(n, p, 0, 0, smem, rank, bar);  // (none when nothing will wait for it)
   int g = 0;  // bundles begun in this launch: bundle g lies at end g & 1, the (g >> 1)-th use of that end
   for (int i = 0; i < steps; ++i) {
     const int t = start + i, count = count0 + i;
