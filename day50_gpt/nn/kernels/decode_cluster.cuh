@@ -6,8 +6,8 @@
 // Why fewer SMs can be faster. The persistent kernel (decode_persistent.cuh) spreads each stage over all
 // 132 SMs and then pays a grid-wide barrier (an atomic in L2 and a spin: the bench's "grid barrier
 // alone" rows) and, in the next stage, every block's trip to L2 for the vector the others wrote: its
-// stage_us rows show ~5 us a stage, 31 stages a token, while the work in each is well under a
-// microsecond. With one cluster:
+// stage_us rows show ~4-6 us a stage, 31 stages a token, of which the barrier alone is about one. With
+// one cluster:
 //   - the barrier is barrier.cluster (hardware, within one GPC), not an atomic in L2;
 //   - each block keeps its own copy of every vector a stage reads (the residual stream x, q, the MLP
 //     hidden h, the logits) in its shared memory, and a stage pushes the rows it computed into all 16
