@@ -1,0 +1,95 @@
+// day50_gpt/test_cluster_plan.cpp: the cluster decoder's layout (nn/cluster_plan.h) on the host, no GPU:
+// every block's shared memory fits and nothing in it overlaps, every bulk copy's size is a whole number of
+// 16-byte pieces, the rows of every matrix are all owned, and which bundle copies overlap the stage before
+// (the notes' claims: all of them in bf16 on 16 SMs; fc's and fc2's start late in fp32 on 16 SMs and in
+// bf16 on 8; fp32 on 8 SMs does not fit).
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "minitest.h"
+#include "nn/cluster_plan.h"
+
+using k::dec::ClusterPlan;
+using k::dec::make_cluster_plan;
+
+// The bench's model: 6 layers, C = 384, 6 heads, 256 bytes; an H100's opt-in shared memory less the
+// kernel's 32 bytes of static shared memory (its two mbarriers and the sampler's pick).
+constexpr int kL = 6, kC = 384, kH = 6, kV = 256;
+constexpr size_t kLimit = 232448 - 32;
+
+static ClusterPlan plan(int S, int wsize) { return make_cluster_plan(kC, kH, kV, S, wsize, kLimit); }
+
+// The copies that start only after the stage before (its bundle and the next do not fit together), as
+// (kind, next kind) over one token's bundles: qkv, proj, fc, fc2 per layer, then the head.
+static std::vector<std::pair<int, int>> late(const ClusterPlan& p) {
+  std::vector<std::pair<int, int>> r;
+  const int J = 4 * kL + 1;
+  for (int j = 0; j < J; ++j) {
+    const int kind = j == 4 * kL ? 4 : j % 4, jn = (j + 1) % J, kn = jn == 4 * kL ? 4 : jn % 4;
+    if (p.bytes(kind) + p.bytes(kn) > p.cap) {
+      bool seen = false;
+      for (auto& x : r) seen = seen || (x.first == kind && x.second == kn);
+      if (!seen) r.push_back({kind, kn});
+    }
+  }
+  return r;
+}
+
+TEST(plan_regions_aligned_disjoint_and_within_the_limit) {
+  for (int S : {16, 8})
+    for (int w : {2, 4}) {
+      const ClusterPlan p = plan(S, w);
+      const unsigned offs[] = {p.xs, p.xn, p.q, p.h, p.attp, p.logits, p.outs, p.wpart, p.red, p.samp, p.wts};
+      for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); ++i) {
+        EXPECT(offs[i] % 16 == 0);
+        if (i) EXPECT(offs[i] > offs[i - 1]);  // in order, each with room (take() pads to 16)
+      }
+      EXPECT(p.q - p.xn >= unsigned(kC * 4) && p.attp - p.h >= unsigned(4 * kC * 4));
+      EXPECT(p.logits - p.attp >= unsigned(kH * p.G * p.wstride * 4));
+      EXPECT(p.wpart - p.outs >= unsigned(4 * std::max({p.Rq, p.Rp, p.Rf, p.R2, p.Rh})));
+      EXPECT(p.wts - p.samp >= unsigned(kV * 16));
+      EXPECT(p.cap % 16 == 0 && p.total == p.wts + p.cap && p.total <= kLimit);
+    }
+}
+
+TEST(plan_rows_owned_and_bundles_whole_pieces) {
+  for (int S : {16, 8})
+    for (int w : {2, 4}) {
+      const ClusterPlan p = plan(S, w);
+      for (int kind = 0; kind < 5; ++kind) {
+        EXPECT(p.R(kind) % 4 == 0);                  // a bias slice starts 16-byte aligned
+        EXPECT(p.S * p.R(kind) >= p.O(kind));        // every row has a block
+        EXPECT((p.S - 1) * p.R(kind) < p.O(kind));   // and no block is left without rows
+        EXPECT(p.bytes(kind) % 16 == 0 && p.w_bytes(kind) % 16 == 0);
+        EXPECT(p.at(kind, 0) == p.wts);
+        if (p.valid()) EXPECT(p.at(kind, 1) + p.bytes(kind) == p.wts + p.cap);  // the two ends of the area
+      }
+      EXPECT(p.O(0) == 3 * kC && p.O(2) == 4 * kC && p.O(4) == kV && p.I(3) == 4 * kC && p.I(0) == kC);
+      EXPECT(p.wstride % 4 == 0 && p.wstride >= kC / kH + 2);
+    }
+}
+
+TEST(plan_attention_parts) {
+  EXPECT(plan(16, 2).G == 2);  // 6 heads x 2 halves: 12 of 16 blocks attend
+  EXPECT(plan(8, 2).G == 1);
+  EXPECT(make_cluster_plan(64, 4, kV, 16, 2, kLimit).G == 4);
+  EXPECT(make_cluster_plan(256, 32, kV, 16, 2, kLimit).G == 1);  // more heads than blocks: blocks loop
+}
+
+TEST(plan_which_copies_start_late) {
+  const ClusterPlan b16 = plan(16, 2), f16 = plan(16, 4), b8 = plan(8, 2), f8 = plan(8, 4);
+  EXPECT(b16.valid() && f16.valid() && b8.valid());
+  EXPECT(!f8.valid());  // fp32 on 8 SMs: fc's rows alone (192 x 384 x 4 bytes) exceed the weight area
+  EXPECT(late(b16).empty());
+  const std::vector<std::pair<int, int>> fc_fc2 = {{2, 3}, {3, 0}};  // fc -> fc2, fc2 -> next qkv
+  EXPECT(late(f16) == fc_fc2);
+  EXPECT(late(b8) == fc_fc2);
+}
+
+TEST(plan_too_small_a_limit_is_invalid) {
+  EXPECT(!make_cluster_plan(kC, kH, kV, 16, 2, 40 * 1024).valid());
+  EXPECT(!make_cluster_plan(kC, kH, kV, 16, 2, 1024).valid());  // not even the vectors fit: cap 0
+}
+
+int main() { return minitest::run_all(); }
