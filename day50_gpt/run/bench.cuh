@@ -344,26 +344,14 @@ inline void bench_grid_barrier(results::Results& res) {
                   });
     }
   // The cluster barrier (barrier.cluster, decode_cluster.cuh) with 16 and 8 blocks of 512 threads, one an SM.
-  int can = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&can, cudaDevAttrClusterLaunch, dev));
   cudaFuncAttributes fa{};
-  CUDA_CHECK(cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(&k::dec::cluster_barrier_only)));
-  if (can && fa.ptxVersion >= 90) {
+  if (cluster_runnable(reinterpret_cast<const void*>(&k::dec::cluster_barrier_only), fa)) {
     CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&k::dec::cluster_barrier_only),
                                     cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     for (int blocks : {16, 8}) {
-      cudaLaunchConfig_t cfg = {};
       cudaLaunchAttribute attr[1];
-      cfg.gridDim = dim3(unsigned(blocks)), cfg.blockDim = dim3(unsigned(k::dec::kCThreads));
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = unsigned(blocks), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr, cfg.numAttrs = 1;
-      int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, k::dec::cluster_barrier_only, &cfg) != cudaSuccess ||
-          clusters < 1) {
-        (void)cudaGetLastError();
-        continue;
-      }
+      const cudaLaunchConfig_t cfg = cluster_launch(blocks, 0, nullptr, attr);
+      if (clusters_that_fit(k::dec::cluster_barrier_only, cfg) < 1) continue;
       barrier_row("cluster barrier alone, " + std::to_string(blocks) + " blocks", blocks, k::dec::kCThreads, [&] {
         CUDA_CHECK(cudaEventRecord(a));
         CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::cluster_barrier_only, iters));

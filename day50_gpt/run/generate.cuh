@@ -283,6 +283,41 @@ inline Sampled generate(const gpt::Config& cfg, const std::vector<float>& params
 // the current generator's. Only inside the context: past it, Generator's sliding window (above).
 enum class DecodePath { kStages, kPersistent, kCluster };
 
+// ---- Thread-block clusters (the cluster decoder, and the bench's cluster barrier alone) -------------
+// A launch of `blocks` blocks of k::dec::kCThreads as one cluster; attr: the launch's one attribute (the
+// cluster's size), which the caller keeps alive as long as the configuration.
+inline cudaLaunchConfig_t cluster_launch(int blocks, size_t smem, cudaStream_t stream, cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(blocks)), cfg.blockDim = dim3(unsigned(k::dec::kCThreads));
+  cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(blocks), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr, cfg.numAttrs = 1;
+  return cfg;
+}
+// Whether kernel fn can run as a cluster here: the GPU launches clusters and the build targets sm_90 (for an
+// older target the cluster kernels' bodies are empty). fa: the kernel's attributes (static shared memory).
+inline bool cluster_runnable(const void* fn, cudaFuncAttributes& fa) {
+  int dev = 0, can = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&can, cudaDevAttrClusterLaunch, dev));
+  CUDA_CHECK(cudaFuncGetAttributes(&fa, fn));
+  return can && fa.ptxVersion >= 90;
+}
+// How many such clusters the GPU holds at once: 0 where this size cannot be placed (a cluster-size or
+// not-supported error, cleared); any other error is a bug and fails.
+template <class Kernel>
+int clusters_that_fit(Kernel kernel, const cudaLaunchConfig_t& cfg) {
+  int clusters = 0;
+  const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
+  if (e == cudaErrorInvalidClusterSize || e == cudaErrorNotSupported) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  CUDA_CHECK(e);
+  return clusters;
+}
+
 template <class W>
 struct FastDecoder {
   gpt::Config c;
@@ -391,8 +426,9 @@ struct FastDecoder {
     to_device(wpe.as<float>(),
               std::vector<float>(p.begin() + long(lay.wpe), p.begin() + long(lay.wpe + c.context * C)));
   }
-  // kCluster: exactly s blocks (16 or 8); returns whether that cluster can run here (cluster_ok).
-  bool use_cluster(int s) { return plan_cluster(s); }
+  // kCluster: exactly s blocks (16 or 8); returns whether that cluster can run here (cluster_ok). The
+  // constructor's plan is kept when it already has s blocks (its bundles are packed once).
+  bool use_cluster(int s) { return cluster_ok && plan.S == s ? true : plan_cluster(s); }
   // kPersistent: fewer blocks than the GPU holds (at least 1; every stage's work is spread by gridDim,
   // so any count computes the same logits): fewer arrivals at each barrier, fewer SMs pulling weights.
   void use_blocks(int b) {
@@ -473,27 +509,16 @@ struct FastDecoder {
     CUDA_CHECK(cudaStreamSynchronize(stream));
     pl.pack = static_cast<const unsigned char*>(bundles.as()), pl.stride = stride;
   }
-  cudaLaunchConfig_t cluster_config(const k::dec::ClusterPlan& pl, cudaLaunchAttribute* attr) const {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(pl.S)), cfg.blockDim = dim3(unsigned(k::dec::kCThreads));
-    cfg.dynamicSmemBytes = pl.total, cfg.stream = stream;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = unsigned(pl.S), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;
-    return cfg;
-  }
   bool plan_cluster(int want) {
     cluster_ok = false;
     const int C = c.width, H = c.heads, hs = C / H;
     if (path != DecodePath::kCluster || C % 8 != 0 || hs % 16 != 0 || hs > k::dec::kCMaxHead) return false;
-    int dev = 0, can = 0, optin = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&can, cudaDevAttrClusterLaunch, dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     const void* fn = reinterpret_cast<const void*>(&k::dec::decode_cluster<W>);
     cudaFuncAttributes fa{};
-    CUDA_CHECK(cudaFuncGetAttributes(&fa, fn));
-    if (!can || fa.ptxVersion < 90) return false;  // built for an older GPU: the kernel's body is empty there
+    if (!cluster_runnable(fn, fa)) return false;
+    int dev = 0, optin = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     for (int S : {16, 8}) {
       if (want && S != want) continue;
       const k::dec::ClusterPlan pl =
@@ -502,15 +527,7 @@ struct FastDecoder {
       CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.total)));
       if (S > 8) CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
       cudaLaunchAttribute attr[1];
-      const cudaLaunchConfig_t cfg = cluster_config(pl, attr);
-      int clusters = 0;
-      const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, k::dec::decode_cluster<W>, &cfg);
-      if (e == cudaErrorInvalidClusterSize || e == cudaErrorNotSupported) {
-        (void)cudaGetLastError();  // this size cannot be placed here: try the next
-        continue;
-      }
-      CUDA_CHECK(e);  // anything else is a bug, not "no such cluster"
-      if (clusters < 1) continue;
+      if (clusters_that_fit(k::dec::decode_cluster<W>, cluster_launch(S, pl.total, stream, attr)) < 1) continue;
       plan = pl, cluster_ok = true, blocks = S, smem = pl.total;
       pack_bundles(plan);
       return true;
@@ -520,7 +537,7 @@ struct FastDecoder {
   void launch_cluster(const k::dec::Net<W>& n, int start, int count0, int steps) {
     if (!cluster_ok) throw std::runtime_error("FastDecoder: this GPU or build cannot run the cluster decoder");
     cudaLaunchAttribute attr[1];
-    const cudaLaunchConfig_t cfg = cluster_config(plan, attr);
+    const cudaLaunchConfig_t cfg = cluster_launch(plan.S, plan.total, stream, attr);
     CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_cluster<W>, n, plan, start, count0, steps));
   }
   // One launch of the persistent or the cluster kernel.
