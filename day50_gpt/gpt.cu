@@ -163,6 +163,7 @@ static int run_train(results::Results& res, const gpt::Options& o, const train::
 int main(int argc, char** argv) {
   const gpt::Options o = gpt::parse_options(argc, argv);
   if (o.check_args) return 0;
+  clusters_enabled() = o.clusters;
   if (!o.sample.empty()) return run_sample(o);
   // --gpus: the GPUs this process drives, against the GPUs there are (with none, env::begin below
   // skips the run); before anything is printed, so a refusal is one line.

@@ -89,6 +89,7 @@ struct Options {
   int cut_steps = kCutSteps;         // and --bench-steps when given
   std::set<std::string> bench_parts;
   bool check_args = false;
+  bool clusters = true;  // --clusters: the one-cluster decoder may be used (and checked, and timed)
   bool multi() const { return gpus_s != "1" || world > 1; }
   bool bench_part(const std::string& p) const { return bench_parts.count(p) > 0; }
 };
@@ -403,6 +404,11 @@ inline Options parse_options(int argc, char** argv) {
   declare(args, o, fusion_s, bucket_mb, parts);
   declare_dp(args, o, first_mb);
   declare_step(args, fused_ln_s, graph_s, search_s, recompute_s);
+  const std::string clusters_s =
+      args.str("clusters", "on",
+               "on | off: generation may run on one thread-block cluster (sm_90, nn/kernels/decode_cluster.cuh); off "
+               "leaves that decoder out of --verify and --bench (for tools that cannot run it: see the Makefile's "
+               "racecheck line)");
   args.finish();
   o.st.validate(kProg);
   check_values(o, fusion_s, bucket_mb, parts);
@@ -411,6 +417,9 @@ inline Options parse_options(int argc, char** argv) {
   if (given(argc, argv, "bench-steps")) o.cut_steps = o.bench_steps;
   check_dp(argc, argv, o, first_mb);
   check_step(argc, argv, o, fused_ln_s, graph_s, search_s, recompute_s);
+  if (clusters_s != "on" && clusters_s != "off")
+    cli::usage_error(kProg, "--clusters must be on or off, got '" + clusters_s + "'");
+  o.clusters = clusters_s == "on";
   check_files(o);
   return o;
 }

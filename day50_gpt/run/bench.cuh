@@ -345,7 +345,7 @@ inline void bench_grid_barrier(results::Results& res) {
     }
   // The cluster barrier (barrier.cluster, decode_cluster.cuh) with 16 and 8 blocks of 512 threads, one an SM.
   cudaFuncAttributes fa{};
-  if (cluster_runnable(reinterpret_cast<const void*>(&k::dec::cluster_barrier_only), fa)) {
+  if (clusters_enabled() && cluster_runnable(reinterpret_cast<const void*>(&k::dec::cluster_barrier_only), fa)) {
     CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&k::dec::cluster_barrier_only),
                                     cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     for (int blocks : {16, 8}) {
@@ -512,7 +512,7 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
                              : time_fast_generation<float>(cfg, params, prompt, n, temperature, top_k, seed, v, reps);
     if (g.ms_per_token.empty()) {
       std::printf("%-66s (%s here: not run)\n", v.name,
-                  v.path == DecodePath::kCluster ? "no such cluster" : "the weights do not fit in shared memory");
+                  v.path == DecodePath::kCluster ? "no such cluster, or --clusters off" : "the weights do not fit in shared memory");
       continue;
     }
     results::Bench row = generation_row(cfg, v.name, v.bf ? "bf16" : "fp32", g.ms_per_token, g.weight_bytes, gbps, n);

@@ -282,6 +282,12 @@ inline Sampled generate(const gpt::Config& cfg, const std::vector<float>& params
 // and the same ranking and double arithmetic as k::sample_top_k, so with fp32 weights the bytes are
 // the current generator's. Only inside the context: past it, Generator's sliding window (above).
 enum class DecodePath { kStages, kPersistent, kCluster };
+// --clusters off: no decoder of this process plans a cluster (kCluster then runs nowhere, as on a GPU
+// without clusters). Set once by main, before any decoder is made.
+inline bool& clusters_enabled() {
+  static bool on = true;
+  return on;
+}
 
 // ---- Thread-block clusters (the cluster decoder, and the bench's cluster barrier alone) -------------
 // A launch of `blocks` blocks of k::dec::kCThreads as one cluster; attr: the launch's one attribute (the
@@ -512,7 +518,8 @@ struct FastDecoder {
   bool plan_cluster(int want) {
     cluster_ok = false;
     const int C = c.width, H = c.heads, hs = C / H;
-    if (path != DecodePath::kCluster || C % 8 != 0 || hs % 16 != 0 || hs > k::dec::kCMaxHead) return false;
+    if (path != DecodePath::kCluster || !clusters_enabled() || C % 8 != 0 || hs % 16 != 0 || hs > k::dec::kCMaxHead)
+      return false;
     const void* fn = reinterpret_cast<const void*>(&k::dec::decode_cluster<W>);
     cudaFuncAttributes fa{};
     if (!cluster_runnable(fn, fa)) return false;

@@ -121,7 +121,7 @@ void verify_decode_forced(results::Results& res, const std::string& tag, const g
       return;
     }
     if (way.path == DecodePath::kCluster && !d.use_cluster(way.blocks)) {
-      std::printf("  (%s: no such cluster on this GPU, build or shape: not checked)\n", name.c_str());
+      std::printf("  (%s: no such cluster on this GPU, build or shape, or --clusters off: not checked)\n", name.c_str());
       return;
     }
     bool gave_up = false;
@@ -203,7 +203,7 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
       continue;
     }
     if (w.path == DecodePath::kCluster && !d.use_cluster(w.blocks)) {
-      std::printf("  (decode fp32 %s (%s): no such cluster on this GPU, build or shape: not checked)\n", w.name,
+      std::printf("  (decode fp32 %s (%s): no such cluster on this GPU, build or shape, or --clusters off: not checked)\n", w.name,
                   tag.c_str());
       continue;
     }

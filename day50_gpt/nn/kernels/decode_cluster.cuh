@@ -94,15 +94,13 @@ __device__ __forceinline__ View<W> view_of(const ClusterPlan& p, int kind, int p
   v.bias = reinterpret_cast<float*>(at + (p.ln(kind) ? size_t(8) * p.C : 0));
   return v;
 }
-// Thread 0 starts the copy of bundle j (of 4L + 1 a token) to the given end of the weight area: one bulk
-// copy from the host-packed image (handing copies over holds the issuing thread up, and it is on the
-// stage's path: the bench's "issue" column), and the end's mbarrier completes its next phase when it has
-// landed.
-template <class W>
-__device__ void issue_bundle(const Net<W>& n, const ClusterPlan& p, int j, int parity, unsigned char* smem, int rank,
-                             unsigned long long* bar) {
+// Thread 0 starts the copy of bundle j (of 4L + 1 a token; its kind given) to the given end of the weight
+// area: one bulk copy from the host-packed image (handing copies over holds the issuing thread up, and it
+// is on the stage's path: the bench's "issue" column), and the end's mbarrier completes its next phase
+// when it has landed.
+__device__ __forceinline__ void issue_bundle(const ClusterPlan& p, int j, int kind, int parity, unsigned char* smem,
+                                             int rank, unsigned long long* bar) {
   if (threadIdx.x != 0) return;
-  const int kind = j == 4 * n.L ? 4 : j % 4;
   const unsigned bytes = unsigned(p.bytes(kind));
   mbar_expect(bar, bytes);
   bulk_copy(smem + p.at(kind, parity), p.pack + (size_t(j) * p.S + rank) * p.stride, bytes, bar);
@@ -138,8 +136,33 @@ __device__ __forceinline__ void cluster_layernorm(const float* x, float* y, cons
   for (int i = threadIdx.x; i < C; i += kCThreads) y[i] = (x[i] - m) * r * g[i] + b[i];
   __syncthreads();
 }
+// The 8 sums of a[0..7] over the warp at once: each step hands half of the values still held to the lane
+// across (9 shuffles instead of 8 x 5), and lane L ends with the total of a[(L >> 2) & 7] (every lane of a
+// group of 4 holds it). The inputs are consumed.
+__device__ __forceinline__ float warp_sum8(float (&a)[kCRowGroup]) {
+  static_assert(kCRowGroup == 8, "the steps below halve 8 values three times");
+  const int lane = threadIdx.x % kWarp;
+  const bool b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float keep = b4 ? a[q + 4] : a[q], give = b4 ? a[q] : a[q + 4];
+    a[q] = keep + __shfl_xor_sync(0xffffffffu, give, 16);
+  }
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const float keep = b3 ? a[q + 2] : a[q], give = b3 ? a[q] : a[q + 2];
+    a[q] = keep + __shfl_xor_sync(0xffffffffu, give, 8);
+  }
+  {
+    const float keep = b2 ? a[1] : a[0], give = b2 ? a[0] : a[1];
+    a[0] = keep + __shfl_xor_sync(0xffffffffu, give, 4);
+  }
+  a[0] += __shfl_xor_sync(0xffffffffu, a[0], 2);
+  return a[0] + __shfl_xor_sync(0xffffffffu, a[0], 1);
+}
 // Rows [0, rows) of the bundle times xin (I floats), all in shared memory: warp w takes rows w, w + 16, ...,
-// 8 at a time, so that each lane's 8 inputs are read once for 8 rows; epi(r, sum) on lane 0. I % 8 == 0.
+// 8 at a time, so that each lane's 8 inputs are read once for 8 rows; the 8 sums are reduced together
+// (warp_sum8) and 8 lanes run epi(r, sum) side by side. I % 8 == 0.
 template <class W, class Epi>
 __device__ __forceinline__ void gemv_local(const W* Wl, const float* xin, int I, int rows, Epi epi) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -152,21 +175,25 @@ __device__ __forceinline__ void gemv_local(const W* Wl, const float* xin, int I,
       for (int j = 0; j < kCRowGroup; ++j)
         if (base + j * kCWarps < rows) acc[j] += dot8<true>(Wl + size_t(base + j * kCWarps) * I + i, x8);
     }
-#pragma unroll
-    for (int j = 0; j < kCRowGroup; ++j)
-      if (base + j * kCWarps < rows) {  // the same for every lane of the warp
-        const float s = warp_sum(acc[j]);
-        if (lane == 0) epi(base + j * kCWarps, s);
-      }
+    const float s = warp_sum8(acc);
+    const int r = base + ((lane >> 2) & 7) * kCWarps;
+    if (lane % 4 == 0 && r < rows) epi(r, s);
   }
 }
 // src[0, count) (this block's shared memory) to dst[0, count) in every block of the cluster, itself included.
-// Consecutive threads store consecutive numbers into the same block: a warp's stores to one block go out
-// together. (Sending each row from its warp as it is done, a lane per block, scatters every store
-// instruction over 16 SMs: the bench measured it slower, stage times in the notes.)
+// Warp w sends to block w % S (the 16 / S warps that share a block split its numbers): each store
+// instruction carries 32 consecutive numbers to one block. (Sending each row from its warp as it is done,
+// a lane per block, scatters every store instruction over 16 SMs: the bench measured it slower. Indexing
+// thread i to block i / count, as a first version did, spent an integer division on every store.)
 __device__ __forceinline__ void push_to_all(cooperative_groups::cluster_group& cl, float* dst, const float* src,
                                             int count, int S) {
-  for (int i = threadIdx.x; i < count * S; i += kCThreads) cl.map_shared_rank(dst, i / count)[i % count] = src[i % count];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int group = max(1, kCWarps / S), part = warp / S;  // S > 16: every warp part 0 of blocks w, w + 16, ...
+  if (part >= group) return;
+  for (int b = warp % S; b < S; b += kCWarps) {
+    float* d = cl.map_shared_rank(dst, unsigned(b));
+    for (int e = lane + kWarp * part; e < count; e += kWarp * group) d[e] = src[e];
+  }
 }
 
 template <class T>
@@ -368,6 +395,45 @@ __global__ void __launch_bounds__(kCThreads, 1) cluster_barrier_only(int iters) 
 #endif
 }
 
+// One stage's bookkeeping, shared by every stage: stamps, the cluster barrier at its end.
+struct StageClock {
+  unsigned long long *trace, *parts;  // null unless this thread stamps (block 0's thread 0, tracing)
+  size_t k;                           // the stage's number in this launch
+  __device__ __forceinline__ void mark(int part) const {  // 0 copy handed over, 1 weights there, 2 work done
+    if (parts) parts[3 * k + part] = global_ns();
+  }
+  // Every block's pushes (and the cache rows) of this stage are visible to every block after it.
+  __device__ __forceinline__ void end(cooperative_groups::cluster_group& cl) {
+    mark(2);
+    cl.sync();
+    if (trace) trace[1 + k] = global_ns();
+    ++k;
+  }
+};
+// A stage that reads weights: bundle j of kind KIND (a template argument, so that its rows, sizes and
+// offsets are the plan's fields and not a chain of branches on a run-time kind: a first version decided
+// the kind at run time, and the decisions were a quarter of every warp's instructions, ncu in the notes).
+// The next bundle (kind kn) streams in while this one is used when the two fit together (its end was
+// last read by bundle g - 1, which every thread finished before the cluster barrier behind us), or after
+// this one's work otherwise; `body(view)` is the stage.
+template <int KIND, class W, class Body>
+__device__ __forceinline__ void weight_stage(const ClusterPlan& p, int j, int kn, bool next, int& g,
+                                             unsigned char* smem, int rank, unsigned long long* bar,
+                                             StageClock& clk, Body body) {
+  const int jn = KIND == 4 ? 0 : j + 1;
+  const bool early = next && p.bytes(KIND) + p.bytes(kn) <= p.cap;
+  if (early) issue_bundle(p, jn, kn, (g + 1) & 1, smem, rank, bar + ((g + 1) & 1));
+  clk.mark(0);
+  mbar_wait(bar + (g & 1), unsigned(g >> 1) & 1u);
+  clk.mark(1);
+  body(view_of<W>(p, KIND, g & 1, smem, rank));
+  if (next && !early) {  // the two overlap: the next copy starts once every thread is done with this one
+    __syncthreads();
+    issue_bundle(p, jn, kn, (g + 1) & 1, smem, rank, bar + ((g + 1) & 1));
+  }
+  ++g;
+}
+
 // Tokens at positions start .. start + steps - 1, draws count0 .. (as decode_persistent). One cluster of
 // p.S blocks, the grid. 5L + 1 cluster barriers a token; block 0 stamps n.trace after each, as the
 // persistent kernel does.
@@ -378,12 +444,12 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ unsigned long long bar[2];  // one mbarrier per end of the weight area
   cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-  const int rank = int(cl.block_rank()), J = 4 * n.L + 1, stages = 5 * n.L + 1;
+  const int rank = int(cl.block_rank()), L = n.L, stages = 5 * L + 1;
   const bool stamp = n.trace && rank == 0 && threadIdx.x == 0;
   // With the trace on, after the barrier stamps (as the persistent kernel's): for stage k of the launch,
   // when the next bundle's copy was handed over (trace[1 + steps * stages + 3k]), when this one's weights
   // were there (... + 3k + 1) and when the work was done, before the barrier (... + 3k + 2).
-  unsigned long long* parts = n.trace ? n.trace + 1 + size_t(steps) * stages : nullptr;
+  StageClock clk{stamp ? n.trace : nullptr, stamp ? n.trace + 1 + size_t(steps) * stages : nullptr, 0};
   if (stamp) n.trace[0] = global_ns();
   if (threadIdx.x == 0) {
     mbar_init(bar), mbar_init(bar + 1);
@@ -392,49 +458,31 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
   cl.sync();  // the barriers are set up, and every block of the cluster runs before any writes into another's memory
   if (!n.forced)  // the first sampling of this launch reads the logits the last launch left
     for (int i = threadIdx.x; i < n.V; i += kCThreads) at_<float>(smem, p.logits)[i] = __ldcg(n.logits + i);
-  if (steps > 0) issue_bundle(n, p, 0, 0, smem, rank, bar);  // (none when nothing will wait for it)
+  if (steps > 0) issue_bundle(p, 0, 0, 0, smem, rank, bar);  // (none when nothing will wait for it)
   int g = 0;  // bundles begun in this launch: bundle g lies at end g & 1, the (g >> 1)-th use of that end
   for (int i = 0; i < steps; ++i) {
     const int t = start + i, count = count0 + i;
-    for (int s = 0; s < stages; ++s) {
-      const int l = s / 5, k5 = s % 5;
-      const size_t k = size_t(i) * stages + s;
-      if (s == stages - 1 || k5 != 1) {
-        const int j = s == stages - 1 ? 4 * n.L : 4 * l + (k5 == 0 ? 0 : k5 - 1), kind = j == 4 * n.L ? 4 : j % 4;
-        const int jn = j + 1 == J ? 0 : j + 1, kn = jn == 4 * n.L ? 4 : jn % 4;
-        const bool next = !(i + 1 == steps && j + 1 == J);
-        const bool early = next && p.bytes(kind) + p.bytes(kn) <= p.cap;
-        // The next bundle streams in while this one is used (its end was last read by bundle g - 1, which
-        // every thread finished before the cluster barrier behind us).
-        if (early) issue_bundle(n, p, jn, (g + 1) & 1, smem, rank, bar + ((g + 1) & 1));
-        if (stamp) parts[3 * k] = global_ns();
-        mbar_wait(bar + (g & 1), unsigned(g >> 1) & 1u);
-        if (stamp) parts[3 * k + 1] = global_ns();
-        const View<W> v = view_of<W>(p, kind, g & 1, smem, rank);
-        if (kind == 0)
-          cstage_qkv(n, p, cl, v, l, t, count, smem, rank);
-        else if (kind == 1)
-          cstage_proj(n, p, cl, v, smem);
-        else if (kind == 2)
-          cstage_fc(n, p, cl, v, smem);
-        else if (kind == 3)
-          cstage_fc2(n, p, cl, v, smem);
-        else
-          cstage_head(n, p, cl, v, t, smem);
-        if (next && !early) {  // the two overlap: the next copy starts once every thread is done with this one
-          __syncthreads();
-          issue_bundle(n, p, jn, (g + 1) & 1, smem, rank, bar + ((g + 1) & 1));
-        }
-        ++g;
-      } else {
-        if (stamp) parts[3 * k] = parts[3 * k + 1] = global_ns();
-        cstage_attention(n, p, cl, l, t, smem, rank);
-      }
-      if (stamp) parts[3 * k + 2] = global_ns();
-      // Every block's pushes (and the cache rows) of this stage are visible to every block after it.
-      cl.sync();
-      if (stamp) n.trace[1 + k] = global_ns();
+    for (int l = 0; l < L; ++l) {
+      const int j = 4 * l;
+      weight_stage<0, W>(p, j, 1, true, g, smem, rank, bar, clk,
+                         [&](const View<W>& v) { cstage_qkv(n, p, cl, v, l, t, count, smem, rank); });
+      clk.end(cl);
+      clk.mark(0), clk.mark(1);  // attention reads no bundle: its copy and wait parts are empty
+      cstage_attention(n, p, cl, l, t, smem, rank);
+      clk.end(cl);
+      weight_stage<1, W>(p, j + 1, 2, true, g, smem, rank, bar, clk,
+                         [&](const View<W>& v) { cstage_proj(n, p, cl, v, smem); });
+      clk.end(cl);
+      weight_stage<2, W>(p, j + 2, 3, true, g, smem, rank, bar, clk,
+                         [&](const View<W>& v) { cstage_fc(n, p, cl, v, smem); });
+      clk.end(cl);
+      weight_stage<3, W>(p, j + 3, l + 1 < L ? 0 : 4, true, g, smem, rank, bar, clk,
+                         [&](const View<W>& v) { cstage_fc2(n, p, cl, v, smem); });
+      clk.end(cl);
     }
+    weight_stage<4, W>(p, 4 * L, 0, i + 1 < steps, g, smem, rank, bar, clk,
+                       [&](const View<W>& v) { cstage_head(n, p, cl, v, t, smem); });
+    clk.end(cl);
   }
 #endif
 }
