@@ -12,6 +12,11 @@
 //   - each block keeps its own copy of every vector a stage reads (the residual stream x, q, the MLP
 //     hidden h, the logits) in its shared memory, and a stage pushes the rows it computed into all 16
 //     copies with stores to distributed shared memory: after the barrier every input is already on chip;
+//   - those stores are st.async (all stages but qkv): each one, as it lands, counts its bytes off the
+//     receiving block's mbarrier, which waits for the stage's whole vector; the cluster barrier then only
+//     has to say that every block finished the stage (relaxed: no memory release, which with plain stores
+//     held every sender at a MEMBAR.GPU until its stores were acknowledged). qkv writes the cache rows to
+//     global memory, which the attention blocks read next: its stage ends with the full cluster.sync();
 //   - the weights stream in one stage ahead: while a stage computes (and waits at the barrier), the copy
 //     engine (TMA, cp.async.bulk) moves the next stage's rows of weights (its biases and LayerNorm gains
 //     with them, packed next to them on the host) from L2 into the other end of the block's weight area.
@@ -71,6 +76,30 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
       "@!done bra WAIT;\n\t}" ::"r"(smem_addr(bar)),
       "r"(parity)
       : "memory");
+}
+
+// Distributed shared memory by address: `p` (this block's shared memory) as the same place in block
+// `rank`'s, for st.async and remote mbarriers.
+__device__ __forceinline__ unsigned cluster_addr(const void* p, unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr(p)), "r"(rank));
+  return r;
+}
+// An asynchronous store into another block's shared memory (st.async, sm_90) that, once it has landed,
+// counts its 4 bytes off that block's mbarrier `rbar` (the receiver's expect_tx says how many to wait
+// for): the receiver learns that its inputs are there from its own mbarrier, and the sender needs no
+// fence. A plain store plus cluster.sync() makes every sender wait at a release (MEMBAR.GPU) until its
+// stores are acknowledged: under ncu the largest stall of the stage's end.
+__device__ __forceinline__ void st_async(unsigned raddr, float v, unsigned rbar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(raddr),
+               "r"(__float_as_uint(v)), "r"(rbar)
+               : "memory");
+}
+// The cluster barrier without its release and acquire of memory: every block has finished the stage (so
+// that nothing pushed after it can overwrite what a slower block still reads), no more. What the stage
+// pushed is waited for on each block's own mbarrier instead.
+__device__ __forceinline__ void cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
 }
 
 // One bundle as this block sees it in shared memory: its rows [r0, r0 + rows) of a matrix with I inputs.
@@ -185,14 +214,21 @@ __device__ __forceinline__ void gemv_local(const W* Wl, const float* xin, int I,
 // instruction carries 32 consecutive numbers to one block. (Sending each row from its warp as it is done,
 // a lane per block, scatters every store instruction over 16 SMs: the bench measured it slower. Indexing
 // thread i to block i / count, as a first version did, spent an integer division on every store.)
+// got: null for plain stores (made visible by the full cluster.sync() that ends the stage); else the
+// stage's mbarrier, which each st.async counts its bytes off in the receiving block.
 __device__ __forceinline__ void push_to_all(cooperative_groups::cluster_group& cl, float* dst, const float* src,
-                                            int count, int S) {
+                                            int count, int S, unsigned long long* got = nullptr) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int group = max(1, kCWarps / S), part = warp / S;  // S > 16: every warp part 0 of blocks w, w + 16, ...
   if (part >= group) return;
   for (int b = warp % S; b < S; b += kCWarps) {
-    float* d = cl.map_shared_rank(dst, unsigned(b));
-    for (int e = lane + kWarp * part; e < count; e += kWarp * group) d[e] = src[e];
+    if (got) {
+      const unsigned d = cluster_addr(dst, unsigned(b)), rbar = cluster_addr(got, unsigned(b));
+      for (int e = lane + kWarp * part; e < count; e += kWarp * group) st_async(d + 4u * unsigned(e), src[e], rbar);
+    } else {
+      float* d = cl.map_shared_rank(dst, unsigned(b));
+      for (int e = lane + kWarp * part; e < count; e += kWarp * group) d[e] = src[e];
+    }
   }
 }
 
@@ -238,8 +274,8 @@ __device__ void cstage_qkv(const Net<W>& n, const ClusterPlan& p, cooperative_gr
 
 // Attention of position t over cached positions 0..t (see the file's head for the split).
 template <class W>
-__device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                                 int l, int t, unsigned char* smem, int rank) {
+__device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, int l, int t, unsigned char* smem, int rank,
+                                 unsigned long long* got) {
   const int C = n.C, H = n.H, hs = C / H, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int j = lane / 4, gq = lane % 4;  // this lane's position in the 8, its quarter of the score's dimensions
   const float* q = at_<float>(smem, p.q);
@@ -318,7 +354,8 @@ __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, cooperat
         L += e * ww[hs + 1], o += e * ww[min(d, hs - 1)];
       }
       const float val = d < hs ? o : d == hs ? M : L;
-      for (int b = 0; b < p.S; ++b) *cl.map_shared_rank(attp + item * p.wstride + d, unsigned(b)) = val;
+      for (int b = 0; b < p.S; ++b)
+        st_async(cluster_addr(attp + item * p.wstride + d, unsigned(b)), val, cluster_addr(got, unsigned(b)));
     }
     __syncthreads();  // wpart is rewritten by the next item
   }
@@ -327,7 +364,7 @@ __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, cooperat
 // Merge each head's G parts into xn (the attention output), then x += proj(xn) + b for this block's rows.
 template <class W>
 __device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                            const View<W>& v, unsigned char* smem) {
+                            const View<W>& v, unsigned char* smem, unsigned long long* got) {
   const int C = n.C, hs = C / n.H;
   float *xs = at_<float>(smem, p.xs), *xn = at_<float>(smem, p.xn);
   const float* attp = at_<float>(smem, p.attp);
@@ -347,34 +384,34 @@ __device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_g
   float* outs = at_<float>(smem, p.outs);
   gemv_local(v.w, xn, C, v.rows, [&](int r, float s) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
-  push_to_all(cl, xs + v.r0, outs, v.rows, p.S);
+  push_to_all(cl, xs + v.r0, outs, v.rows, p.S, got);
 }
 // h = gelu(fc(LayerNorm 2 of x)) for this block's rows, pushed to every block's h.
 template <class W>
 __device__ void cstage_fc(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                          const View<W>& v, unsigned char* smem) {
+                          const View<W>& v, unsigned char* smem, unsigned long long* got) {
   float *xn = at_<float>(smem, p.xn), *h = at_<float>(smem, p.h);
   cluster_layernorm(at_<float>(smem, p.xs), xn, v.g, v.b, n.C, at_<float2>(smem, p.red));
   float* outs = at_<float>(smem, p.outs);
   gemv_local(v.w, xn, n.C, v.rows, [&](int r, float s) { outs[r] = gelu(s + v.bias[r]); });
   __syncthreads();
-  push_to_all(cl, h + v.r0, outs, v.rows, p.S);
+  push_to_all(cl, h + v.r0, outs, v.rows, p.S, got);
 }
 // x += fc2(h) + b for this block's rows.
 template <class W>
 __device__ void cstage_fc2(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                           const View<W>& v, unsigned char* smem) {
+                           const View<W>& v, unsigned char* smem, unsigned long long* got) {
   float* xs = at_<float>(smem, p.xs);
   float* outs = at_<float>(smem, p.outs);
   gemv_local(v.w, at_<float>(smem, p.h), 4 * n.C, v.rows, [&](int r, float s) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
-  push_to_all(cl, xs + v.r0, outs, v.rows, p.S);
+  push_to_all(cl, xs + v.r0, outs, v.rows, p.S, got);
 }
 // logits = wte . LayerNorm_f(x) for this block's rows: to every block's copy (the next token's sampling),
 // and to global memory (the next launch's first sampling; logits_all for the checks).
 template <class W>
 __device__ void cstage_head(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                            const View<W>& v, int t, unsigned char* smem) {
+                            const View<W>& v, int t, unsigned char* smem, unsigned long long* got) {
   float *xn = at_<float>(smem, p.xn), *logits = at_<float>(smem, p.logits);
   cluster_layernorm(at_<float>(smem, p.xs), xn, v.g, v.b, n.C, at_<float2>(smem, p.red));
   float* outs = at_<float>(smem, p.outs);
@@ -384,7 +421,7 @@ __device__ void cstage_head(const Net<W>& n, const ClusterPlan& p, cooperative_g
     if (n.logits_all) n.logits_all[size_t(t) * n.V + v.r0 + r] = s;
   });
   __syncthreads();
-  push_to_all(cl, logits + v.r0, outs, v.rows, p.S);
+  push_to_all(cl, logits + v.r0, outs, v.rows, p.S, got);
 }
 
 // The cluster barrier alone, `iters` times (the bench's "cluster barrier alone" rows, beside the grid's).
@@ -397,15 +434,24 @@ __global__ void __launch_bounds__(kCThreads, 1) cluster_barrier_only(int iters) 
 
 // One stage's bookkeeping, shared by every stage: stamps, the cluster barrier at its end.
 struct StageClock {
-  unsigned long long *trace, *parts;  // null unless this thread stamps (block 0's thread 0, tracing)
-  size_t k;                           // the stage's number in this launch
+  unsigned long long* trace;  // null unless this thread stamps (block 0's thread 0, tracing)
+  unsigned stamps, k;         // the launch's stages (the parts follow their stamps); this stage's number
   __device__ __forceinline__ void mark(int part) const {  // 0 copy handed over, 1 weights there, 2 work done
-    if (parts) parts[3 * k + part] = global_ns();
+    if (trace) trace[1 + stamps + 3 * size_t(k) + part] = global_ns();
   }
   // Every block's pushes (and the cache rows) of this stage are visible to every block after it.
   __device__ __forceinline__ void end(cooperative_groups::cluster_group& cl) {
     mark(2);
     cl.sync();
+    if (trace) trace[1 + k] = global_ns();
+    ++k;
+  }
+  // The end of a stage whose pushes are st.async (none writes global memory another block reads later
+  // in the launch): every block done, then this block's inputs landed (`got`, phase `parity`).
+  __device__ __forceinline__ void end_async(unsigned long long* got, unsigned parity) {
+    mark(2);
+    cluster_sync_relaxed();
+    mbar_wait(got, parity);
     if (trace) trace[1 + k] = global_ns();
     ++k;
   }
@@ -417,7 +463,7 @@ struct StageClock {
 // last read by bundle g - 1, which every thread finished before the cluster barrier behind us), or after
 // this one's work otherwise; `body(view)` is the stage.
 template <int KIND, class W, class Body>
-__device__ __forceinline__ void weight_stage(const ClusterPlan& p, int j, int kn, bool next, int& g,
+__device__ __forceinline__ void weight_stage(const ClusterPlan& p, int j, int kn, bool next, unsigned& g,
                                              unsigned char* smem, int rank, unsigned long long* bar,
                                              StageClock& clk, Body body) {
   const int jn = KIND == 4 ? 0 : j + 1;
@@ -443,23 +489,34 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ unsigned long long bar[2];  // one mbarrier per end of the weight area
+  __shared__ unsigned long long got[2];  // the st.async stages' inputs: stage a of them waits on got[a & 1]
   cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
   const int rank = int(cl.block_rank()), L = n.L, stages = 5 * L + 1;
   const bool stamp = n.trace && rank == 0 && threadIdx.x == 0;
   // With the trace on, after the barrier stamps (as the persistent kernel's): for stage k of the launch,
   // when the next bundle's copy was handed over (trace[1 + steps * stages + 3k]), when this one's weights
   // were there (... + 3k + 1) and when the work was done, before the barrier (... + 3k + 2).
-  StageClock clk{stamp ? n.trace : nullptr, stamp ? n.trace + 1 + size_t(steps) * stages : nullptr, 0};
+  StageClock clk{stamp ? n.trace : nullptr, unsigned(steps) * unsigned(stages), 0};
   if (stamp) n.trace[0] = global_ns();
   if (threadIdx.x == 0) {
-    mbar_init(bar), mbar_init(bar + 1);
+    mbar_init(bar), mbar_init(bar + 1), mbar_init(got), mbar_init(got + 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   cl.sync();  // the barriers are set up, and every block of the cluster runs before any writes into another's memory
   if (!n.forced)  // the first sampling of this launch reads the logits the last launch left
     for (int i = threadIdx.x; i < n.V; i += kCThreads) at_<float>(smem, p.logits)[i] = __ldcg(n.logits + i);
   if (steps > 0) issue_bundle(p, 0, 0, 0, smem, rank, bar);  // (none when nothing will wait for it)
-  int g = 0;  // bundles begun in this launch: bundle g lies at end g & 1, the (g >> 1)-th use of that end
+  unsigned g = 0;  // bundles begun in this launch: bundle g lies at end g & 1, the (g >> 1)-th use of that end
+  // Stages whose pushes are st.async: all but qkv, whose cache rows (global memory, read by the attention
+  // blocks next) need the full barrier's release. Stage a of them (a token has 4L + 1, as bundles: a is g
+  // at proj, fc, fc2 and the head, g - 1 at attention, after qkv's bundle): thread 0 tells got[a & 1] how
+  // many bytes the stage brings this block (every block's rows of the stage's output: each block receives
+  // all of it); pushes may land before that (the count goes below zero, and the phase cannot end before
+  // the arrival).
+  auto expect = [&](unsigned a, int floats) {
+    if (threadIdx.x == 0) mbar_expect(got + (a & 1), unsigned(floats) * 4u);
+  };
+  auto end_async = [&](unsigned a) { clk.end_async(got + (a & 1), (a >> 1) & 1u); };
   for (int i = 0; i < steps; ++i) {
     const int t = start + i, count = count0 + i;
     for (int l = 0; l < L; ++l) {
@@ -468,22 +525,28 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
                          [&](const View<W>& v) { cstage_qkv(n, p, cl, v, l, t, count, smem, rank); });
       clk.end(cl);
       clk.mark(0), clk.mark(1);  // attention reads no bundle: its copy and wait parts are empty
-      cstage_attention(n, p, cl, l, t, smem, rank);
-      clk.end(cl);
+      expect(g - 1, n.H * p.G * 2 + n.C * p.G);  // H x G partials of hs + 2 numbers
+      cstage_attention(n, p, l, t, smem, rank, got + ((g - 1) & 1));
+      end_async(g - 1);
+      expect(g, n.C);
       weight_stage<1, W>(p, j + 1, 2, true, g, smem, rank, bar, clk,
-                         [&](const View<W>& v) { cstage_proj(n, p, cl, v, smem); });
-      clk.end(cl);
+                         [&](const View<W>& v) { cstage_proj(n, p, cl, v, smem, got + (g & 1)); });
+      end_async(g - 1);  // (weight_stage counted the bundle)
+      expect(g, 4 * n.C);
       weight_stage<2, W>(p, j + 2, 3, true, g, smem, rank, bar, clk,
-                         [&](const View<W>& v) { cstage_fc(n, p, cl, v, smem); });
-      clk.end(cl);
+                         [&](const View<W>& v) { cstage_fc(n, p, cl, v, smem, got + (g & 1)); });
+      end_async(g - 1);
+      expect(g, n.C);
       weight_stage<3, W>(p, j + 3, l + 1 < L ? 0 : 4, true, g, smem, rank, bar, clk,
-                         [&](const View<W>& v) { cstage_fc2(n, p, cl, v, smem); });
-      clk.end(cl);
+                         [&](const View<W>& v) { cstage_fc2(n, p, cl, v, smem, got + (g & 1)); });
+      end_async(g - 1);
     }
+    expect(g, n.V);
     weight_stage<4, W>(p, 4 * L, 0, i + 1 < steps, g, smem, rank, bar, clk,
-                       [&](const View<W>& v) { cstage_head(n, p, cl, v, t, smem); });
-    clk.end(cl);
+                       [&](const View<W>& v) { cstage_head(n, p, cl, v, t, smem, got + (g & 1)); });
+    end_async(g - 1);
   }
+  cl.sync();  // no block leaves while another may still read or write its shared memory
 #endif
 }
 
