@@ -14,9 +14,9 @@ using k::dec::ClusterPlan;
 using k::dec::make_cluster_plan;
 
 // The bench's model: 6 layers, C = 384, 6 heads, 256 bytes; an H100's opt-in shared memory less the
-// kernel's 32 bytes of static shared memory (its two mbarriers and the sampler's pick).
+// kernel's 48 bytes of static shared memory (its four mbarriers and the sampler's pick, aligned).
 constexpr int kL = 6, kC = 384, kH = 6, kV = 256;
-constexpr size_t kLimit = 232448 - 32;
+constexpr size_t kLimit = 232448 - 48;
 
 static ClusterPlan plan(int S, int wsize) { return make_cluster_plan(kC, kH, kV, S, wsize, kLimit); }
 
@@ -40,12 +40,15 @@ TEST(plan_regions_aligned_disjoint_and_within_the_limit) {
   for (int S : {16, 8})
     for (int w : {2, 4}) {
       const ClusterPlan p = plan(S, w);
-      const unsigned offs[] = {p.xs, p.xn, p.q, p.h, p.attp, p.logits, p.outs, p.wpart, p.red, p.samp, p.wts};
+      const unsigned offs[] = {p.xs,    p.xs1,    p.xn,   p.q,     p.q1,  p.h,   p.attp,
+                               p.logits, p.outs, p.wpart, p.red, p.samp, p.wts};
       for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); ++i) {
         EXPECT(offs[i] % 16 == 0);
         if (i) EXPECT(offs[i] > offs[i - 1]);  // in order, each with room (take() pads to 16)
       }
-      EXPECT(p.q - p.xn >= unsigned(kC * 4) && p.attp - p.h >= unsigned(4 * kC * 4));
+      EXPECT(p.xs1 - p.xs >= unsigned(kC * 4) && p.xn - p.xs1 >= unsigned(kC * 4));
+      EXPECT(p.q - p.xn >= unsigned(kC * 4) && p.q1 - p.q >= unsigned(kC * 4) && p.h - p.q1 >= unsigned(kC * 4));
+      EXPECT(p.attp - p.h >= unsigned(4 * kC * 4));
       EXPECT(p.logits - p.attp >= unsigned(kH * p.G * p.wstride * 4));
       EXPECT(p.wpart - p.outs >= unsigned(4 * std::max({p.Rq, p.Rp, p.Rf, p.R2, p.Rh})));
       EXPECT(p.wts - p.samp >= unsigned(kV * 16));
@@ -85,6 +88,11 @@ TEST(plan_which_copies_start_late) {
   const std::vector<std::pair<int, int>> fc_fc2 = {{2, 3}, {3, 0}};  // fc -> fc2, fc2 -> next qkv
   EXPECT(late(f16) == fc_fc2);
   EXPECT(late(b8) == fc_fc2);
+}
+
+TEST(plan_one_block_is_invalid) {  // the pushes are st.async into other blocks
+  EXPECT(make_cluster_plan(64, 4, 64, 2, 2, kLimit).valid());   // a small model fits on 2 blocks
+  EXPECT(!make_cluster_plan(64, 4, 64, 1, 2, kLimit).valid());  // and would on 1, but a cluster of one is refused
 }
 
 TEST(plan_too_small_a_limit_is_invalid) {

@@ -35,7 +35,11 @@ struct ClusterPlan {
   int Rq = 0, Rp = 0, Rf = 0, R2 = 0, Rh = 0;
   CLUSTER_HD int R(int kind) const { return kind == 0 ? Rq : kind == 1 ? Rp : kind == 2 ? Rf : kind == 3 ? R2 : Rh; }
   int wstride = 0;  // floats between two attention partials (hs + 2, padded to 4)
-  unsigned xs = 0, xn = 0, q = 0, h = 0, attp = 0, logits = 0, outs = 0, wpart = 0, red = 0, samp = 0, wts = 0;
+  // Two copies of the residual stream and of q (x0 written by fc2 and the embedding, read by qkv and the
+  // head; x1 written by proj, read by fc; q0 / q1 for even / odd layers): no relaxed barrier then stands
+  // between a block's read of a vector and another block's next write into it (decode_cluster.cuh).
+  unsigned xs = 0, xs1 = 0, xn = 0, q = 0, q1 = 0, h = 0, attp = 0, logits = 0, outs = 0, wpart = 0, red = 0,
+           samp = 0, wts = 0;
   unsigned cap = 0, total = 0;  // the weight area's bytes; the dynamic shared memory a block takes
   // Every bundle as the block will hold it, packed on the host (FastDecoder::pack_bundles): bundle j of
   // block b at pack + (j * S + b) * stride, so that one bulk copy moves it (rows past a matrix's end and the
@@ -53,7 +57,7 @@ struct ClusterPlan {
     return parity == 0 ? wts : unsigned(size_t(wts) + cap - bytes(kind));
   }
   bool valid() const {
-    if (S < 1) return false;
+    if (S < 2) return false;  // st.async into another block: a cluster of one has none
     for (int kk = 0; kk < 5; ++kk)
       if (bytes(kk) > cap) return false;
     return true;
@@ -76,7 +80,8 @@ inline ClusterPlan make_cluster_plan(int C, int H, int V, int S, int wsize, size
     at += pad16(bytes);
     return here;
   };
-  p.xs = take(size_t(C) * 4), p.xn = take(size_t(C) * 4), p.q = take(size_t(C) * 4), p.h = take(size_t(4) * C * 4);
+  p.xs = take(size_t(C) * 4), p.xs1 = take(size_t(C) * 4), p.xn = take(size_t(C) * 4);
+  p.q = take(size_t(C) * 4), p.q1 = take(size_t(C) * 4), p.h = take(size_t(4) * C * 4);
   p.attp = take(size_t(H) * p.G * p.wstride * 4), p.logits = take(size_t(V) * 4), p.outs = take(size_t(rmax) * 4);
   p.wpart = take(size_t(kCWarps) * p.wstride * 4), p.red = take(size_t(kCWarps) * 8);
   p.samp = take(size_t(V) * 16);  // sample_block's scratch: V doubles, V floats, V ints

@@ -78,6 +78,17 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
       : "memory");
 }
 
+// The same wait, acquiring at cluster scope: what other blocks' st.async stores released (their
+// complete-tx is a release at cluster scope) is visible to this thread after it.
+__device__ __forceinline__ void mbar_wait_cluster(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n\t.reg .pred done;\n\t"
+      "WAITC:\n\t"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n\t"
+      "@!done bra WAITC;\n\t}" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
 // Distributed shared memory by address: `p` (this block's shared memory) as the same place in block
 // `rank`'s, for st.async and remote mbarriers.
 __device__ __forceinline__ unsigned cluster_addr(const void* p, unsigned rank) {
@@ -95,9 +106,13 @@ __device__ __forceinline__ void st_async(unsigned raddr, float v, unsigned rbar)
                "r"(__float_as_uint(v)), "r"(rbar)
                : "memory");
 }
-// The cluster barrier without its release and acquire of memory: every block has finished the stage (so
-// that nothing pushed after it can overwrite what a slower block still reads), no more. What the stage
-// pushed is waited for on each block's own mbarrier instead.
+// The cluster barrier without its release of memory: every block has finished the stage, no more. What
+// the stage pushed is waited for on each block's own mbarrier instead. A relaxed arrive does not order the
+// block's earlier reads before other blocks' later writes, so no vector is overwritten across one: between
+// a block's read of a vector and the next remote write into it there is always a qkv stage's full
+// cluster.sync() (the residual stream has two copies, x0 for qkv and the head, x1 for fc, and q one per
+// layer parity; attp, h and the logits are each read in or before a qkv stage that ends before their next
+// write).
 __device__ __forceinline__ void cluster_sync_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
 }
@@ -259,7 +274,7 @@ __device__ void cstage_qkv(const Net<W>& n, const ClusterPlan& p, cooperative_gr
   cluster_layernorm(xs, xn, v.g, v.b, C, at_<float2>(smem, p.red));
   float* krow = n.kc + (size_t(l) * n.T + t) * C;
   float* vrow = n.vc + (size_t(l) * n.T + t) * C;
-  float *q = at_<float>(smem, p.q), *outs = at_<float>(smem, p.outs);
+  float *q = at_<float>(smem, l & 1 ? p.q1 : p.q), *outs = at_<float>(smem, p.outs);
   gemv_local(v.w, xn, C, v.rows, [&](int r, float s) {
     const int o = v.r0 + r;
     s += v.bias[r];
@@ -278,7 +293,7 @@ __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, int l, i
                                  unsigned long long* got) {
   const int C = n.C, H = n.H, hs = C / H, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int j = lane / 4, gq = lane % 4;  // this lane's position in the 8, its quarter of the score's dimensions
-  const float* q = at_<float>(smem, p.q);
+  const float* q = at_<float>(smem, l & 1 ? p.q1 : p.q);
   float *wpart = at_<float>(smem, p.wpart), *attp = at_<float>(smem, p.attp);
   const float* kc = n.kc + size_t(l) * n.T * C;
   const float* vc = n.vc + size_t(l) * n.T * C;
@@ -361,7 +376,7 @@ __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, int l, i
   }
 }
 
-// Merge each head's G parts into xn (the attention output), then x += proj(xn) + b for this block's rows.
+// Merge each head's G parts into xn (the attention output), then x1 = x0 + proj(xn) + b for this block's rows.
 template <class W>
 __device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
                             const View<W>& v, unsigned char* smem, unsigned long long* got) {
@@ -384,28 +399,28 @@ __device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_g
   float* outs = at_<float>(smem, p.outs);
   gemv_local(v.w, xn, C, v.rows, [&](int r, float s) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
-  push_to_all(cl, xs + v.r0, outs, v.rows, p.S, got);
+  push_to_all(cl, at_<float>(smem, p.xs1) + v.r0, outs, v.rows, p.S, got);
 }
-// h = gelu(fc(LayerNorm 2 of x)) for this block's rows, pushed to every block's h.
+// h = gelu(fc(LayerNorm 2 of x1)) for this block's rows, pushed to every block's h.
 template <class W>
 __device__ void cstage_fc(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
                           const View<W>& v, unsigned char* smem, unsigned long long* got) {
   float *xn = at_<float>(smem, p.xn), *h = at_<float>(smem, p.h);
-  cluster_layernorm(at_<float>(smem, p.xs), xn, v.g, v.b, n.C, at_<float2>(smem, p.red));
+  cluster_layernorm(at_<float>(smem, p.xs1), xn, v.g, v.b, n.C, at_<float2>(smem, p.red));
   float* outs = at_<float>(smem, p.outs);
   gemv_local(v.w, xn, n.C, v.rows, [&](int r, float s) { outs[r] = gelu(s + v.bias[r]); });
   __syncthreads();
   push_to_all(cl, h + v.r0, outs, v.rows, p.S, got);
 }
-// x += fc2(h) + b for this block's rows.
+// x0 = x1 + fc2(h) + b for this block's rows.
 template <class W>
 __device__ void cstage_fc2(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
                            const View<W>& v, unsigned char* smem, unsigned long long* got) {
-  float* xs = at_<float>(smem, p.xs);
+  const float* x1 = at_<float>(smem, p.xs1);
   float* outs = at_<float>(smem, p.outs);
-  gemv_local(v.w, at_<float>(smem, p.h), 4 * n.C, v.rows, [&](int r, float s) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
+  gemv_local(v.w, at_<float>(smem, p.h), 4 * n.C, v.rows, [&](int r, float s) { outs[r] = x1[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
-  push_to_all(cl, xs + v.r0, outs, v.rows, p.S, got);
+  push_to_all(cl, at_<float>(smem, p.xs) + v.r0, outs, v.rows, p.S, got);
 }
 // logits = wte . LayerNorm_f(x) for this block's rows: to every block's copy (the next token's sampling),
 // and to global memory (the next launch's first sampling; logits_all for the checks).
@@ -451,7 +466,7 @@ struct StageClock {
   __device__ __forceinline__ void end_async(unsigned long long* got, unsigned parity) {
     mark(2);
     cluster_sync_relaxed();
-    mbar_wait(got, parity);
+    mbar_wait_cluster(got, parity);
     if (trace) trace[1 + k] = global_ns();
     ++k;
   }
