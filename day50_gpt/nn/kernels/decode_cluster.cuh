@@ -67,28 +67,25 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
                "l"(src), "r"(bytes), "r"(smem_addr(bar))
                : "memory");
 }
-// Waits until the barrier's phase `parity` has completed (every expected byte landed; acquire).
+// Waits until the barrier's phase `parity` has completed (every expected byte landed), acquiring at block
+// scope (kCluster false: this block's own bulk copies) or at cluster scope (kCluster true: what other
+// blocks' st.async stores released, their complete-tx being a release at cluster scope).
+#define DEC_MBAR_WAIT(SEM)                                                        \
+  asm volatile(                                                                   \
+      "{\n\t.reg .pred done;\n\t"                                                 \
+      "WAIT:\n\t"                                                                 \
+      "mbarrier.try_wait.parity" SEM ".shared::cta.b64 done, [%0], %1;\n\t"        \
+      "@!done bra WAIT;\n\t}" ::"r"(smem_addr(bar)),                               \
+      "r"(parity)                                                                 \
+      : "memory")
+template <bool kCluster = false>
 __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-  asm volatile(
-      "{\n\t.reg .pred done;\n\t"
-      "WAIT:\n\t"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
-      "@!done bra WAIT;\n\t}" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
+  if constexpr (kCluster)
+    DEC_MBAR_WAIT(".acquire.cluster");
+  else
+    DEC_MBAR_WAIT("");
 }
-
-// The same wait, acquiring at cluster scope: what other blocks' st.async stores released (their
-// complete-tx is a release at cluster scope) is visible to this thread after it.
-__device__ __forceinline__ void mbar_wait_cluster(unsigned long long* bar, unsigned parity) {
-  asm volatile(
-      "{\n\t.reg .pred done;\n\t"
-      "WAITC:\n\t"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n\t"
-      "@!done bra WAITC;\n\t}" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
+#undef DEC_MBAR_WAIT
 // Distributed shared memory by address: `p` (this block's shared memory) as the same place in block
 // `rank`'s, for st.async and remote mbarriers.
 __device__ __forceinline__ unsigned cluster_addr(const void* p, unsigned rank) {
@@ -466,7 +463,7 @@ struct StageClock {
   __device__ __forceinline__ void end_async(unsigned long long* got, unsigned parity) {
     mark(2);
     cluster_sync_relaxed();
-    mbar_wait_cluster(got, parity);
+    mbar_wait<true>(got, parity);
     if (trace) trace[1 + k] = global_ns();
     ++k;
   }
