@@ -402,6 +402,23 @@ struct FastDecoder {
   FastDecoder(const FastDecoder&) = delete;
   FastDecoder& operator=(const FastDecoder&) = delete;
 
+  // Where pack() puts each piece, in elements (k::dec::Net's accessors read the same places on the device):
+  // kind 0 qkv, 1 proj, 2 fc, 3 fc2 of layer l, 4 the head. mat: the matrix in the W image; ln: the
+  // LayerNorm before it, gain then bias (qkv ln1, fc ln2, the head lnf; none for proj and fc2); bias: its
+  // bias in the fp32 image (none for the head). pack_bundles reads the same table.
+  struct Placed {
+    size_t mat, ln, bias;
+  };
+  static Placed placed(int kind, size_t l, size_t C, size_t L) {
+    const size_t CC = C * C, mo = l * 12 * CC, vo = l * 13 * C;
+    switch (kind) {
+      case 0: return {mo, vo, vo + 2 * C};
+      case 1: return {mo + 3 * CC, 0, vo + 5 * C};
+      case 2: return {mo + 4 * CC, vo + 6 * C, vo + 8 * C};
+      case 3: return {mo + 8 * CC, 0, vo + 12 * C};
+      default: return {L * 12 * CC, L * 13 * C, 0};
+    }
+  }
   // The packing k::dec::Net describes: per layer the four matrices in W, the vectors in fp32.
   void pack(const std::vector<float>& p) {
     const gpt::Layout lay(c);
@@ -416,15 +433,14 @@ struct FastDecoder {
     };
     for (size_t l = 0; l < L; ++l) {
       const auto& Y = lay.layer[l];
-      const size_t mo = l * 12 * CC, vo = l * 13 * C;
-      put_m(mo, Y.qkv_w, 3 * CC), put_m(mo + 3 * CC, Y.proj_w, CC);
-      put_m(mo + 4 * CC, Y.fc_w, 4 * CC), put_m(mo + 8 * CC, Y.fc2_w, 4 * CC);
-      put_v(vo, Y.ln1_w, C), put_v(vo + C, Y.ln1_b, C), put_v(vo + 2 * C, Y.qkv_b, 3 * C);
-      put_v(vo + 5 * C, Y.proj_b, C), put_v(vo + 6 * C, Y.ln2_w, C), put_v(vo + 7 * C, Y.ln2_b, C);
-      put_v(vo + 8 * C, Y.fc_b, 4 * C), put_v(vo + 12 * C, Y.fc2_b, C);
+      const Placed q = placed(0, l, C, L), o = placed(1, l, C, L), f = placed(2, l, C, L), f2 = placed(3, l, C, L);
+      put_m(q.mat, Y.qkv_w, 3 * CC), put_m(o.mat, Y.proj_w, CC), put_m(f.mat, Y.fc_w, 4 * CC), put_m(f2.mat, Y.fc2_w, 4 * CC);
+      put_v(q.ln, Y.ln1_w, C), put_v(q.ln + C, Y.ln1_b, C), put_v(q.bias, Y.qkv_b, 3 * C), put_v(o.bias, Y.proj_b, C);
+      put_v(f.ln, Y.ln2_w, C), put_v(f.ln + C, Y.ln2_b, C), put_v(f.bias, Y.fc_b, 4 * C), put_v(f2.bias, Y.fc2_b, C);
     }
-    put_m(L * 12 * CC, lay.wte, V * C);
-    put_v(L * 13 * C, lay.lnf_w, C), put_v(L * 13 * C + C, lay.lnf_b, C);
+    const Placed hd = placed(4, 0, C, L);
+    put_m(hd.mat, lay.wte, V * C);
+    put_v(hd.ln, lay.lnf_w, C), put_v(hd.ln + C, lay.lnf_b, C);
     mat.alloc(m.size() * sizeof(W)), vec.alloc(v.size() * 4), wpe.alloc(size_t(c.context) * C * 4);
     to_device(mat.as<W>(), m);
     to_device(vec.as<float>(), v);
@@ -488,14 +504,10 @@ struct FastDecoder {
     size_t stride = 0;
     for (int kk = 0; kk < 5; ++kk) stride = std::max(stride, pl.bytes(kk));
     std::vector<unsigned char> img(size_t(J) * pl.S * stride, 0);
-    const size_t CC = size_t(C) * C;
     for (int j = 0; j < J; ++j) {
       const int kind = j == 4 * L ? 4 : j % 4, l = j / 4, R = pl.R(kind), O = pl.O(kind), I = pl.I(kind);
-      const size_t m0 = kind == 4 ? size_t(L) * 12 * CC
-                                  : size_t(l) * 12 * CC + (kind == 0 ? 0 : kind == 1 ? 3 * CC : kind == 2 ? 4 * CC : 8 * CC);
-      const size_t v0 = kind == 4 ? size_t(L) * 13 * C : size_t(l) * 13 * C;
-      const size_t ln0 = kind == 2 ? v0 + 6 * size_t(C) : v0;
-      const size_t b0 = v0 + size_t(kind == 0 ? 2 * C : kind == 1 ? 5 * C : kind == 2 ? 8 * C : 12 * C);
+      const Placed src = placed(kind, size_t(l), size_t(C), size_t(L));
+      const size_t m0 = src.mat, ln0 = src.ln, b0 = src.bias;
       for (int b = 0; b < pl.S; ++b) {
         unsigned char* at = img.data() + (size_t(j) * pl.S + b) * stride;
         const int r0 = b * R, rows = std::max(0, std::min(R, O - r0));
