@@ -1,8 +1,8 @@
 // day50_gpt/test_cluster_plan.cpp: the cluster decoder's layout (nn/cluster_plan.h) on the host, no GPU:
 // every block's shared memory fits and nothing in it overlaps, every bulk copy's size is a whole number of
-// 16-byte pieces, the rows of every matrix are all owned, and which bundle copies overlap the stage before
-// (the notes' claims: all of them in bf16 on 16 SMs; fc's and fc2's start late in fp32 on 16 SMs and in
-// bf16 on 8; fp32 on 8 SMs does not fit).
+// 16-byte pieces, the rows of every matrix are all owned, which bundles overlap the one before (the notes'
+// claims: none in bf16 on 16 SMs; fc2 and qkv in fp32 on 16 SMs and in bf16 on 8; fp32 on 8 SMs does not
+// fit), and the two parts such a bundle lands in.
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,6 +88,33 @@ TEST(plan_which_copies_start_late) {
   const std::vector<std::pair<int, int>> fc_fc2 = {{2, 3}, {3, 0}};  // fc -> fc2, fc2 -> next qkv
   EXPECT(late(f16) == fc_fc2);
   EXPECT(late(b8) == fc_fc2);
+}
+
+// The two parts of every bundle of two tokens (bundle g at end g & 1) as the next one is copied while the
+// one before is read: together the whole bundle, the early part clear of the one before, the late part
+// within it and empty where the two fit together.
+TEST(plan_bundle_parts_cover_and_early_parts_clear_the_one_before) {
+  for (int S : {16, 8})
+    for (int w : {2, 4}) {
+      const ClusterPlan p = plan(S, w);
+      if (!p.valid()) continue;
+      const int J = 4 * kL + 1;
+      int split = 0;
+      for (int g = 1; g < 2 * J; ++g) {
+        const int kind = ClusterPlan::kind_of(g % J, kL), kp = ClusterPlan::kind_of((g - 1) % J, kL), e1 = g & 1;
+        const unsigned B = unsigned(p.bytes(kind)), at = p.at(kind, e1);
+        const ClusterPlan::Part e = p.part(kind, kp, e1, false), l = p.part(kind, kp, e1, true);
+        EXPECT(e.len + l.len == B && e.off % 16 == 0 && l.off % 16 == 0 && e.len % 16 == 0);
+        EXPECT((e.off == 0 && l.off == e.len) || (l.off == 0 && e.off == l.len));  // adjacent, in either order
+        const unsigned P0 = p.at(kp, 1 - e1), P1 = P0 + unsigned(p.bytes(kp));
+        EXPECT(at + e.off + e.len <= P0 || at + e.off >= P1 || e.len == 0);  // clear of the bundle before
+        EXPECT(l.len == 0 || (at + l.off >= P0 && at + l.off + l.len <= P1));  // within it
+        EXPECT((l.len > 0) == (p.bytes(kind) + p.bytes(kp) > p.cap));
+        split += l.len > 0;
+      }
+      // where they overlap: each token's fc2s (L) and its qkvs after a fc2 (L - 1)
+      EXPECT(split == (S == 16 && w == 2 ? 0 : 2 * (2 * kL - 1)));
+    }
 }
 
 TEST(plan_one_block_is_invalid) {  // the pushes are st.async into other blocks

@@ -56,6 +56,26 @@ struct ClusterPlan {
   CLUSTER_HD unsigned at(int kind, int parity) const {
     return parity == 0 ? wts : unsigned(size_t(wts) + cap - bytes(kind));
   }
+  // Two consecutive bundles sit at opposite ends of the weight area, so that the next one lands while
+  // this one is read. Where the two do not fit together (fp32 on 16 SMs: fc and fc2 are 147 KB each in a
+  // ~200 KB area), the next one overlaps this one by ov bytes: its other bytes ("early") can land while
+  // this one is read, those ov ("late") only once this one's GEMV is done. Part: bytes [off, off + len) of
+  // the next bundle (kind `kind`, at end `parity`) for the part asked for, `prev` being this one's kind.
+  struct Part {
+    unsigned off, len;
+  };
+  CLUSTER_HD static int kind_of(int j, int L) { return j == 4 * L ? 4 : j % 4; }  // bundle j of a token
+  CLUSTER_HD unsigned overlap(int kind, int prev) const {
+    const unsigned B = unsigned(bytes(kind)), P = unsigned(bytes(prev));
+    return B + P > cap ? B + P - cap : 0u;  // a multiple of 16, as every size and the cap
+  }
+  CLUSTER_HD Part part(int kind, int prev, int parity, bool late) const {
+    const unsigned B = unsigned(bytes(kind)), ov = overlap(kind, prev);
+    // At end 0 the bundle starts at the area's start, and its overlap with the one before (at end 1) is its
+    // last ov bytes; at end 1 it ends at the area's end, and the overlap is its first ov bytes.
+    if (parity) return late ? Part{0u, ov} : Part{ov, B - ov};
+    return late ? Part{B - ov, ov} : Part{0u, B - ov};
+  }
   bool valid() const {
     if (S < 2) return false;  // st.async into another block: a cluster of one has none
     for (int kk = 0; kk < 5; ++kk)

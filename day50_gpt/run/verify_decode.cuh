@@ -272,10 +272,10 @@ inline void verify_decode_config(results::Results& res, uint64_t seed, const gpt
                   false, true},
         DecodeWay{DecodePath::kPersistent, false, false, 0, 8,
                   "persistent kernel, attention chunks of 8, epilogue loads after the sum", false, false, true},
-        // One cluster (decode_cluster.cuh): 16 SMs (in bf16 every pair of consecutive stages' weights fits: each
-        // copy overlaps the stage before; in fp32 two copies start after it), and 8 (twice the rows a block: in
-        // bf16 the two largest bundles' copies start after the stage before; in fp32 the largest stage does not
-        // fit, so it is not run). Both copy orders are checked.
+        // One cluster (decode_cluster.cuh): 16 SMs (in bf16 every pair of consecutive bundles fits together: each
+        // lands whole while the one before is read; in fp32 fc2 and the next qkv overlap the bundle before
+        // and land in two parts), and 8 (twice the rows a block: in bf16 the same two land in two parts; in
+        // fp32 the largest stage does not fit, so it is not run). Both ways of copying are checked.
         DecodeWay{DecodePath::kCluster, false, false, 16, K, "cluster of 16 SMs"},
         DecodeWay{DecodePath::kCluster, false, false, 8, K, "cluster of 8 SMs"}}) {
     verify_decode_forced<float>(res, tag, c, p, seqs, ref, w);

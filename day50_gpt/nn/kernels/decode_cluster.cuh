@@ -136,15 +136,17 @@ __device__ __forceinline__ View<W> view_of(const ClusterPlan& p, int kind, int p
   return v;
 }
 // Thread 0 starts the copy of bundle j (of 4L + 1 a token; its kind given) to the given end of the weight
-// area: one bulk copy from the host-packed image (handing copies over holds the issuing thread up, and it
-// is on the stage's path: the bench's "issue" column), and the end's mbarrier completes its next phase
-// when it has landed.
-__device__ __forceinline__ void issue_bundle(const ClusterPlan& p, int j, int kind, int parity, unsigned char* smem,
-                                             int rank, unsigned long long* bar) {
+// area, from the host-packed image: its early part (all of it where it overlaps nothing; `prev`, the kind
+// of the bundle being read, -1 for none), which also tells the end's mbarrier the bundle's size, or its
+// late part (ClusterPlan::part). The mbarrier's next phase completes when every byte has landed. Handing
+// a copy over holds the issuing thread up, and it is on the stage's path: the bench's "issue" column.
+__device__ __forceinline__ void issue_bundle(const ClusterPlan& p, int j, int kind, int prev, int parity, bool late,
+                                             unsigned char* smem, int rank, unsigned long long* bar) {
   if (threadIdx.x != 0) return;
-  const unsigned bytes = unsigned(p.bytes(kind));
-  mbar_expect(bar, bytes);
-  bulk_copy(smem + p.at(kind, parity), p.pack + (size_t(j) * p.S + rank) * p.stride, bytes, bar);
+  if (!late) mbar_expect(bar, unsigned(p.bytes(kind)));
+  const ClusterPlan::Part pt = prev < 0 ? ClusterPlan::Part{0u, unsigned(p.bytes(kind))} : p.part(kind, prev, parity, late);
+  if (pt.len > 0)
+    bulk_copy(smem + p.at(kind, parity) + pt.off, p.pack + (size_t(j) * p.S + rank) * p.stride + pt.off, pt.len, bar);
 }
 
 // Two sums over the block at once (one pair of barriers for both).
@@ -471,23 +473,23 @@ struct StageClock {
 // A stage that reads weights: bundle j of kind KIND (a template argument, so that its rows, sizes and
 // offsets are the plan's fields and not a chain of branches on a run-time kind: a first version decided
 // the kind at run time, and the decisions were a quarter of every warp's instructions, ncu in the notes).
-// The next bundle (kind kn) streams in while this one is used when the two fit together (its end was
-// last read by bundle g - 1, which every thread finished before the cluster barrier behind us), or after
-// this one's work otherwise; `body(view)` is the stage.
+// The next bundle (kind kn) streams in while this one is used (its end was last read by bundle g - 1,
+// which every thread finished before the cluster barrier behind us), all of it when the two fit together;
+// when they do not, the bytes that overlap this one follow once this one's work is done. `body(view)` is
+// the stage.
 template <int KIND, class W, class Body>
 __device__ __forceinline__ void weight_stage(const ClusterPlan& p, int j, int kn, bool next, unsigned& g,
                                              unsigned char* smem, int rank, unsigned long long* bar,
                                              StageClock& clk, Body body) {
-  const int jn = KIND == 4 ? 0 : j + 1;
-  const bool early = next && p.bytes(KIND) + p.bytes(kn) <= p.cap;
-  if (early) issue_bundle(p, jn, kn, (g + 1) & 1, smem, rank, bar + ((g + 1) & 1));
+  const int jn = KIND == 4 ? 0 : j + 1, pn = int(g + 1) & 1;
+  if (next) issue_bundle(p, jn, kn, KIND, pn, false, smem, rank, bar + pn);
   clk.mark(0);
   mbar_wait(bar + (g & 1), unsigned(g >> 1) & 1u);
   clk.mark(1);
   body(view_of<W>(p, KIND, g & 1, smem, rank));
-  if (next && !early) {  // the two overlap: the next copy starts once every thread is done with this one
+  if (next && p.overlap(kn, KIND) > 0) {  // the overlapping bytes, once every thread is done with this bundle
     __syncthreads();
-    issue_bundle(p, jn, kn, (g + 1) & 1, smem, rank, bar + ((g + 1) & 1));
+    issue_bundle(p, jn, kn, KIND, pn, true, smem, rank, bar + pn);
   }
   ++g;
 }
@@ -517,7 +519,7 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
   cl.sync();  // the barriers are set up, and every block of the cluster runs before any writes into another's memory
   if (!n.forced)  // the first sampling of this launch reads the logits the last launch left
     for (int i = threadIdx.x; i < n.V; i += kCThreads) at_<float>(smem, p.logits)[i] = __ldcg(n.logits + i);
-  if (steps > 0) issue_bundle(p, 0, 0, 0, smem, rank, bar);  // (none when nothing will wait for it)
+  if (steps > 0) issue_bundle(p, 0, 0, -1, 0, false, smem, rank, bar);  // (none when nothing will wait for it)
   unsigned g = 0;  // bundles begun in this launch: bundle g lies at end g & 1, the (g >> 1)-th use of that end
   // Stages whose pushes are st.async: all but qkv, whose cache rows (global memory, read by the attention
   // blocks next) need the full barrier's release. Stage a of them (a token has 4L + 1, as bundles: a is g
