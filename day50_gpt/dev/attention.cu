@@ -20,11 +20,18 @@
 #include "../run/verify_attention.cuh"
 
 // The three attentions alone at the model's shape (one layer's forward + backward), same inputs.
+// flash: cuDNN's forward with our flash backward (nn/kernels/flash_bwd.cuh) instead of cuDNN's backward.
 template <class T>
-static void bench_attention(results::Results& res, const gpt::Config& cfg, int batch, Attn a, uint64_t seed) {
+static void bench_attention(results::Results& res, const gpt::Config& cfg, int batch, Attn a, uint64_t seed,
+                            bool flash = false) {
   gpt::Config c1 = cfg;
   c1.layers = 1;
-  Model<T> m(c1, batch, a == Attn::kCudnn ? Attn::kAuto : a);  // auto: a refusal falls back instead of exiting
+  // auto: a refusal falls back instead of exiting
+  Model<T> m(c1, batch, a == Attn::kCudnn ? Attn::kAuto : a, true, 0, Backend::kCustom, true, flash);
+  if (flash && !m.ours_attn_bwd()) {
+    std::printf("  cuDNN + our flash backward: not run (%s)\n", m.attn_note.c_str());
+    return;
+  }
   if (m.impl != a) {                                           // cuDNN refused the graph: say so, and time the others
     std::printf("  %s: not run (%s)\n", attn_name(a), m.attn_note.c_str());
     return;
@@ -45,13 +52,15 @@ static void bench_attention(results::Results& res, const gpt::Config& cfg, int b
   const double D = double(cfg.width) / cfg.heads,
                prod = 2.0 * batch * cfg.heads * double(cfg.context) * cfg.context * D;
   results::Bench b;
-  b.name = std::string("attention fwd+bwd ") + Types<T>::name() + " " + attn_name(m.impl);
+  b.name = std::string("attention fwd+bwd ") + Types<T>::name() + " " + attn_name(m.impl) +
+           (m.ours_attn_bwd() ? " + our flash backward" : "");
   b.dtype = Types<T>::name();
   b.shape = {batch, cfg.heads, cfg.context, (long long)D};
   b.ms = fb.median_ms, b.min_ms = fb.min_ms, b.max_ms = fb.max_ms, b.reps = fb.reps;
   b.tflops = 6 * prod / (fb.median_ms * 1e-3) / 1e12;
   json::Value ex = json::Value::object();
   ex["forward_ms"] = f.median_ms;
+  ex["backward_ms"] = fb.median_ms - f.median_ms;
   ex["note"] = "TFLOP/s counts the full T x T products (6 of them); causal masking makes half of that work unnecessary";
   b.extra = ex;
   res.add(b);
@@ -62,7 +71,7 @@ static void bench_attention(results::Results& res, const gpt::Config& cfg, int b
 int main(int argc, char** argv) {
   const char* prog = "attention";
   cli::Args args(argc, argv, prog,
-                 "the GPT's attention alone (forward + backward): cuDNN fused, cuBLAS matmuls + softmax, naive");
+                 "the GPT's attention alone (forward + backward): cuDNN fused (its backward or our flash one), cuBLAS matmuls + softmax, naive");
   const cli::Standard st = cli::standard_flags(args, 20261151);
   gpt::Config cfg;  // the default model's width, heads and context
   const int batch = int(args.integer("batch", 64, 1, 4096, "with --bench: sequences (the training batch)"));
@@ -76,12 +85,14 @@ int main(int argc, char** argv) {
   // graph), matmul, naive, each against the CPU in double. A benchmark of a wrong attention is no result.
   for (Attn a : {Attn::kMatmul, Attn::kNaive}) verify_attention<float>(res, seed, a);
   for (Attn a : {Attn::kAuto, Attn::kMatmul, Attn::kNaive}) verify_attention<bf16>(res, seed, a);
+  verify_attention<bf16>(res, seed, Attn::kAuto, false);  // cuDNN's own backward (the line above: ours)
   if (!st.verify) {
     res.config["layers"] = 1, res.config["heads"] = cfg.heads, res.config["width"] = cfg.width,
     res.config["context"] = cfg.context, res.config["batch"] = batch;
     std::printf("\nattention alone, one layer, batch %d:\n", batch);
     for (Attn a : {Attn::kMatmul, Attn::kNaive}) bench_attention<float>(res, cfg, batch, a, seed);
     for (Attn a : {Attn::kCudnn, Attn::kMatmul, Attn::kNaive}) bench_attention<bf16>(res, cfg, batch, a, seed);
+    bench_attention<bf16>(res, cfg, batch, Attn::kCudnn, seed, true);
   }
   return res.finish(prog, st.json);
 }

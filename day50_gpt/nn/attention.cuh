@@ -26,8 +26,8 @@ void Model<T>::choose_attention(Attn want) {
     const std::string why = sdpa->build();
     if (why.empty()) {
       impl = Attn::kCudnn;
-      attn_note =
-          "cuDNN fused flash attention (forward: " + sdpa->fwd_variant() + "; backward: " + sdpa->bwd_variant() + ")";
+      attn_note = "cuDNN fused flash attention (forward: " + sdpa->fwd_variant() + "; backward: " +
+                  (ours_attn_bwd() ? "ours, nn/kernels/flash_bwd.cuh" : sdpa->bwd_variant()) + ")";
     } else {
       if (want == Attn::kCudnn) cli::skip(kProg, "cuDNN refused the attention graph: " + why);
       impl = Attn::kMatmul,
@@ -99,7 +99,30 @@ void Model<T>::attention_fwd(Layer& L) {
 template <class T>
 void Model<T>::attention_bwd(Layer& L) {
   const int rows = B * c.heads * T_, C = c.width, D = C / c.heads, BH = B * c.heads;
-  if (impl == Attn::kCudnn) {
+  if (ours_attn_bwd()) {
+    if constexpr (std::is_same<T, bf16>::value) {
+      // dQ first: it also writes Dsum, which the dK/dV kernel reads (nn/kernels/flash_bwd.cuh).
+      static const bool smem_set = [] {
+        CUDA_CHECK(cudaFuncSetAttribute(k::flash::dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        k::flash::kSmemBytes));
+        CUDA_CHECK(cudaFuncSetAttribute(k::flash::dkv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        k::flash::kSmemBytes));
+        return true;
+      }();
+      (void)smem_set;
+      hw("flash dq_kernel"), hw("flash dkv_kernel");
+      const dim3 grid(unsigned(T_ / k::flash::kBlk), unsigned(BH));
+      const float scale = 1.f / std::sqrt(float(D));
+      k::flash::dq_kernel<<<grid, k::flash::kThreads, k::flash::kSmemBytes, s>>>(
+          L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(), dqkv.as<bf16>(),
+          T_, C, c.heads, scale);
+      LAUNCH_CHECK();
+      k::flash::dkv_kernel<<<grid, k::flash::kThreads, k::flash::kSmemBytes, s>>>(
+          L.qkv.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(), dqkv.as<bf16>(), T_, C, c.heads,
+          scale);
+      LAUNCH_CHECK();
+    }
+  } else if (impl == Attn::kCudnn) {
     sdpa->backward(L.qkv.as(), L.att.as(), datt.as(), L.stats.as<float>(), dqkv.as(), dsum.as<float>(),
                    dq_acc.as<float>(), ws.as(), s);
   } else if (impl == Attn::kMatmul) {

@@ -32,6 +32,7 @@
 #include "kernels/attention.cuh"
 #include "kernels/bias_gelu_residual.cuh"
 #include "kernels/embedding.cuh"
+#include "kernels/flash_bwd.cuh"
 #include "kernels/layernorm.cuh"
 #include "kernels/loss.cuh"
 // the libraries
@@ -116,6 +117,13 @@ struct Model {
   // elementwise pass per layer. Off: every layer keeps its own (L.gl).
   bool recompute_gelu = true;
   DeviceBuffer gl_shared;
+  // --flash-bwd on (the default): with cuDNN's fused forward (bf16), the attention's backward is our two
+  // flash kernels (nn/kernels/flash_bwd.cuh: no fp32 dQ accumulator, no atomics) where the head size is
+  // 64 and T a multiple of 64; off, or another shape: cuDNN's fused backward.
+  bool flash_bwd = true;
+  bool ours_attn_bwd() const {
+    return impl == Attn::kCudnn && flash_bwd && k::flash::fits(c.width / c.heads, T_);
+  }
   View tmp, dln, datt, dqkv, dfc, embed_partial;
   // bf16 on the custom backend: the embedding's gradients as one matmul, dW[wte; wpe] += onehot^T . d(embedding),
   // with onehot[n] = (the token's one-hot row | the position's one-hot row), built each step
@@ -176,7 +184,7 @@ struct Model {
   }
 
   Model(const gpt::Config& cfg, int b, Attn want, bool fusion = true, double dropout_p = 0,
-        Backend be = Backend::kCustom, bool recompute = true)
+        Backend be = Backend::kCustom, bool recompute = true, bool flash = true)
       : c(cfg),
         lay(cfg),
         B(b),
@@ -184,6 +192,7 @@ struct Model {
         N(b * cfg.context),
         fuse(fusion),
         recompute_gelu(recompute),
+        flash_bwd(flash),
         drop_p(dropout_p),
         backend(be) {
     CUBLAS_CHECK(cublasCreate(&blas));
@@ -280,7 +289,7 @@ struct Model {
         {"scratch: dqkv / dfc / embedding partials", &scratch_big, std::max(NN * 4 * C * E, embed_bytes), true},
         {"attention dS", &dS, cudnn ? 0 : BHTT * pe, true},
         {"cuDNN dsum", &dsum, cudnn ? sdpa->dsum_elems() * 4 : 0, true},
-        {"cuDNN dq accumulator", &dq_acc, cudnn ? sdpa->dq_acc_elems() * 4 : 0, true},
+        {"cuDNN dq accumulator", &dq_acc, cudnn && !ours_attn_bwd() ? sdpa->dq_acc_elems() * 4 : 0, true},
         {"cuDNN workspace", &ws, cudnn ? sdpa->workspace() : 0, false},
         {"column-sum partials", &partial,  // widest: a bias of 4C, or the fused LayerNorm's per-block partials
          std::max(size_t(k::col_chunks(N)) * 4 * C, size_t(k::ln_bwd_blocks(N, k::kLnMinRowsPerWarp)) * 3 * C) * 4,

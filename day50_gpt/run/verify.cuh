@@ -81,6 +81,7 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   if (dropout_p > 0) std::snprintf(dtag, sizeof dtag, " dropout %.2g", dropout_p);
   const std::string tag =
       std::string("tiny GPT ") + (tf32 ? "tf32" : Types<T>::name()) + " " + attn_name(m.impl) + "-attn" +
+      (m.ours_attn_bwd() ? " + our flash backward" : "") +
       (fusion ? "" : " unfused") + dtag + (cfg ? " width " + std::to_string(c.width) : "") +
       (force_ours ? " plain matmuls + our bias/GELU passes" : "") + (be == Backend::kCudnn ? " cudnn backend" : "");
   std::printf("%s: attention = %s\n", tag.c_str(), m.attn_note.c_str());

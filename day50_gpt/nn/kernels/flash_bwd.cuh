@@ -1,0 +1,312 @@
+// day50_gpt/nn/kernels/flash_bwd.cuh: causal attention's backward as two flash kernels of ours
+// (bf16, head size 64), from cuDNN's forward output O and its softmax statistics.
+//
+// The backward of O = softmax(mask(Q.K^T * scale)).V, with P recomputed from Q, K and the forward's
+// statistics (Stats = rowmax + log(rowsum), so P = exp(S * scale - Stats)):
+//   dV = P^T.dO      dP = dO.V^T      dS = P * (dP - Dsum)      dQ = scale * dS.K      dK = scale * dS^T.Q
+// with Dsum = rowsum(dO * O). The T x T matrices never reach memory: each kernel walks 64 x 64 blocks
+// of them on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate), one 16-row slice per warp.
+//
+// Why two kernels and not cuDNN's one: a single pass that owns a block of keys (dK, dV stay in its
+// registers) has to add its share of dQ into every query block's rows, which other blocks of keys add
+// into too: cuDNN's backward does that with fp32 atomics into a zeroed accumulator, then converts it
+// (the "dQacc" of nn/sdpa_cudnn.h). Here each output has exactly one owner instead:
+//   1. dq_kernel: one block of 64 queries per CTA, walking the blocks of keys at or before it
+//      (S, P, dP, dS again, then dQ += dS.K in registers). It also writes Dsum for its queries.
+//   2. dkv_kernel: one block of 64 keys per CTA, walking the blocks of queries at or after it
+//      (S^T, P^T, dP^T, dS^T, then dV += P^T.dO and dK += dS^T.Q in registers).
+// That recomputes S and dP once more (7 block products instead of 5), but at head size 64 and T = 256
+// these products are small next to moving Q, K, V, dO through memory, and no output is written twice.
+//
+// The next block's tiles are copied into shared memory (cp.async, two buffers) while the current one
+// is multiplied. Shared rows are padded to 72 elements (144 bytes), so the 8 rows an ldmatrix reads
+// start in 8 different bank groups. Layout: Q, K, V read in place from qkv ([B*T][3C], head h at
+// columns h*64 of each third), O and dO from [B*T][C], dQ, dK, dV written into dqkv like qkv.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace k {
+namespace flash {
+
+constexpr int kD = 64;     // head size (the only one these kernels take)
+constexpr int kBlk = 64;   // rows per block of queries or keys
+constexpr int kPad = 72;   // shared row stride in elements: 144 bytes, so ldmatrix rows hit distinct banks
+constexpr int kWarps = 4;  // 16 rows of the block each
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTile = kBlk * kPad;  // elements of one shared tile
+// dynamic shared memory: two fixed tiles, two double-buffered ones, and two double-buffered rows of floats
+constexpr int kSmemBytes = (2 + 2 * 2) * kTile * 2 + 2 * 2 * kBlk * 4;
+constexpr float kLog2e = 1.4426950408889634f;
+
+inline bool fits(int head_size, int T) { return head_size == kD && T % kBlk == 0; }
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+// Four 8x8 bf16 matrices from shared memory; lane i gives the address of row i % 8 of matrix i / 8.
+__device__ __forceinline__ void ldsm4(uint32_t r[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm4_t(uint32_t r[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+// c += a (16x16, row) . b (16x8, col)
+__device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// 2^x on the special-function unit (one instruction; 2^-inf = 0, which the causal mask relies on).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ uint32_t pack(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// A 64 x 64 bf16 tile (rows `row0`.. of a [rows][ld] matrix, columns col0..col0+63) into shared memory:
+// 512 copies of 16 bytes, 4 per thread.
+__device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, size_t ld) {
+  for (int i = threadIdx.x; i < kBlk * kD / 8; i += kThreads) {
+    const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
+    cp_async16(dst + r * kPad + c, src + size_t(r) * ld + c);
+  }
+}
+
+// acc[n-tile][4] (16 rows x 64 columns) += A(16 x 64, the warp's rows of `a`, row-major in shared
+// memory) . B where B's 64 columns are the rows of `b` (B = b^T: b is [n][k] row-major, "col" layout).
+__device__ __forceinline__ void mm_abt(float acc[8][4], const __nv_bfloat16* a, const __nv_bfloat16* b, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    uint32_t af[4];
+    ldsm4(af, a + (lane % 16) * kPad + ks * 16 + (lane / 16) * 8);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t bf[4];
+      ldsm4(bf, b + (np * 16 + (lane % 8) + (lane / 16) * 8) * kPad + ks * 16 + ((lane / 8) % 2) * 8);
+      mma(acc[2 * np], af, bf[0], bf[1]);
+      mma(acc[2 * np + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+// acc[n-tile][4] (16 x 64) += A . B with A from registers (af[k-step][4], 16 x 64) and B = b (64 x 64,
+// [k][n] row-major in shared memory: read transposed).
+__device__ __forceinline__ void mm_ab(float acc[8][4], const uint32_t af[4][4], const __nv_bfloat16* b, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t bf[4];
+      ldsm4_t(bf, b + (ks * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kPad + np * 16 + (lane / 16) * 8);
+      mma(acc[2 * np], af[ks], bf[0], bf[1]);
+      mma(acc[2 * np + 1], af[ks], bf[2], bf[3]);
+    }
+}
+// The accumulator layout of a 16 x 64 product as the A operand of the next (k-step ks covers
+// columns 16ks .. 16ks+15: n-tiles 2ks and 2ks+1), rounded to bf16.
+__device__ __forceinline__ void to_a(const float c[8][4], uint32_t af[4][4]) {
+  for (int ks = 0; ks < 4; ++ks) {
+    af[ks][0] = pack(c[2 * ks][0], c[2 * ks][1]);
+    af[ks][1] = pack(c[2 * ks][2], c[2 * ks][3]);
+    af[ks][2] = pack(c[2 * ks + 1][0], c[2 * ks + 1][1]);
+    af[ks][3] = pack(c[2 * ks + 1][2], c[2 * ks + 1][3]);
+  }
+}
+__device__ __forceinline__ void zero(float c[8][4]) {
+  for (int i = 0; i < 8; ++i) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.f;
+}
+// A warp's 16 x 64 accumulator (times `scale`) to rows row0.. of a [rows][ld] bf16 matrix.
+__device__ __forceinline__ void store_rows(__nv_bfloat16* dst, size_t ld, const float c[8][4], float scale, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  for (int nt = 0; nt < 8; ++nt) {
+    const int col = nt * 8 + 2 * t;
+    *reinterpret_cast<uint32_t*>(dst + size_t(g) * ld + col) = pack(scale * c[nt][0], scale * c[nt][1]);
+    *reinterpret_cast<uint32_t*>(dst + size_t(g + 8) * ld + col) = pack(scale * c[nt][2], scale * c[nt][3]);
+  }
+}
+
+// 1. dQ (and Dsum). Grid: (T / 64 blocks of queries, x = 0 the longest walk; B * H). A head's blocks run
+// side by side (its K and V stay in L2 for them), the longest first.
+__global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __nv_bfloat16* qkv, const __nv_bfloat16* out,
+                                                      const __nv_bfloat16* dout, const float* stats, float* dsum,
+                                                      __nv_bfloat16* dqkv, int T, int C, int H, float scale) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  __nv_bfloat16* sdO = sQ + kTile;
+  __nv_bfloat16* sK = sdO + kTile;  // [2][tile]
+  __nv_bfloat16* sV = sK + 2 * kTile;
+  const int nb = T / kBlk, qb = nb - 1 - int(blockIdx.x), bh = int(blockIdx.y), b = bh / H, h = bh % H;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
+  const __nv_bfloat16* q_at = qkv + row0 * l3 + size_t(h) * kD;
+  const __nv_bfloat16* k_at = q_at + C;
+  const __nv_bfloat16* v_at = q_at + 2 * C;
+  load_tile(sQ, q_at + size_t(qb) * kBlk * l3, l3);
+  load_tile(sdO, dout + (row0 + size_t(qb) * kBlk) * C + size_t(h) * kD, size_t(C));
+  load_tile(sK, k_at, l3);
+  load_tile(sV, v_at, l3);
+  cp_commit();
+  // Dsum for this block's queries: two threads a row, 32 columns each, straight from global memory.
+  {
+    const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+    const size_t at = (row0 + size_t(qb) * kBlk + r) * C + size_t(h) * kD + half * 32;
+    float s = 0;
+    for (int c = 0; c < 32; c += 8) {
+      const uint4 o4 = *reinterpret_cast<const uint4*>(out + at + c), d4 = *reinterpret_cast<const uint4*>(dout + at + c);
+      const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o4);
+      const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&d4);
+      for (int e = 0; e < 4; ++e) {
+        const float2 of = __bfloat1622float2(o2[e]), df = __bfloat1622float2(d2[e]);
+        s += of.x * df.x + of.y * df.y;
+      }
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    if (half == 0) dsum[size_t(bh) * T + size_t(qb) * kBlk + r] = s;
+  }
+  __syncthreads();  // (the dsum writes: read back below by other threads of this block)
+  // This thread's two query rows: qb*64 + 16*warp + g (+8).
+  const int qrow = qb * kBlk + warp * 16 + g;
+  const float sl2 = scale * kLog2e;
+  const float lse0 = stats[size_t(bh) * T + qrow] * kLog2e, lse1 = stats[size_t(bh) * T + qrow + 8] * kLog2e;
+  const float ds0 = dsum[size_t(bh) * T + qrow], ds1 = dsum[size_t(bh) * T + qrow + 8];
+  float dq[8][4];
+  zero(dq);
+  for (int kb = 0; kb <= qb; ++kb) {
+    const int buf = kb & 1;
+    if (kb < qb) {  // the next block of keys into the other buffer
+      load_tile(sK + (buf ^ 1) * kTile, k_at + size_t(kb + 1) * kBlk * l3, l3);
+      load_tile(sV + (buf ^ 1) * kTile, v_at + size_t(kb + 1) * kBlk * l3, l3);
+      cp_commit();
+      cp_wait<1>();
+    } else {
+      cp_wait<0>();
+    }
+    __syncthreads();
+    const __nv_bfloat16 *k_s = sK + buf * kTile, *v_s = sV + buf * kTile;
+    float sc[8][4], dp[8][4];
+    zero(sc), zero(dp);
+    mm_abt(sc, sQ + warp * 16 * kPad, k_s, lane);   // S = Q . K^T
+    mm_abt(dp, sdO + warp * 16 * kPad, v_s, lane);  // dP = dO . V^T
+    // P = 2^(S * scale * log2(e) - Stats * log2(e)), then dS = P * (dP - Dsum). Only the diagonal block
+    // has keys after a query (masked: 2^-inf = 0); the others skip the comparison.
+    if (kb == qb) {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (nt * 8 + 2 * t + (e & 1) > warp * 16 + g + (e >> 1) * 8) sc[nt][e] = -INFINITY;
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = ex2(fmaf(sc[nt][e], sl2, -(e >> 1 ? lse1 : lse0)));
+        sc[nt][e] = p * (dp[nt][e] - (e >> 1 ? ds1 : ds0));  // dS
+      }
+    uint32_t dsa[4][4];
+    to_a(sc, dsa);
+    mm_ab(dq, dsa, k_s, lane);  // dQ += dS . K
+    __syncthreads();            // this buffer is refilled two blocks on
+  }
+  store_rows(dqkv + (row0 + size_t(qrow) - g) * l3 + size_t(h) * kD, l3, dq, scale, lane);
+}
+
+// 2. dK and dV, after dq_kernel (its Dsum). Grid: (T / 64 blocks of keys, x = 0 the longest walk; B * H).
+__global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __nv_bfloat16* qkv, const __nv_bfloat16* dout,
+                                                       const float* stats, const float* dsum, __nv_bfloat16* dqkv,
+                                                       int T, int C, int H, float scale) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  __nv_bfloat16* sV = sK + kTile;
+  __nv_bfloat16* sQ = sV + kTile;  // [2][tile]
+  __nv_bfloat16* sdO = sQ + 2 * kTile;
+  float* sL = reinterpret_cast<float*>(sdO + 2 * kTile);  // [2][64] Stats * log2(e)
+  float* sD = sL + 2 * kBlk;                              // [2][64] Dsum
+  const int nb = T / kBlk, kb = int(blockIdx.x), bh = int(blockIdx.y), b = bh / H, h = bh % H;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
+  const __nv_bfloat16* q_at = qkv + row0 * l3 + size_t(h) * kD;
+  const __nv_bfloat16* do_at = dout + row0 * C + size_t(h) * kD;
+  load_tile(sK, q_at + C + size_t(kb) * kBlk * l3, l3);
+  load_tile(sV, q_at + 2 * C + size_t(kb) * kBlk * l3, l3);
+  auto load_q = [&](int qb, int buf) {
+    load_tile(sQ + buf * kTile, q_at + size_t(qb) * kBlk * l3, l3);
+    load_tile(sdO + buf * kTile, do_at + size_t(qb) * kBlk * C, size_t(C));
+    if (threadIdx.x < kBlk) {
+      sL[buf * kBlk + threadIdx.x] = stats[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x] * kLog2e;
+      sD[buf * kBlk + threadIdx.x] = dsum[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x];
+    }
+  };
+  load_q(kb, 0);
+  cp_commit();
+  const int krow = kb * kBlk + warp * 16 + g;  // this thread's two key rows: krow, krow + 8
+  const float sl2 = scale * kLog2e;
+  float dk[8][4], dv[8][4];
+  zero(dk), zero(dv);
+  for (int qb = kb; qb < nb; ++qb) {
+    const int buf = (qb - kb) & 1;
+    if (qb + 1 < nb) {
+      load_q(qb + 1, buf ^ 1);
+      cp_commit();
+      cp_wait<1>();
+    } else {
+      cp_wait<0>();
+    }
+    __syncthreads();
+    const __nv_bfloat16 *q_s = sQ + buf * kTile, *do_s = sdO + buf * kTile;
+    const float *l_s = sL + buf * kBlk, *d_s = sD + buf * kBlk;
+    float st[8][4], dpt[8][4];
+    zero(st), zero(dpt);
+    mm_abt(st, sK + warp * 16 * kPad, q_s, lane);    // S^T = K . Q^T
+    mm_abt(dpt, sV + warp * 16 * kPad, do_s, lane);  // dP^T = V . dO^T
+    if (qb == kb) {  // the diagonal block: queries before a key are masked (2^-inf = 0)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (nt * 8 + 2 * t + (e & 1) < warp * 16 + g + (e >> 1) * 8) st[nt][e] = -INFINITY;
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const float2 l2 = *reinterpret_cast<const float2*>(l_s + nt * 8 + 2 * t),
+                   d2 = *reinterpret_cast<const float2*>(d_s + nt * 8 + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = ex2(fmaf(st[nt][e], sl2, -(e & 1 ? l2.y : l2.x)));
+        st[nt][e] = p;
+        dpt[nt][e] = p * (dpt[nt][e] - (e & 1 ? d2.y : d2.x));  // dS^T
+      }
+    }
+    uint32_t pa[4][4], dsa[4][4];
+    to_a(st, pa);
+    to_a(dpt, dsa);
+    mm_ab(dv, pa, do_s, lane);  // dV += P^T . dO
+    mm_ab(dk, dsa, q_s, lane);  // dK += dS^T . Q
+    __syncthreads();
+  }
+  __nv_bfloat16* dk_at = dqkv + (row0 + size_t(krow) - g) * l3 + C + size_t(h) * kD;
+  store_rows(dk_at, l3, dk, scale, lane);
+  store_rows(dk_at + C, l3, dv, 1.f, lane);
+}
+
+}  // namespace flash
+}  // namespace k
