@@ -35,11 +35,12 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].backend = Backend::kCustom;  // the cuDNN-graph step has its own row (run/bench_cudnn.cuh)
     v[i].tf32 = false;                // the tf32 step has its own row (run/bench_tf32.cuh)
     v[i].recompute = true;            // the step keeping every GELU output has its own row (run_bench)
+    v[i].flash_bwd = true;            // so has the step with cuDNN's attention backward
   }
   return v;
 }
 inline bool default_step(const TrainOptions& o) {
-  return o.fusion && o.fused_ln && o.graph && o.lt_search && o.recompute;
+  return o.fusion && o.fused_ln && o.graph && o.lt_search && o.recompute && o.flash_bwd;
 }
 inline std::string variant_name(const TrainOptions& o) {
   if (!o.fusion) return " unfused";
@@ -48,6 +49,7 @@ inline std::string variant_name(const TrainOptions& o) {
   if (!o.graph) s += ", no graph";
   if (!o.lt_search) s += ", no Lt search";
   if (!o.recompute) s += ", no recompute";
+  if (!o.flash_bwd) s += ", cuDNN attention backward";
   return s.empty() ? s : " " + s.substr(2);
 }
 
@@ -152,6 +154,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["graph"] = o.graph;
   ex["lt_search"] = o.lt_search;
   ex["recompute"] = o.recompute;
+  ex["flash_bwd"] = o.flash_bwd;
   ex["model_flops_per_step"] = flops;
   ex["model_tflops"] = tflops;
   ex["mfu_pct"] = 100 * tflops / peak_tf;
@@ -582,6 +585,9 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions keep = step_variants(base, true).back();  // --recompute saves, and what it costs
     keep.recompute = false;
     bench_train<bf16>(res, cfg, keep, data, op.attn, seed);
+    TrainOptions theirs = step_variants(base, true).back();  // the default step with cuDNN's attention backward
+    theirs.flash_bwd = false;                                 // in place of ours (nn/kernels/flash_bwd.cuh)
+    bench_train<bf16>(res, cfg, theirs, data, op.attn, seed);
   }
   if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, base, data, seed);  // run/bench_cudnn.cuh
   // What the step chose by timing at start-up (nn/linear.cuh): each matmul epilogue or the plain matmul
