@@ -192,7 +192,7 @@ struct Model {
         N(b * cfg.context),
         fuse(fusion),
         recompute_gelu(recompute),
-        flash_bwd(flash),
+        flash_bwd(flash && be == Backend::kCustom),  // the cuDNN backend keeps cuDNN's attention backward
         drop_p(dropout_p),
         backend(be) {
     CUBLAS_CHECK(cublasCreate(&blas));
