@@ -225,12 +225,17 @@ def test_day50_tolerance():
     t = "\n".join(day50.day50_block(d))
     expect(expr.render(True, "met") == "met" and expr.render(False, "met") == "missed", "FMT met: a goal's boolean")
     expect("Quality, the default run: `data/shakespeare.txt`, 5000 steps" in t and "300 s" in t and "ROMEO:" in t
-           and "| cuDNN | bf16 | – | 0.200 |" in t,
+           and "| cuDNN | bf16 | – | – | 0.200 |" in t,
            "day50: quality object rendered, rows missing keys left out")
     expect(day50.day50_headline(d) == "quality run: lowest val loss 1.51", "day50 headline from the quality object")
-    att = {"bench": [{"name": "attention fwd+bwd bf16 cuDNN", "dtype": "bf16", "ms": 0.2, "tflops": 100.0, "extra": {"forward_ms": 0.05}}]}
-    expect("| cuDNN | bf16 | 0.050 | 0.200 | 100 |" in "\n".join(views.VIEWS["day50_gpt-attention"]["block"](att)),
-           "day50_gpt-attention.json has its own block")
+    att = {"bench": [{"name": "attention fwd+bwd bf16 cuDNN", "dtype": "bf16", "ms": 0.2, "tflops": 100.0, "extra": {"forward_ms": 0.05}},
+                     {"name": "attention fwd+bwd bf16 cuDNN + our flash backward", "dtype": "bf16", "ms": 0.18, "tflops": 110.0,
+                      "extra": {"forward_ms": 0.05, "backward_ms": 0.13}}]}
+    blk = "\n".join(views.VIEWS["day50_gpt-attention"]["block"](att))
+    expect("| cuDNN | bf16 | 0.050 | – | 0.200 | 100 |" in blk and "| cuDNN + our flash backward | bf16 | 0.050 | 0.130 | 0.180 | 110 |" in blk,
+           "day50_gpt-attention.json has its own block (the whole name after the dtype, the backward where given)")
+    expect(day50.attention_headline(att) == "fastest attention fwd+bwd: cuDNN + our flash backward bf16 110 TFLOP/s",
+           "day50 attention headline names the whole implementation")
     s = day10.sass_block({"kernels": [{"kernel": "b", "regs": 32, "instructions": {"FFMA": 0, "HMMA": 4}},
                                       {"kernel": "a", "regs": 40, "instructions": {"FFMA": 8, "HMMA": 0}}]})
     expect(s[2:] == ["| a | 40 | 8 | · |", "| b | 32 | · | 4 |"], "day10_sass table: kernels by name, zeros as ·")
