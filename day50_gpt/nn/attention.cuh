@@ -96,9 +96,14 @@ void Model<T>::attention_fwd(Layer& L) {
   }
   mark(kAttention);
 }
+// bias_grad (the qkv bias gradient, zeroed with the gradients) gets dqkv's column sums added where our
+// flash backward runs: its kernels write a partial per block of 64 rows as they store dqkv, and
+// ln_partials_finish adds them up. Returns whether it did (the weight gradient's matmul then goes without
+// cuBLASLt's bias-gradient epilogue).
 template <class T>
-void Model<T>::attention_bwd(Layer& L) {
+bool Model<T>::attention_bwd(Layer& L, float* bias_grad) {
   const int rows = B * c.heads * T_, C = c.width, D = C / c.heads, BH = B * c.heads;
+  bool bias_done = false;
   if (ours_attn_bwd()) {
     if constexpr (std::is_same<T, bf16>::value) {
       // dQ first: it also writes Dsum, which the dK/dV kernel reads (nn/kernels/flash_bwd.cuh).
@@ -113,14 +118,22 @@ void Model<T>::attention_bwd(Layer& L) {
       hw("flash dq_kernel"), hw("flash dkv_kernel");
       const dim3 grid(unsigned(T_ / k::flash::kBlk), unsigned(BH));
       const float scale = 1.f / std::sqrt(float(D));
+      float* part = bias_grad ? partial.as<float>() : nullptr;  // [B * T / 64][3C]
       k::flash::dq_kernel<<<grid, k::flash::kThreads, k::flash::kSmemBytes, s>>>(
           L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(), dqkv.as<bf16>(),
-          T_, C, c.heads, scale);
+          part, T_, C, c.heads, scale);
       LAUNCH_CHECK();
       k::flash::dkv_kernel<<<grid, k::flash::kThreads, k::flash::kSmemBytes, s>>>(
-          L.qkv.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(), dqkv.as<bf16>(), T_, C, c.heads,
-          scale);
+          L.qkv.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(), dqkv.as<bf16>(), part, T_, C,
+          c.heads, scale);
       LAUNCH_CHECK();
+      if (part) {
+        hw("ln_partials_finish");
+        k::ln_partials_finish<<<(3 * C + 31) / 32, dim3(32, k::kLnFinishRows), 0, s>>>(part, N / k::flash::kBlk, 3 * C,
+                                                                                       1, bias_grad, nullptr, nullptr);
+        LAUNCH_CHECK();
+        bias_done = true;
+      }
     }
   } else if (impl == Attn::kCudnn) {
     sdpa->backward(L.qkv.as(), L.att.as(), datt.as(), L.stats.as<float>(), dqkv.as(), dsum.as<float>(),
@@ -149,4 +162,5 @@ void Model<T>::attention_bwd(Layer& L) {
     LAUNCH_CHECK();
   }
   mark(kAttention);
+  return bias_done;
 }

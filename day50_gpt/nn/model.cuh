@@ -8,6 +8,7 @@
 #pragma once
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -291,8 +292,11 @@ struct Model {
         {"cuDNN dsum", &dsum, cudnn ? sdpa->dsum_elems() * 4 : 0, true},
         {"cuDNN dq accumulator", &dq_acc, cudnn && !ours_attn_bwd() ? sdpa->dq_acc_elems() * 4 : 0, true},
         {"cuDNN workspace", &ws, cudnn ? sdpa->workspace() : 0, false},
-        {"column-sum partials", &partial,  // widest: a bias of 4C, or the fused LayerNorm's per-block partials
-         std::max(size_t(k::col_chunks(N)) * 4 * C, size_t(k::ln_bwd_blocks(N, k::kLnMinRowsPerWarp)) * 3 * C) * 4,
+        {"column-sum partials", &partial,  // widest: a bias of 4C, the fused LayerNorm's per-block partials, or
+                                           // the flash backward's qkv bias partials (per 64 rows)
+         std::max({size_t(k::col_chunks(N)) * 4 * C, size_t(k::ln_bwd_blocks(N, k::kLnMinRowsPerWarp)) * 3 * C,
+                   ours_attn_bwd() ? size_t(N / k::flash::kBlk) * 3 * C : 0}) *
+             4,
          true},
         {"norm partials", &norm_partial, size_t(k::kNormBlocks) * 4, true},
         {"sum of squares", &sumsq, 4, true},
@@ -379,7 +383,7 @@ struct Model {
   void choose_attention(Attn want);
   void build_head_pointers();
   void attention_fwd(Layer& L);
-  void attention_bwd(Layer& L);
+  bool attention_bwd(Layer& L, float* bias_grad = nullptr);
   // nn/optimizer.cuh: gradient norm + AdamW, and the bf16 weight copy.
   // nn/backend_cudnn.cuh: the layers as cuDNN graphs (false: not here, take the custom path).
   bool dnn_run(cg::Graph* g, const std::vector<std::pair<std::string, const void*>>& ptrs);
@@ -686,8 +690,8 @@ struct Model {
                         dln.as<T>(), true, dropout::site_attn(l), Wl.proj_b, &sub_bias);
       // Attention: x_mid = xs[l] + drop(proj(attention(qkv(ln1(xs[l]))))); dx now holds d/dx_mid
       linear_back(L.att.as<T>(), Wl.proj_w, Wl.proj_b, dsub, datt.as<T>(), C, C, nullptr, sub_bias);
-      attention_bwd(L);
-      linear_back(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, dqkv.as<T>(), dln.as<T>(), C, 3 * C);
+      const bool qkv_bias = attention_bwd(L, G(Wl.qkv_b));  // our flash backward adds it up as it stores
+      linear_back(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, dqkv.as<T>(), dln.as<T>(), C, 3 * C, nullptr, qkv_bias);
       // Layer 0's: d(embedding) in T through the embedding's dropout for the embedding's matmul (embed_by_matmul).
       const uint32_t below = l > 0 ? dropout::site_mlp(l - 1) : embed_by_matmul() ? dropout::site_embed() : kNoSite;
       dsub = ln_back_to(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1_mean.as<float>(), L.ln1_rstd.as<float>(),

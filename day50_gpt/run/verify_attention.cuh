@@ -35,11 +35,32 @@ void verify_attention(results::Results& res, uint64_t seed, Attn attn, bool flas
   to_device(m.datt.template as<T>(), dout_t);
   poison(L.att.as(), L.att.bytes());
   poison(m.dqkv.as(), m.dqkv.bytes());
+  // The qkv bias gradient our flash backward adds up as it stores dqkv: into a buffer that starts at 1
+  // (it adds to what is there, as into the zeroed gradients).
+  float* dbias = nullptr;
+  CUDA_CHECK(cudaMalloc(&dbias, size_t(3) * C * sizeof(float)));
+  to_device(dbias, std::vector<float>(size_t(3) * C, 1.f));
   m.attention_fwd(L);
-  m.attention_bwd(L);
+  const bool bias_done = m.attention_bwd(L, dbias);
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<T> out_t = to_host(L.att.template as<T>(), N * C),
                        dqkv_t = to_host(m.dqkv.template as<T>(), N * 3 * C);
+  const std::vector<float> dbias_got = to_host(dbias, size_t(3) * C);
+  CUDA_CHECK(cudaFree(dbias));
+  if (bias_done) {  // every column of dqkv as stored, all B * T rows, in double: the partials' plumbing
+    std::vector<double> got(size_t(3) * C), want(size_t(3) * C, 1.0);
+    double big = 0;
+    for (size_t j = 0; j < got.size(); ++j) {
+      double mag = 0;
+      for (size_t r = 0; r < N; ++r) {
+        const double v = double(float(dqkv_t[r * 3 * C + j]));
+        want[j] += v, mag += std::fabs(v);
+      }
+      got[j] = dbias_got[j], big = std::max(big, mag);
+    }
+    res.add(verify::compare(tag + " qkv bias gradient (1 + column sums of dqkv)", got.data(), want.data(), got.size(),
+                            verify::Tol{1e-5 * big, 1e-5, "fp32 sums"}));
+  }
   // CPU reference for heads (b=0, h=0) and (b=1, h=H-1).
   std::vector<double> q64(qkv.begin(), qkv.end()), d64(dout.begin(), dout.end()), out_ref(N * C, 0.0),
       dqkv_ref(N * 3 * C, 0.0), Pm(size_t(Tq) * Tq);

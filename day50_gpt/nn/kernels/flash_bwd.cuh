@@ -18,6 +18,13 @@
 // That recomputes S and dP once more (7 block products instead of 5), but at head size 64 and T = 256
 // these products are small next to moving Q, K, V, dO through memory, and no output is written twice.
 //
+// Both kernels can also hand back the qkv bias gradient's share of their rows (bias_part not null): the
+// bias gradient is the column sums of dqkv, and each CTA holds one 64 x 64 block of dQ (or dK and dV) in
+// registers as it stores it, so it writes that block's 64 column sums (of the values as stored, bf16)
+// into bias_part[row block][3C], one owner each; ln_partials_finish adds the B * T / 64 partials of a
+// column in order (no atomics: the same bits every run). The qkv weight gradient is then a plain
+// matmul, without cuBLASLt's bias-gradient epilogue (Model::attention_bwd).
+//
 // The next block's tiles are copied into shared memory (cp.async, two buffers) while the current one
 // is multiplied. Shared rows are padded to 72 elements (144 bytes), so the 8 rows an ldmatrix reads
 // start in 8 different bank groups. Layout: Q, K, V read in place from qkv ([B*T][3C], head h at
@@ -83,6 +90,20 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// Start the next block's copies (if `more`) and wait for the current block's, then a barrier: the
+// groups complete in order, so with the next group in flight, "all but the newest" is this block's.
+template <class F>
+__device__ __forceinline__ void prefetch_then_wait(bool more, F&& load_next) {
+  if (more) {
+    load_next();
+    cp_commit();
+    cp_wait<1>();
+  } else {
+    cp_wait<0>();
+  }
+  __syncthreads();
+}
+
 // A 64 x 64 bf16 tile (rows `row0`.. of a [rows][ld] matrix, columns col0..col0+63) into shared memory:
 // 512 copies of 16 bytes, 4 per thread.
 __device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, size_t ld) {
@@ -144,11 +165,39 @@ __device__ __forceinline__ void store_rows(__nv_bfloat16* dst, size_t ld, const 
   }
 }
 
+// The column sums of a warp's 16 x 64 accumulator (times `scale`, rounded to bf16 as store_rows stores
+// it) into red[0..63] (shared): each lane adds its two rows, then the 8 lanes of one column group add
+// theirs (lanes 0..3 end up holding the warp's 64 sums).
+__device__ __forceinline__ void warp_col_sums(const float c[8][4], float scale, float* red, int lane) {
+  float s[8][2];
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      s[nt][j] = __bfloat162float(__float2bfloat16_rn(scale * c[nt][j])) +
+                 __bfloat162float(__float2bfloat16_rn(scale * c[nt][2 + j]));
+#pragma unroll
+  for (int off = 4; off < 32; off *= 2)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) s[nt][j] += __shfl_xor_sync(0xffffffffu, s[nt][j], off);
+  if (lane < 4)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) red[nt * 8 + 2 * lane] = s[nt][0], red[nt * 8 + 2 * lane + 1] = s[nt][1];
+}
+// The CTA's 64 column sums: its 4 warps' (red[warp][64]) added in warp order by threads first..first+63.
+__device__ __forceinline__ void block_col_sums(const float* red, float* part, int first) {
+  const int c = int(threadIdx.x) - first;
+  if (c >= 0 && c < kBlk) part[c] = red[c] + red[kBlk + c] + red[2 * kBlk + c] + red[3 * kBlk + c];
+}
+
 // 1. dQ (and Dsum). Grid: (T / 64 blocks of queries, x = 0 the longest walk; B * H). A head's blocks run
 // side by side (its K and V stay in L2 for them), the longest first.
 __global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __nv_bfloat16* qkv, const __nv_bfloat16* out,
                                                       const __nv_bfloat16* dout, const float* stats, float* dsum,
-                                                      __nv_bfloat16* dqkv, int T, int C, int H, float scale) {
+                                                      __nv_bfloat16* dqkv, float* bias_part, int T, int C, int H,
+                                                      float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* sdO = sQ + kTile;
@@ -192,15 +241,10 @@ __global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __nv_bfloat16* qk
   zero(dq);
   for (int kb = 0; kb <= qb; ++kb) {
     const int buf = kb & 1;
-    if (kb < qb) {  // the next block of keys into the other buffer
+    prefetch_then_wait(kb < qb, [&] {  // the next block of keys into the other buffer
       load_tile(sK + (buf ^ 1) * kTile, k_at + size_t(kb + 1) * kBlk * l3, l3);
       load_tile(sV + (buf ^ 1) * kTile, v_at + size_t(kb + 1) * kBlk * l3, l3);
-      cp_commit();
-      cp_wait<1>();
-    } else {
-      cp_wait<0>();
-    }
-    __syncthreads();
+    });
     const __nv_bfloat16 *k_s = sK + buf * kTile, *v_s = sV + buf * kTile;
     float sc[8][4], dp[8][4];
     zero(sc), zero(dp);
@@ -228,12 +272,18 @@ __global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __nv_bfloat16* qk
     __syncthreads();            // this buffer is refilled two blocks on
   }
   store_rows(dqkv + (row0 + size_t(qrow) - g) * l3 + size_t(h) * kD, l3, dq, scale, lane);
+  if (bias_part) {  // the tiles are free again (the loop's last barrier): 4 x 64 floats of sums
+    float* red = reinterpret_cast<float*>(smem_raw);
+    warp_col_sums(dq, scale, red + warp * kBlk, lane);
+    __syncthreads();
+    block_col_sums(red, bias_part + (size_t(b) * nb + qb) * l3 + size_t(h) * kD, 0);
+  }
 }
 
 // 2. dK and dV, after dq_kernel (its Dsum). Grid: (T / 64 blocks of keys, x = 0 the longest walk; B * H).
 __global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __nv_bfloat16* qkv, const __nv_bfloat16* dout,
                                                        const float* stats, const float* dsum, __nv_bfloat16* dqkv,
-                                                       int T, int C, int H, float scale) {
+                                                       float* bias_part, int T, int C, int H, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* sV = sK + kTile;
@@ -264,14 +314,7 @@ __global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __nv_bfloat16* q
   zero(dk), zero(dv);
   for (int qb = kb; qb < nb; ++qb) {
     const int buf = (qb - kb) & 1;
-    if (qb + 1 < nb) {
-      load_q(qb + 1, buf ^ 1);
-      cp_commit();
-      cp_wait<1>();
-    } else {
-      cp_wait<0>();
-    }
-    __syncthreads();
+    prefetch_then_wait(qb + 1 < nb, [&] { load_q(qb + 1, buf ^ 1); });
     const __nv_bfloat16 *q_s = sQ + buf * kTile, *do_s = sdO + buf * kTile;
     const float *l_s = sL + buf * kBlk, *d_s = sD + buf * kBlk;
     float st[8][4], dpt[8][4];
@@ -306,6 +349,15 @@ __global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __nv_bfloat16* q
   __nv_bfloat16* dk_at = dqkv + (row0 + size_t(krow) - g) * l3 + C + size_t(h) * kD;
   store_rows(dk_at, l3, dk, scale, lane);
   store_rows(dk_at + C, l3, dv, 1.f, lane);
+  if (bias_part) {  // dK's sums by threads 0..63, dV's by 64..127
+    float* red = reinterpret_cast<float*>(smem_raw);
+    warp_col_sums(dk, scale, red + warp * kBlk, lane);
+    warp_col_sums(dv, 1.f, red + (kWarps + warp) * kBlk, lane);
+    __syncthreads();
+    float* part = bias_part + (size_t(b) * nb + kb) * l3 + C + size_t(h) * kD;
+    block_col_sums(red, part, 0);
+    block_col_sums(red + kWarps * kBlk, part + C, kBlk);
+  }
 }
 
 }  // namespace flash
