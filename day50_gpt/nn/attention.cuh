@@ -26,6 +26,14 @@ void Model<T>::choose_attention(Attn want) {
     const std::string why = sdpa->build();
     if (why.empty()) {
       impl = Attn::kCudnn;
+      // Our flash backward's kernels take more than the default 48 KB of dynamic shared memory. The
+      // attribute belongs to the current device, so each Model sets it on its own: with 2 GPUs each rank
+      // builds its Model on its GPU, and a once-per-process setting left GPU 1's launches invalid.
+      if constexpr (std::is_same<T, bf16>::value)
+        if (ours_attn_bwd())
+          for (const void* f : {reinterpret_cast<const void*>(&k::flash::dq_kernel),
+                                reinterpret_cast<const void*>(&k::flash::dkv_kernel)})
+            CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, k::flash::kSmemBytes));
       attn_note = "cuDNN fused flash attention (forward: " + sdpa->fwd_variant() + "; backward: " +
                   (ours_attn_bwd() ? "ours, nn/kernels/flash_bwd.cuh" : sdpa->bwd_variant()) + ")";
     } else {
@@ -106,15 +114,8 @@ bool Model<T>::attention_bwd(Layer& L, float* bias_grad) {
   bool bias_done = false;
   if (ours_attn_bwd()) {
     if constexpr (std::is_same<T, bf16>::value) {
-      // dQ first: it also writes Dsum, which the dK/dV kernel reads (nn/kernels/flash_bwd.cuh).
-      static const bool smem_set = [] {
-        CUDA_CHECK(cudaFuncSetAttribute(k::flash::dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        k::flash::kSmemBytes));
-        CUDA_CHECK(cudaFuncSetAttribute(k::flash::dkv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        k::flash::kSmemBytes));
-        return true;
-      }();
-      (void)smem_set;
+      // dQ first: it also writes Dsum, which the dK/dV kernel reads (nn/kernels/flash_bwd.cuh). Their
+      // shared-memory size was allowed when this Model chose its attention (choose_attention).
       hw("flash dq_kernel"), hw("flash dkv_kernel");
       const dim3 grid(unsigned(T_ / k::flash::kBlk), unsigned(BH));
       const float scale = 1.f / std::sqrt(float(D));
