@@ -1,5 +1,6 @@
 // day50_gpt/nn/kernels/common.cuh: what every kernel file of the GPT shares: loads and stores in the
-// activation type, warp reductions, the grid-stride loop and the atomics-free column sums.
+// activation type, warp reductions, the grid-stride loop, asynchronous copies into shared memory and the
+// atomics-free column sums.
 //
 // Each kernel is the GPU twin of a function in gpt_ref.h / train_ref.h. Every kernel that touches activations is a
 // template on the activation type `T`: float in fp32 mode, __nv_bfloat16 in bf16 mode. Whatever T is, arithmetic is
@@ -44,6 +45,24 @@ __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// The shared-memory address of a generic pointer: what cp.async, ldmatrix, mbarriers and mapa take.
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
+// Asynchronous copies, global to shared memory without passing through registers (sm_80 and later):
+// kBytes (4, 8 or 16) per thread through L1 (.ca), or 16 bytes past it (.cg: data each block reads once,
+// nothing to keep in L1); grouped by commit, waited for by group: at most N groups still in flight.
+template <int kBytes>
+__device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(smem_addr(smem)), "l"(gmem), "n"(kBytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_cg16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 #define GRID_STRIDE(i, n) \
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
 

@@ -53,7 +53,6 @@ constexpr int kCRowGroup = 8;   // rows a warp sums together (each 8 floats of i
 // goes on, and the mbarrier's phase completes when all the bytes it was told to expect have landed. (A
 // first version had all 512 threads issue 16-byte cp.async, ~4,800 requests a stage for the largest: it
 // ran slower in development, its issuing on every thread's path.)
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void mbar_init(unsigned long long* bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
 }

@@ -34,6 +34,8 @@
 
 #include <cstdint>
 
+#include "common.cuh"  // smem_addr, cp_async_cg16, cp_async_commit, cp_async_wait
+
 namespace k {
 namespace flash {
 
@@ -49,17 +51,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 inline bool fits(int head_size, int T) { return head_size == kD && T % kBlk == 0; }
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 // Four 8x8 bf16 matrices from shared memory; lane i gives the address of row i % 8 of matrix i / 8.
 __device__ __forceinline__ void ldsm4(uint32_t r[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -96,10 +87,10 @@ template <class F>
 __device__ __forceinline__ void prefetch_then_wait(bool more, F&& load_next) {
   if (more) {
     load_next();
-    cp_commit();
-    cp_wait<1>();
+    cp_async_commit();
+    cp_async_wait<1>();
   } else {
-    cp_wait<0>();
+    cp_async_wait<0>();
   }
   __syncthreads();
 }
@@ -109,7 +100,7 @@ __device__ __forceinline__ void prefetch_then_wait(bool more, F&& load_next) {
 __device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, size_t ld) {
   for (int i = threadIdx.x; i < kBlk * kD / 8; i += kThreads) {
     const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
-    cp_async16(dst + r * kPad + c, src + size_t(r) * ld + c);
+    cp_async_cg16(dst + r * kPad + c, src + size_t(r) * ld + c);
   }
 }
 
@@ -213,7 +204,7 @@ __global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __nv_bfloat16* qk
   load_tile(sdO, dout + (row0 + size_t(qb) * kBlk) * C + size_t(h) * kD, size_t(C));
   load_tile(sK, k_at, l3);
   load_tile(sV, v_at, l3);
-  cp_commit();
+  cp_async_commit();
   // Dsum for this block's queries: two threads a row, 32 columns each, straight from global memory.
   {
     const int r = threadIdx.x / 2, half = threadIdx.x % 2;
@@ -307,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __nv_bfloat16* q
     }
   };
   load_q(kb, 0);
-  cp_commit();
+  cp_async_commit();
   const int krow = kb * kBlk + warp * 16 + g;  // this thread's two key rows: krow, krow + 8
   const float sl2 = scale * kLog2e;
   float dk[8][4], dv[8][4];

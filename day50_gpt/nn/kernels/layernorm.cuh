@@ -159,14 +159,6 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) mean[row] = m, rstd[row] = r;
 }
 
-// Asynchronous copies, global to shared memory without passing through registers (sm_80 and later):
-// `bytes` (8 or 16) per lane, grouped by commit, waited for by group.
-template <int kBytes>
-__device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
-  const unsigned d = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(gmem), "n"(kBytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 // Programmatic dependent launch (sm_90): the kernel after this one in the stream may be launched while this
 // one finishes (its launch overlaps our tail), and waits for our results with grid_dependency_wait. Both are
 // no-ops where the launch did not ask for it (and below sm_90).
@@ -180,7 +172,6 @@ __device__ __forceinline__ void grid_dependency_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 
 // The backward of one LayerNorm, its parameter gradients included. Block (8 warps) owns
 // 8 * rows_per_warp consecutive rows, each warp rows_per_warp of them; a lane adds dy * xhat and dy of
@@ -250,7 +241,7 @@ __global__ void __launch_bounds__(256, K <= 4 ? 2 : 1)
     const float m = mean[row], r = rstd[row];
     float xh[K][4], dxh[K][4], old[K][4];
     float s1 = 0, s2 = 0;
-    if constexpr (kLnBwdStaged<K>) cp_async_wait_all();  // row k's chunks (the only group in flight)
+    if constexpr (kLnBwdStaged<K>) cp_async_wait<0>();  // row k's chunks (the only group in flight)
 #pragma unroll
     for (int i = 0; i < K; ++i) {
       const int j = lane + kWarp * i;
@@ -300,7 +291,7 @@ __global__ void __launch_bounds__(256, K <= 4 ? 2 : 1)
       }
     }
   }
-  if constexpr (kLnBwdStaged<K>) cp_async_wait_all();  // nothing may still land in the staging
+  if constexpr (kLnBwdStaged<K>) cp_async_wait<0>();  // nothing may still land in the staging
   launch_dependents();  // ln_partials_finish may start launching now (it waits for this grid's partials)
   __syncthreads();  // every warp is done with its staging slot: the column sums reuse it
   // The block's column sums, gains then biases (then dout's), each through the shared buffer in warp order.
