@@ -107,6 +107,9 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
       f.width = 128, f.heads = 2, f.context = 128;
       verify_tiny<bf16>(res, seed + 19, attn, true, 0.2, &f);
       if (!small) verify_attention<bf16>(res, seed + 1, attn, false);
+      // Our fused-epilogue GEMM (nn/gemm_sm90.h) in every linear layer it can take, against the CPU: the
+      // same model (its widths are multiples of 8, as TMA needs), where this GPU runs the kernel.
+      if (sm90::available()) verify_tiny<bf16>(res, seed + 23, attn, true, 0.2, &f, false, Backend::kCustom, false, true);
     }
     verify_training<bf16>(res, data, seed + 2, attn, small);
     if (attn == Attn::kAuto || attn == Attn::kCudnn) verify_cudnn_backend(res, data, seed + 17, small);

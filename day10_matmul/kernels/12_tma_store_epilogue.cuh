@@ -35,31 +35,14 @@ constexpr size_t smem_bytes() {
 }
 
 #if HOPPER_ENABLED
-// ---- the copy engine's store side, and a barrier for one warpgroup -----------------------
-__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
-               "r"(hopper::smem_u32(src)), "r"(c0), "r"(c1)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-// Wait until at most N of this thread's committed bulk groups still read shared memory.
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-// Ordinary shared-memory stores -> visible to the async proxy (the TMA unit) that reads them next.
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-// bar.sync on barrier `id` for the 128 threads of one consumer warpgroup (0 is __syncthreads).
-__device__ __forceinline__ void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
-
-// Two floats -> one bf16 pair at a shared-memory address. Spelled as st.shared: through a
-// plain pointer the compiler emitted generic stores (ST.E, which must first find out which
-// memory the address is in) instead of STS.
-__device__ __forceinline__ void st_shared_bf16x2(uint32_t addr, float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(*reinterpret_cast<const uint32_t*>(&v)) : "memory");
-}
+// The copy engine's store side, the warpgroup barrier and st.shared of a bf16 pair: common/hopper.cuh.
+using hopper::bulk_commit;
+using hopper::bulk_wait_all;
+using hopper::bulk_wait_read;
+using hopper::fence_async_shared;
+using hopper::st_shared_bf16x2;
+using hopper::tma_store_2d;
+using hopper::warpgroup_sync;
 
 // ---- one consumer's epilogue -------------------------------------------------------------
 // d: the accumulator, four 64x64 boxes of 32 registers (layout in hopper::store_m64n256_bf16:

@@ -40,15 +40,8 @@ __device__ __forceinline__ void init_barriers(Smem& s, uint32_t empty_arrivals) 
   }
 }
 
-// Tile order: tiles come in groups of `group_m` rows of tiles, column by column inside a group,
-// so the ~132 tiles in flight at once cover a compact patch of C (e.g. 16 x 8 tiles) and read a
-// small set of A rows and B columns that stays in L2.
-__device__ __forceinline__ void grouped_coords(int tile, int rows_total, int tiles_n, int group_m, int& bm, int& bn) {
-  const int gsize = group_m * tiles_n, g = tile / gsize, first = g * group_m;
-  const int rows = min(group_m, rows_total - first);
-  bm = first + (tile % gsize) % rows;
-  bn = (tile % gsize) / rows;
-}
+// Tile order (groups of `group_m` rows of tiles, column by column inside a group): common/hopper.cuh.
+using hopper::grouped_coords;
 
 // The producer's k-steps of one tile (one thread). The stage ring runs on across tiles (`it`
 // counts k-steps of all tiles), so the producer loads the next tile during this one's epilogue.

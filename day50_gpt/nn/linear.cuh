@@ -43,6 +43,11 @@ void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* 
   sp.ta = CUBLAS_OP_T, sp.tb = CUBLAS_OP_N, sp.m = O, sp.n = N, sp.k = I, sp.lda = I, sp.ldb = I, sp.ldd = O;
   sp.epilogue = gelu_out ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, sp.aux_ld = gelu_out ? O : 0;
   if (lt::Tuned* mm = lt_get(sp, Types<T>::blas)) {
+    if (fwd_fused(mm, in, w, b, out, gelu_out, I, O)) {  // our GEMM with the epilogue (nn/gemm_sm90.h) is faster
+      run_fwd_fused(in, w, b, out, gelu_out, I, O);
+      mark(kMatmul);
+      return;
+    }
     if (fwd_apart(mm, in, w, b, out, gelu_out, I, O)) {  // the plain matmul and one pass of ours are faster
       matmul_fwd<T, T>(blas, in, W(w), out, N, I, O);
       mark(kMatmul);
@@ -213,6 +218,98 @@ bool Model<T>::dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu
   return epilogue_or_ours("backward", key, best, same);
 }
 
+// Our Hopper GEMM with the epilogue fused (nn/gemm_sm90.h), where it runs: bf16, an sm_90 GPU with the
+// sm_90a build, TMA's 16-byte rows. Against cuBLASLt's epilogue it is one more timed choice (bf16,
+// --lt-search), kept only if faster and matching; --verify forces it (force_fused) so that the CPU
+// comparison covers it.
+template <class T>
+bool Model<T>::fused_fits(int M, int Nn, int K, const void* a, const void* bt, const void* c, const void* aux) const {
+  return std::is_same<T, bf16>::value && lt_search && sm90::fits(M, Nn, K, a, bt, c, aux) && sm90::available();
+}
+template <class T>
+void Model<T>::run_fwd_fused(const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O) {
+  if constexpr (std::is_same<T, bf16>::value) {
+    hw("sm90::gemm (fused epilogue)");
+    if (gelu_out)  // aux = out keeps the pre-activation, C = gelu_out
+      sm90::gemm(sm90::Epi::kBiasGeluAux, N, O, I, in, W(w), gelu_out, W(b), out, s);
+    else
+      sm90::gemm(sm90::Epi::kBias, N, O, I, in, W(w), out, W(b), nullptr, s);
+    ++fused_launches;
+  }
+}
+template <class T>
+void Model<T>::run_dgelu_fused(const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O) {
+  if constexpr (std::is_same<T, bf16>::value) {
+    // din[N][I] = (dout[N][O] . W[O][I]) * gelu'(pre): our GEMM takes B as [I][O], so W is transposed first
+    // (into w_t, every call: the weights change every step and this costs a few us).
+    hw("transpose"), hw("sm90::gemm (fused epilogue)");
+    k::transpose<T><<<dim3((I + 31) / 32, (O + 31) / 32), dim3(32, 8), 0, s>>>(W(w), w_t.as<T>(), O, I);
+    LAUNCH_CHECK();
+    sm90::gemm(sm90::Epi::kDGelu, N, I, O, dout, w_t.as<T>(), din, nullptr, const_cast<T*>(gelu_pre), s);
+    ++fused_launches;
+  }
+}
+// The verdict of a fused-or-epilogue choice, remembered under key and printed.
+inline bool epilogue_or_fused(const char* pass, const std::string& key, const float best[2], bool same) {
+  const bool fused = same && best[1] < best[0];
+  char note[200];
+  std::snprintf(note, sizeof note, "cuBLASLt's epilogue %.1f us, our fused GEMM %.1f us%s: %s", 1e3 * best[0],
+                1e3 * best[1], same ? "" : " (ours differs)", fused ? "ours" : "cuBLASLt");
+  lt::remember(key, fused ? 0 : 1, note);
+  std::printf("%s %s: %s\n", pass, key.c_str(), note);
+  return fused;
+}
+template <class T>
+bool Model<T>::fwd_fused(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O) {
+  if (!fused_fits(N, O, I, in, W(w), out, gelu_out)) return false;
+  if (force_fused) return true;
+  const bool gelu = gelu_out != nullptr;
+  const std::string key = std::string(gelu ? "fused bias+GELU " : "fused bias ") + std::to_string(I) + "x" +
+                          std::to_string(O) + "x" + std::to_string(N);
+  const int known = lt::recall(key);
+  if (known >= 0) return known == 0;
+  if (lt::capturing(s)) return false;
+  const size_t n = size_t(N) * O;
+  T *pre_e = nullptr, *act_e = nullptr, *pre_f = nullptr, *act_f = nullptr;
+  for (T** p : {&pre_e, &act_e, &pre_f, &act_f}) {  // poisoned, as in fwd_apart
+    CUDA_CHECK(cudaMalloc(p, n * sizeof(T)));
+    poison(*p, n * sizeof(T), s);
+  }
+  auto epilogue = [&] { mm->run(W(w), in, gelu ? act_e : pre_e, 0.f, W(b), gelu ? pre_e : nullptr, lt_ws.as(), s); };
+  auto fused = [&] { run_fwd_fused(in, w, b, pre_f, gelu ? act_f : nullptr, I, O); };
+  float best[2];
+  lt::time_two(s, epilogue, fused, best);
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  bool same = matches_epilogue(pre_f, pre_e, n, key + " pre-activation");
+  if (gelu) same = matches_epilogue(act_f, act_e, n, key + " GELU") && same;
+  for (T* p : {pre_e, act_e, pre_f, act_f}) CUDA_CHECK(cudaFree(p));
+  return epilogue_or_fused("forward", key, best, same);
+}
+template <class T>
+bool Model<T>::dgelu_fused(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O) {
+  if (!fused_fits(N, I, O, dout, w_t.as(), din, gelu_pre)) return false;
+  if (force_fused) return true;
+  const std::string key = "fused dGELU " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
+  const int known = lt::recall(key);
+  if (known >= 0) return known == 0;
+  if (lt::capturing(s)) return false;
+  const size_t n = size_t(N) * I;
+  T *din_e = nullptr, *din_f = nullptr;
+  CUDA_CHECK(cudaMalloc(&din_e, n * sizeof(T)));
+  CUDA_CHECK(cudaMalloc(&din_f, n * sizeof(T)));
+  poison(din_e, n * sizeof(T), s);
+  poison(din_f, n * sizeof(T), s);
+  auto epilogue = [&] { mm->run(W(w), dout, din_e, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s); };
+  auto fused = [&] { run_dgelu_fused(dout, w, gelu_pre, din_f, I, O); };  // the transpose included
+  float best[2];
+  lt::time_two(s, epilogue, fused, best);
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  const bool same = matches_epilogue(din_f, din_e, n, key);
+  CUDA_CHECK(cudaFree(din_e));
+  CUDA_CHECK(cudaFree(din_f));
+  return epilogue_or_fused("backward", key, best, same);
+}
+
 // The bias gradient: db += dout's column sums (db zeroed with the gradients), in two passes: per-chunk
 // partial sums of 32 columns each, then one sum per column over the chunks (no atomics: the same bits
 // every run).
@@ -240,7 +337,9 @@ void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_N, sp.m = I, sp.n = N, sp.k = O, sp.lda = I, sp.ldb = O, sp.ldd = I;
     sp.epilogue = CUBLASLT_EPILOGUE_DGELU, sp.aux_ld = I;
     if (lt::Tuned* mm = lt_get(sp, Types<T>::blas)) {
-      if (dgelu_apart(mm, dout, w, gelu_pre, din, I, O))  // the GELU's backward in k::gelu_bwd_vec, below
+      if (dgelu_fused(mm, dout, w, gelu_pre, din, I, O))  // our GEMM with gelu' in its epilogue
+        run_dgelu_fused(dout, w, gelu_pre, din, I, O);
+      else if (dgelu_apart(mm, dout, w, gelu_pre, din, I, O))  // the GELU's backward in k::gelu_bwd_vec, below
         matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O), dgelu_ours = true;
       else
         mm->run(W(w), dout, din, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s);

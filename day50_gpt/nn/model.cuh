@@ -36,8 +36,10 @@
 #include "kernels/flash_bwd.cuh"
 #include "kernels/layernorm.cuh"
 #include "kernels/loss.cuh"
+#include "kernels/transpose.cuh"
 // the libraries
 #include "lt_tuned.cuh"
+#include "gemm_sm90.h"
 #include "matmul.cuh"
 #include "phases.cuh"
 #include "sdpa_cudnn.h"
@@ -94,6 +96,9 @@ struct Model {
   // the CPU comparison covers them whatever the timing would choose; ours_launches counts them.
   bool force_ours = false;
   int ours_launches = 0;
+  // --verify: our fused-epilogue GEMM (nn/gemm_sm90.h) wherever it can run, untimed; fused_launches counts it.
+  bool force_fused = false;
+  int fused_launches = 0;
   std::unique_ptr<sdpa::Attention> sdpa;
   Phases* ph = nullptr;
   // Called by backward() as soon as block l's parameter gradients are enqueued (l = -1: at the end,
@@ -111,6 +116,7 @@ struct Model {
   // residual add (forward) with the backward's d(attention output) and d(LayerNorm output); dqkv
   // (attention backward) with dfc (MLP backward) and the embedding's partial sums (the very end).
   DeviceBuffer scratch_small, scratch_big;
+  DeviceBuffer w_t;  // bf16: a weight transposed, as our fused dGELU GEMM reads it (the widest: fc2's, 4C x C)
   // --recompute on (the default): the MLP's GELU output (N x 4C, the largest activation) is not kept
   // per layer. The forward writes it into one shared buffer, where the next matmul reads it, and the
   // backward recomputes it there from the kept pre-activation before the weight gradient that reads
@@ -299,6 +305,7 @@ struct Model {
              4,
          true},
         {"norm partials", &norm_partial, size_t(k::kNormBlocks) * 4, true},
+        {"a weight transposed (our fused dGELU GEMM)", &w_t, bf ? size_t(4) * C * C * E : 0, true},
         {"sum of squares", &sumsq, 4, true},
         {"dropout: d(sublayer out) through the mask", &ddrop, drop_p > 0 ? NN * C * E : 0, true},
         {"cuDNN graphs workspace", &dnn_ws, on_cudnn() ? size_t(kDnnWorkspace) : 0, false},
@@ -374,6 +381,11 @@ struct Model {
   bool bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int I, int O);
   bool fwd_apart(lt::Tuned* mm, const T* in, size_t w, size_t b, const T* out, const T* gelu_out, int I, int O);
   bool dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, const T* din, int I, int O);
+  bool fused_fits(int M, int Nn, int K, const void* a, const void* bt, const void* c, const void* aux) const;
+  bool fwd_fused(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O);
+  bool dgelu_fused(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O);
+  void run_fwd_fused(const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O);
+  void run_dgelu_fused(const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O);
   void linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out = nullptr);
   // bias_done: the bias gradient is already added (by the LayerNorm backward that wrote dout: ln_back_to).
   void linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre = nullptr,

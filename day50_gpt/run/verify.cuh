@@ -49,7 +49,7 @@ void cudnn_coverage(results::Results& res, const Model<T>& m, const std::string&
 template <class T>
 void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true, double dropout_p = 0,
                  const gpt::Config* cfg = nullptr, bool force_ours = false, Backend be = Backend::kCustom,
-                 bool tf32 = false) {
+                 bool tf32 = false, bool force_fused = false) {
   const gpt::Config c = cfg ? *cfg : tiny_config();
   const int B = 3, Tq = c.context;
   verify::Rng rng(seed);
@@ -76,6 +76,7 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   m.set_tf32(tf32);
   m.fused_ln = fusion;
   m.force_ours = force_ours;
+  m.force_fused = force_fused;
   m.drop_key = key, m.drop_step = step;
   char dtag[32] = "";
   if (dropout_p > 0) std::snprintf(dtag, sizeof dtag, " dropout %.2g", dropout_p);
@@ -83,7 +84,8 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
       std::string("tiny GPT ") + (tf32 ? "tf32" : Types<T>::name()) + " " + attn_name(m.impl) + "-attn" +
       (m.ours_attn_bwd() ? " + our flash backward" : "") +
       (fusion ? "" : " unfused") + dtag + (cfg ? " width " + std::to_string(c.width) : "") +
-      (force_ours ? " plain matmuls + our bias/GELU passes" : "") + (be == Backend::kCudnn ? " cudnn backend" : "");
+      (force_ours ? " plain matmuls + our bias/GELU passes" : "") + (force_fused ? " our fused-epilogue GEMMs" : "") +
+      (be == Backend::kCudnn ? " cudnn backend" : "");
   std::printf("%s: attention = %s\n", tag.c_str(), m.attn_note.c_str());
   to_device(m.params.template as<float>(), p);
   m.sync_weights();
@@ -118,6 +120,9 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   if (force_ours)
     res.add(verify::fact(tag + ": our passes ran in place of the epilogues", m.ours_launches > 0, "count",
                          std::to_string(m.ours_launches) + " launches"));
+  if (force_fused)
+    res.add(verify::fact(tag + ": our fused GEMMs ran in place of cuBLASLt's epilogues", m.fused_launches > 0,
+                         "count", std::to_string(m.fused_launches) + " launches"));
 }
 
 // Generation on the GPU (KV cache, CUDA graphs, sampling kernel) against the CPU's decode_step and

@@ -1,5 +1,6 @@
-// Hopper building blocks shared by steps 10 and 11 (sm_90a): mbarriers, TMA loads,
-// wgmma descriptors and fences, and the host-side tensor-map encoder.
+// Hopper building blocks (sm_90a) shared by day10's steps 10-16 and day50's fused-epilogue GEMM
+// (day50_gpt/nn/gemm_sm90.cu): mbarriers, TMA loads and stores, wgmma descriptors and fences, the
+// tile order, and the host-side tensor-map encoder.
 #pragma once
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -79,6 +80,42 @@ __device__ __forceinline__ void store_m64n256_bf16(const float (&d)[128], bf16* 
             __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
     }
   }
+}
+
+// ---- the copy engine's store side, and a barrier for one warpgroup -----------------------
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
+               "r"(smem_u32(src)), "r"(c0), "r"(c1)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Wait until at most N of this thread's committed bulk groups still read shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// Ordinary shared-memory stores -> visible to the async proxy (the TMA unit) that reads them next.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// bar.sync on barrier `id` for the 128 threads of one consumer warpgroup (0 is __syncthreads).
+__device__ __forceinline__ void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+
+// Two floats -> one bf16 pair at a shared-memory address. Spelled as st.shared: through a
+// plain pointer the compiler emitted generic stores (ST.E, which must first find out which
+// memory the address is in) instead of STS.
+__device__ __forceinline__ void st_shared_bf16x2(uint32_t addr, float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(*reinterpret_cast<const uint32_t*>(&v)) : "memory");
+}
+
+// Tile order: tiles come in groups of `group_m` rows of tiles, column by column inside a group,
+// so the ~132 tiles in flight at once cover a compact patch of C (e.g. 16 x 8 tiles) and read a
+// small set of A rows and B columns that stays in L2.
+__device__ __forceinline__ void grouped_coords(int tile, int rows_total, int tiles_n, int group_m, int& bm, int& bn) {
+  const int gsize = group_m * tiles_n, g = tile / gsize, first = g * group_m;
+  const int rows = min(group_m, rows_total - first);
+  bm = first + (tile % gsize) % rows;
+  bn = (tile % gsize) / rows;
 }
 
 // ---- clusters (step 11) -----------------------------------------------------------------

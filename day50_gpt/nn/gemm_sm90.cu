@@ -1,0 +1,320 @@
+// day50_gpt/nn/gemm_sm90.cu: our Hopper GEMM with the linear layers' epilogues (the API and the three
+// epilogues: nn/gemm_sm90.h). Built for sm_90a (Makefile: SM90A_UNITS); elsewhere the kernel is empty and
+// sm90::available() says no.
+//
+// The main loop is day10's step 15 (day10_matmul/kernels/15_pingpong.cu says why each piece is there):
+// a persistent grid, one producer thread issuing TMA loads of 128x64 tiles of A and Bt into a ring of
+// stages, two consumer warpgroups each owning every other 128x128 tile of C, taking turns on the tensor
+// cores (wgmma m64n128k16, two per 16 of K) so that one's epilogue runs while the other multiplies.
+// What is new is the epilogue. Each consumer turns its 128 accumulator registers into four 64x64 boxes
+// (bf16, in the 128-byte swizzled layout a TMA store reads) and stores them with the copy engine; before
+// that it does the layer's elementwise work on the fp32 values:
+//   bias: one bf16 pair per 8 columns from global memory (the bias is small and stays in L1);
+//   GELU with the pre-activation kept: each box is staged and stored twice, aux first, then gelu(aux);
+//   the GELU's backward: gelu'(aux) needs aux at every element, 50 MB at fc2's shape. Read with plain
+//   loads in the epilogue it cost more than cuBLASLt's DGELU (day50's notes have the measurements), so the
+//   producer thread TMA-loads the consumer's 128x128 tile of aux into shared memory while the tile's
+//   k-steps run, in the same swizzled layout as the staging boxes: each thread then reads its values at
+//   the offsets it writes its results to.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "check.cuh"
+#include "gemm_sm90.h"
+#include "hopper.cuh"
+
+namespace sm90 {
+namespace {
+using bf16 = __nv_bfloat16;
+constexpr int BK = 64;                // k per stage: 64 bf16 = one 128-byte swizzle row
+constexpr int TM = 128, TN = 128;     // a consumer's tile
+constexpr int BOX = 64;               // the epilogue's boxes: 64 x 64 bf16, 8 KB
+constexpr int BOX_ELEMS = BOX * BOX;
+constexpr int CBOXES = 2;             // staging boxes per consumer
+constexpr int NT = 128 * 3;           // a producer warpgroup and two consumers
+constexpr int kStagesPlain = 6;       // 6 x 32 KB of stages beside 32 KB of staging (day10: 128x128 s6 c2)
+constexpr int kStagesAux = 4;         // 4 stages: the two consumers' aux tiles (2 x 32 KB) need the room
+constexpr int kMaxSmem = 227 * 1024;  // the most shared memory one block may have on sm_90
+
+template <int NAUX>
+struct AuxTiles {
+  alignas(1024) bf16 t[NAUX][4][BOX_ELEMS];
+};
+template <>
+struct AuxTiles<0> {};
+
+template <int STAGES, bool AUX_IN>
+struct Smem {
+  alignas(1024) bf16 A[STAGES][TM * BK];  // 128-byte swizzled tiles need 1024-byte alignment
+  alignas(1024) bf16 B[STAGES][TN * BK];
+  alignas(1024) bf16 C[2][CBOXES][BOX_ELEMS];
+  AuxTiles<AUX_IN ? 2 : 0> aux;  // kDGelu: each consumer's 128x128 tile of aux, four boxes
+  alignas(8) uint64_t full[STAGES];
+  alignas(8) uint64_t empty[STAGES];
+  alignas(8) uint64_t aux_full[2];
+  alignas(8) uint64_t aux_empty[2];
+};
+template <int STAGES, bool AUX_IN>
+constexpr size_t smem_bytes() {
+  return sizeof(Smem<STAGES, AUX_IN>) + 1024;  // + slack to align the dynamic base
+}
+static_assert(smem_bytes<kStagesPlain, false>() <= size_t(kMaxSmem), "stages + staging");
+static_assert(smem_bytes<kStagesAux, true>() <= size_t(kMaxSmem), "stages + staging + aux tiles");
+
+#if HOPPER_ENABLED
+constexpr int ORDER_BAR = 3;  // named barriers 3 and 4: the consumers' turns (1 and 2: their epilogues)
+__device__ __forceinline__ void turn_wait(int id) { asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void turn_pass(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
+#include "wgmma_m64n128k16.inc"
+
+// One stage's wgmmas: rows 0-63 of the tile into d[0..63], rows 64-127 into d[64..127].
+__device__ __forceinline__ void tile_kstep(float (&d)[128], const bf16* As, const bf16* Bs) {
+#pragma unroll
+  for (int kk = 0; kk < BK / 16; ++kk) {
+    const uint64_t db = hopper::smem_desc(&Bs[kk * 16]);
+    wgmma_m64n128k16<0>(d, hopper::smem_desc(&As[kk * 16]), db, 1);
+    wgmma_m64n128k16<64>(d, hopper::smem_desc(&As[64 * BK + kk * 16]), db, 1);
+  }
+}
+// The tanh GELU and its derivative, with tanh on the special-function unit (tanh.approx: relative error
+// about 2^-11, below bf16's 2^-8).
+__device__ __forceinline__ float tanh_fast(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+constexpr float kK0 = 0.7978845608028654f, kK1 = 0.044715f;  // sqrt(2/pi), the cubic's weight
+__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + tanh_fast(kK0 * (x + kK1 * x * x * x))); }
+__device__ __forceinline__ float gelu_grad(float x) {
+  const float th = tanh_fast(kK0 * (x + kK1 * x * x * x));
+  return 0.5f * (1.f + th) + 0.5f * x * (1.f - th * th) * kK0 * (1.f + 3.f * kK1 * x * x);
+}
+
+// One consumer's epilogue of a 128x128 tile at (row0, col0). Accumulator layout (wgmma m64nN): box b
+// (rows 64 (b / 2).., columns 64 (b % 2)..) is d[32b .. 32b + 31]; in it, register 4j + q of lane l of
+// warp w is row 16w + l/4 + 8 (q / 2), column 8 (j % 8) + 2 (l % 4) + q % 2. The staging offset of
+// (row r, 8-column chunk jj) is day10's 128-byte swizzle: r * 128 + ((jj ^ (r % 8)) << 4).
+// Store q of the tile (OUTS per box) goes through slot q % CBOXES; the store that read it last was
+// CBOXES commits ago, unless a box was skipped (past M or N): from then on we wait for all (edge tiles).
+template <int EPI>
+__device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEMS], const bf16 (*aux_s)[BOX_ELEMS],
+                                         const CUtensorMap* tmC, const CUtensorMap* tmAux, const bf16* bias, int row0,
+                                         int col0, int M, int N, int t, int bar_id) {
+  constexpr int OUTS = EPI == int(Epi::kBiasGeluAux) ? 2 : 1;
+  static_assert((4 * OUTS) % CBOXES == 0, "a whole tile must leave the slots where the next tile expects them");
+  const int w = t / 32, l = t % 32;
+  const int r = 16 * w + l / 4;  // this thread's rows in a box: r and r + 8 (both have r % 8 == l / 4)
+  bool cut = false;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    const int br = row0 + (b / 2) * BOX, bc = col0 + (b % 2) * BOX;
+    if (br >= M || bc >= N) {  // past the matrix (the same for the whole warpgroup)
+      cut = true;
+      continue;
+    }
+#pragma unroll
+    for (int jj = 0; jj < BOX / 8; ++jj) {
+      const int j = b * (BOX / 8) + jj;
+      if constexpr (EPI == int(Epi::kDGelu)) {
+        const uint32_t a = hopper::smem_u32(aux_s[b]) + r * 128 + ((jj ^ (l / 4)) << 4) + (l % 4) * 4;
+        uint32_t u0, u1;
+        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(u0) : "r"(a));
+        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(u1) : "r"(a + 8 * 128));
+        const float2 p0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u0));
+        const float2 p1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u1));
+        d[4 * j] *= gelu_grad(p0.x), d[4 * j + 1] *= gelu_grad(p0.y);
+        d[4 * j + 2] *= gelu_grad(p1.x), d[4 * j + 3] *= gelu_grad(p1.y);
+      } else {
+        const int col = bc + jj * 8 + (l % 4) * 2;  // N % 8 == 0: a pair is wholly in or out
+        const float2 bb = col < N ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + col))
+                                  : make_float2(0.f, 0.f);
+        d[4 * j] += bb.x, d[4 * j + 1] += bb.y, d[4 * j + 2] += bb.x, d[4 * j + 3] += bb.y;
+      }
+    }
+#pragma unroll
+    for (int o = 0; o < OUTS; ++o) {
+      const bool act = EPI == int(Epi::kBiasGeluAux) && o == 1;  // the second store of the pair: gelu(aux)
+      uint8_t* box = reinterpret_cast<uint8_t*>(slots[(b * OUTS + o) % CBOXES]);
+      const uint32_t box_s = hopper::smem_u32(box);
+      if (t == 0) {
+        if (cut)
+          hopper::bulk_wait_read<0>();
+        else
+          hopper::bulk_wait_read<CBOXES - 1>();
+      }
+      hopper::warpgroup_sync(bar_id);  // the slot is free for every thread of the warpgroup
+#pragma unroll
+      for (int jj = 0; jj < BOX / 8; ++jj) {
+        const int j = b * (BOX / 8) + jj;
+        const uint32_t off = box_s + r * 128 + ((jj ^ (l / 4)) << 4) + (l % 4) * 4;
+        if (act) {
+          hopper::st_shared_bf16x2(off, gelu(d[4 * j]), gelu(d[4 * j + 1]));
+          hopper::st_shared_bf16x2(off + 8 * 128, gelu(d[4 * j + 2]), gelu(d[4 * j + 3]));
+        } else {
+          hopper::st_shared_bf16x2(off, d[4 * j], d[4 * j + 1]);
+          hopper::st_shared_bf16x2(off + 8 * 128, d[4 * j + 2], d[4 * j + 3]);
+        }
+      }
+      hopper::fence_async_shared();
+      hopper::warpgroup_sync(bar_id);  // the whole box is written
+      if (t == 0) {
+        hopper::tma_store_2d(EPI == int(Epi::kBiasGeluAux) && o == 0 ? tmAux : tmC, box, bc, br);
+        hopper::bulk_commit();
+      }
+    }
+  }
+  if (cut && t == 0) hopper::bulk_wait_read<0>();  // the next tile's slot count starts clean
+}
+#endif
+
+template <int EPI, int STAGES>
+__global__ void __launch_bounds__(NT, 1)
+    gemm_kernel(int M, int N, int K, const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
+                const __grid_constant__ CUtensorMap tmC, const __grid_constant__ CUtensorMap tmAux, const bf16* bias,
+                int group_m) {
+#if HOPPER_ENABLED
+  using namespace hopper;
+  constexpr bool AUX_IN = EPI == int(Epi::kDGelu);
+  constexpr int A_BYTES = TM * BK * 2, B_BYTES = TN * BK * 2;
+  using S = Smem<STAGES, AUX_IN>;
+  extern __shared__ uint8_t smem_raw[];
+  S& s = *reinterpret_cast<S*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int wgi = threadIdx.x / 128, t = threadIdx.x % 128;
+  const int tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN, tiles = tiles_m * tiles_n;
+  const int ktiles = (K + BK - 1) / BK;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; ++i) mbar_init(&s.full[i], 1), mbar_init(&s.empty[i], 1);
+    for (int i = 0; i < 2; ++i) mbar_init(&s.aux_full[i], 1), mbar_init(&s.aux_empty[i], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wgi == 0) {  // ---- producer: one thread loads the block's tiles in order ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (t == 0) {
+      int it = 0, n = 0;
+      for (int u = blockIdx.x; u < tiles; u += gridDim.x, ++n) {
+        int bm, bn;
+        grouped_coords(u, tiles_m, tiles_n, group_m, bm, bn);
+        for (int kt = 0; kt < ktiles; ++kt, ++it) {
+          const int st = it % STAGES;
+          if (it >= STAGES) mbar_wait(&s.empty[st], ((it / STAGES) - 1) & 1);
+          mbar_expect_tx(&s.full[st], A_BYTES + B_BYTES);
+          tma_load_2d(s.A[st], &tmA, &s.full[st], kt * BK, bm * TM);
+          tma_load_2d(s.B[st], &tmB, &s.full[st], kt * BK, bn * TN);
+        }
+        if constexpr (AUX_IN) {  // tile n's aux, into its consumer's buffer once that consumer's last epilogue read it
+          const int c = n & 1, k = n >> 1;
+          if (k >= 1) mbar_wait(&s.aux_empty[c], (k - 1) & 1);
+          mbar_expect_tx(&s.aux_full[c], TM * TN * 2);  // out-of-range parts of a box arrive as zeros, counted
+#pragma unroll
+          for (int b = 0; b < 4; ++b)
+            tma_load_2d(s.aux.t[c][b], &tmAux, &s.aux_full[c], bn * TN + (b % 2) * BOX, bm * TM + (b / 2) * BOX);
+        }
+      }
+    }
+  } else {  // ---- consumers: every other tile each, taking turns on the tensor cores ----
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int c = wgi - 1;
+    float d[128];
+    int n = c;  // the tile's place in the block's sequence (the producer's order)
+    for (int u = blockIdx.x + c * int(gridDim.x); u < tiles; u += 2 * int(gridDim.x), n += 2) {
+      int bm, bn;
+      grouped_coords(u, tiles_m, tiles_n, group_m, bm, bn);
+      if (n > 0) turn_wait(ORDER_BAR + c);  // the other consumer has issued tile n-1's last wgmmas
+#pragma unroll
+      for (int i = 0; i < 128; ++i) d[i] = 0.f;
+      int it = n * ktiles;
+      for (int kt = 0; kt < ktiles; ++kt, ++it) {
+        const int st = it % STAGES;
+        mbar_wait(&s.full[st], (it / STAGES) & 1);
+        wgmma_fence();
+        tile_kstep(d, s.A[st], s.B[st]);
+        wgmma_commit();
+        wgmma_wait1();  // the previous k-step's wgmmas are done: its stage can be refilled
+        if (kt > 0 && t == 0) mbar_arrive(&s.empty[(it - 1) % STAGES]);
+      }
+      if (u + int(gridDim.x) < tiles) turn_pass(ORDER_BAR + (1 - c));
+      wgmma_wait0();
+      if (t == 0) mbar_arrive(&s.empty[(it - 1) % STAGES]);  // ktiles >= 1 (K >= 8)
+      if constexpr (AUX_IN) {
+        mbar_wait(&s.aux_full[c], ((n - c) >> 1) & 1);
+        epilogue<EPI>(d, s.C[c], s.aux.t[c], &tmC, &tmAux, bias, bm * TM, bn * TN, M, N, t, 1 + c);
+        if (t == 0) mbar_arrive(&s.aux_empty[c]);  // all 128 threads read it: the epilogue ends with their barrier
+      } else {
+        epilogue<EPI>(d, s.C[c], nullptr, &tmC, &tmAux, bias, bm * TM, bn * TN, M, N, t, 1 + c);
+      }
+    }
+    if (t == 0) hopper::bulk_wait_all();  // the staging slots must outlive the last TMA store's reads
+  }
+#else
+  (void)M, (void)N, (void)K, (void)bias, (void)group_m;
+#endif
+}
+
+__global__ void probe_kernel(int* out) { *out = HOPPER_ENABLED; }
+
+template <int EPI, int STAGES>
+void launch(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux, cudaStream_t s) {
+  constexpr size_t kSmem = smem_bytes<STAGES, EPI == int(Epi::kDGelu)>();
+  auto kernel = gemm_kernel<EPI, STAGES>;
+  // Per call, not once: the attribute belongs to the current device, and data-parallel training runs one
+  // model per GPU from one thread each (a host call; a CUDA graph's replays skip it).
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  // Tensor maps describe (pointer, shape, box): encoded here, passed by value (__grid_constant__).
+  const CUtensorMap mA = hopper::make_map_bf16(A, M, K, TM), mB = hopper::make_map_bf16(Bt, N, K, TN),
+                    mC = hopper::make_map_bf16(C, M, N, BOX);
+  const CUtensorMap mAux = aux ? hopper::make_map_bf16(aux, M, N, BOX) : mC;
+  const int tiles = ((M + TM - 1) / TM) * ((N + TN - 1) / TN);
+  kernel<<<std::min(tiles, sms), NT, kSmem, s>>>(M, N, K, mA, mB, mC, mAux, bias, 16);
+  CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace
+
+bool available() {
+  static std::mutex mu;
+  static std::map<int, bool> known;  // per device
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(dev);
+  if (it != known.end()) return it->second;
+  cudaDeviceProp p;
+  CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+  bool ok = false;
+  if (p.major == 9 && p.minor == 0) {
+    int* flag = nullptr;
+    int got = 0;
+    CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+    probe_kernel<<<1, 1>>>(flag);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpy(&got, flag, sizeof(int), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(flag));
+    ok = got == 1;
+  }
+  known[dev] = ok;
+  return ok;
+}
+
+bool fits(int M, int N, int K, const void* A, const void* Bt, const void* C, const void* aux) {
+  auto a16 = [](const void* p) { return p == nullptr || (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  return M > 0 && N > 0 && K > 0 && N % 8 == 0 && K % 8 == 0 && a16(A) && a16(Bt) && a16(C) && a16(aux);
+}
+
+void gemm(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux,
+          cudaStream_t s) {
+  switch (e) {
+    case Epi::kBias:
+      return launch<int(Epi::kBias), kStagesPlain>(M, N, K, A, Bt, C, bias, nullptr, s);
+    case Epi::kBiasGeluAux:
+      return launch<int(Epi::kBiasGeluAux), kStagesPlain>(M, N, K, A, Bt, C, bias, aux, s);
+    case Epi::kDGelu:
+      return launch<int(Epi::kDGelu), kStagesAux>(M, N, K, A, Bt, C, nullptr, aux, s);
+  }
+}
+}  // namespace sm90

@@ -1,0 +1,25 @@
+// day50_gpt/nn/gemm_sm90.h: our Hopper GEMM with the linear layers' epilogues fused (nn/gemm_sm90.cu).
+//
+// C[M][N] = epi(A[M][K] . Bt[N][K]^T), bf16 in and out, fp32 accumulation: the linear layer's forward
+// layout (A = the input, Bt = the weight as stored, [out][in]). It is day10's step 15 (a persistent
+// ping-pong kernel: TMA loads, wgmma, two consumer warpgroups taking turns, a TMA-store epilogue) with
+// the epilogue doing the layer's elementwise work on the accumulator before it is stored:
+//   kBias         C = acc + bias                                (qkv, proj, fc2 forward)
+//   kBiasGeluAux  aux = acc + bias, C = gelu(aux)               (fc forward: the pre-activation kept)
+//   kDGelu        C = acc * gelu'(aux), aux read                (fc2's input gradient, the GELU's backward)
+// cuBLASLt has these epilogues too (common/cublaslt.h); at day50's thin shapes (K = 384) its kernels with
+// them are slower than its plain ones. The model times both and keeps the faster (nn/linear.cuh).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace sm90 {
+enum class Epi { kBias, kBiasGeluAux, kDGelu };
+// Whether this GPU runs it: an sm_90 device and a build with the sm_90a kernels (elsewhere they compile
+// to nothing). Asked once per device.
+bool available();
+// TMA reads rows in 16-byte units: K and N multiples of 8, every pointer 16-byte aligned.
+bool fits(int M, int N, int K, const void* A, const void* Bt, const void* C, const void* aux);
+void gemm(Epi e, int M, int N, int K, const __nv_bfloat16* A, const __nv_bfloat16* Bt, __nv_bfloat16* C,
+          const __nv_bfloat16* bias, __nv_bfloat16* aux, cudaStream_t s);
+}  // namespace sm90
