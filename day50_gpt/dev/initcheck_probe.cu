@@ -1,7 +1,7 @@
 // day50_gpt/dev/initcheck_probe.cu: does compute-sanitizer's initcheck see cuBLAS's bf16 GEMM writes?
 // Why it is here: under initcheck, gpt --verify reported some 500,000 "uninitialized reads", every
 // printed one our bias pass (k::bias_gelu_vec) reading a fresh cudaMalloc buffer right after cuBLAS's
-// plain matmul had written all of it (the timed choice in nn/linear.cuh, fwd_apart), while every check of
+// plain matmul had written all of it (the timed choice in nn/linear.cuh, fwd_path), while every check of
 // the program passed. This program does the same thing with nothing else around it: cublasGemmEx
 // (beta = 0) writes C, then a kernel of ours reads all of C: a fresh buffer, or with --control one that
 // cudaMemset wrote first.
@@ -12,7 +12,7 @@
 // If initcheck reports errors for the fresh buffer and none for the control, the tool does not see those
 // library kernels' stores: a buffer that only cuBLAS wrote looks uninitialized to it. results/<gpu>/
 // day50_gpt-initcheck_probe.json holds both counts as measured (scripts in the notes' sanitizer section).
-// That is why fwd_apart and dgelu_apart write their scratch with cudaMemsetAsync first (all bits set:
+// That is why fwd_path and dgelu_path write their scratch with cudaMemsetAsync first (all bits set:
 // NaN, which also makes the comparison there stricter). Exit 0 after the run, 77 without a GPU, 2 for a
 // wrong argument; a failed CUDA or cuBLAS call exits 1 through common/check.cuh.
 #include <cublas_v2.h>

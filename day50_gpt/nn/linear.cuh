@@ -43,24 +43,7 @@ void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* 
   sp.ta = CUBLAS_OP_T, sp.tb = CUBLAS_OP_N, sp.m = O, sp.n = N, sp.k = I, sp.lda = I, sp.ldb = I, sp.ldd = O;
   sp.epilogue = gelu_out ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, sp.aux_ld = gelu_out ? O : 0;
   if (lt::Tuned* mm = lt_get(sp, Types<T>::blas)) {
-    if (fwd_fused(mm, in, w, b, out, gelu_out, I, O)) {  // our GEMM with the epilogue (nn/gemm_sm90.h) is faster
-      run_fwd_fused(in, w, b, out, gelu_out, I, O);
-      mark(kMatmul);
-      return;
-    }
-    if (fwd_apart(mm, in, w, b, out, gelu_out, I, O)) {  // the plain matmul and one pass of ours are faster
-      matmul_fwd<T, T>(blas, in, W(w), out, N, I, O);
-      mark(kMatmul);
-      hw("bias_gelu_vec");
-      k::bias_gelu_vec<T><<<grid_for(size_t(N) * O / (16 / sizeof(T))), 256, 0, s>>>(out, P(b), gelu_out, N, O);
-      LAUNCH_CHECK();
-      ++ours_launches;
-      mark(gelu_out ? kGelu : kResidual);
-      return;
-    }
-    // The bias in the output's type: the fp32 master in fp32 mode, its bf16 copy in bf16 mode.
-    mm->run(W(w), in, gelu_out ? gelu_out : out, 0.f, W(b), gelu_out ? out : nullptr, lt_ws.as(), s);
-    mark(kMatmul);
+    fwd_run(fwd_path(mm, in, w, b, out, gelu_out, I, O), mm, in, w, b, out, gelu_out, I, O, true);
     return;
   }
   matmul_fwd<T, T>(blas, in, W(w), out, N, I, O);
@@ -116,9 +99,17 @@ bool Model<T>::bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int 
   return epi;
 }
 
-// Our path where an epilogue would run: each output compared with the epilogue's on the same inputs
-// (to bf16 rounding, scaled to the output's size: the two round at different places, and the GELU's
-// derivative may be computed another way) before it may be chosen. A wrong kernel differs by O(1).
+// Where an epilogue would run there are up to three ways (bf16, --lt-search):
+//   Path::kEpilogue  cuBLASLt's matmul with the epilogue fused;
+//   Path::kApart     cuBLAS's plain matmul and one pass of ours (nn/kernels/bias_gelu_residual.cuh);
+//   Path::kFused     our Hopper GEMM with the epilogue fused (nn/gemm_sm90.h), where it runs.
+// The epilogue saves a pass over the output, but at these thin shapes cuBLASLt's kernels with it are
+// slower than its plain ones, and our GEMM's epilogue costs less again. So each place is timed once per
+// shape, into poisoned scratch; each other path's output is compared with the epilogue's on the same
+// inputs (to bf16 rounding, scaled to the output's size: they round at different places, and GELU's
+// derivative may be computed another way; a wrong kernel differs by O(1)), and the fastest that matches
+// is kept for the process (lt::remember). --verify forces a path (force_ours, force_fused) so that the
+// CPU comparison covers it whatever the timing would choose.
 template <class T>
 bool matches_epilogue(const T* ours, const T* epi, size_t n, const std::string& what) {
   const std::vector<T> a = to_host(ours, n), e = to_host(epi, n);
@@ -132,184 +123,167 @@ bool matches_epilogue(const T* ours, const T* epi, size_t n, const std::string& 
   return c.passed;
 }
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-// The verdict of one timed choice (fwd_apart, dgelu_apart): ours only if it matched the epilogue and was
-// faster (best[0]: the epilogue's ms, best[1]: the plain matmul and ours); remembered under key and printed.
-inline bool epilogue_or_ours(const char* pass, const std::string& key, const float best[2], bool same) {
-  const bool ours = same && best[1] < best[0];
-  char note[200];
-  std::snprintf(note, sizeof note, "in the epilogue %.1f us, plain matmul + ours %.1f us%s: %s", 1e3 * best[0],
-                1e3 * best[1], same ? "" : " (ours differs)", ours ? "ours" : "epilogue");
-  lt::remember(key, ours ? 0 : 1, note);
+
+// Times the available paths (run(p) launches path p into its scratch; same(p) compares its output with
+// the epilogue's), keeps the fastest that matches, remembers and prints the verdict.
+template <class Run, class Same>
+Path pick_path(cudaStream_t s, const char* pass, const std::string& key, const bool avail[3], Run&& run, Same&& same) {
+  std::vector<int> paths;
+  for (int p = 0; p < 3; ++p)
+    if (avail[p]) paths.push_back(p);
+  std::vector<float> t(paths.size());
+  lt::time_each(s, int(paths.size()), t.data(), [&](int i) { run(Path(paths[size_t(i)])); });
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  float ms[3] = {0, 0, 0};
+  bool ok[3] = {true, false, false};
+  for (size_t i = 0; i < paths.size(); ++i) ms[paths[i]] = t[i];
+  for (int p = 1; p < 3; ++p) ok[p] = avail[p] && same(Path(p));
+  int best = 0;
+  for (int p = 1; p < 3; ++p)
+    if (ok[p] && ms[p] < ms[best]) best = p;
+  static const char* names[3] = {"epilogue", "ours", "our fused GEMM"};
+  char note[240];
+  int len = std::snprintf(note, sizeof note, "in the epilogue %.1f us", 1e3 * ms[0]);
+  if (avail[1])
+    len += std::snprintf(note + len, sizeof note - size_t(len), ", plain matmul + ours %.1f us%s", 1e3 * ms[1],
+                         ok[1] ? "" : " (ours differs)");
+  if (avail[2])
+    len += std::snprintf(note + len, sizeof note - size_t(len), ", our fused GEMM %.1f us%s", 1e3 * ms[2],
+                         ok[2] ? "" : " (it differs)");
+  std::snprintf(note + len, sizeof note - size_t(len), ": %s", names[best]);
+  lt::remember(key, best, note);
   std::printf("%s %s: %s\n", pass, key.c_str(), note);
-  return ours;
+  return Path(best);
 }
 
-// The forward's epilogue (bias, or bias + GELU with the pre-activation kept) or cuBLAS's plain matmul
-// and one pass of ours (k::bias_gelu_vec)? The epilogue saves the pass, but cuBLASLt's kernels with
-// it may be slower than the plain ones for these thin shapes. Timed once per shape in the searching
-// mode (bf16, --lt-search), into scratch, like the bias gradient's place above; ours is kept only if
-// it is faster and matches. True: ours (`out` and `gelu_out` must then be 16-byte aligned).
+// Our fused GEMM can run here: bf16, --lt-search (the timed mode), TMA's 16-byte rows, an sm_90 GPU with
+// the sm_90a build.
 template <class T>
-bool Model<T>::fwd_apart(lt::Tuned* mm, const T* in, size_t w, size_t b, const T* out, const T* gelu_out, int I,
-                         int O) {
+bool Model<T>::fused_fits(int M, int Nn, int K, const void* a, const void* bt, const void* c, const void* aux) const {
+  return std::is_same<T, bf16>::value && lt_search && sm90::fits(M, Nn, K, a, bt, c, aux) && sm90::available();
+}
+
+// The forward's bias (and GELU, the pre-activation kept in out) at (in, w, b) -> out, gelu_out. marks: the
+// step's phase marks (not while timing): the matmul, then our pass apart, for the phase table.
+template <class T>
+void Model<T>::fwd_run(Path p, lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O,
+                       bool marks) {
+  if (p == Path::kFused) {
+    if constexpr (std::is_same<T, bf16>::value) {
+      hw("sm90::gemm (fused epilogue)");
+      if (gelu_out)  // aux = out keeps the pre-activation, C = gelu_out
+        sm90::gemm(sm90::Epi::kBiasGeluAux, N, O, I, in, W(w), gelu_out, W(b), out, s);
+      else
+        sm90::gemm(sm90::Epi::kBias, N, O, I, in, W(w), out, W(b), nullptr, s);
+      ++fused_launches;
+    }
+  } else if (p == Path::kApart) {
+    matmul_fwd<T, T>(blas, in, W(w), out, N, I, O);
+    if (marks) mark(kMatmul);
+    hw("bias_gelu_vec");
+    k::bias_gelu_vec<T><<<grid_for(size_t(N) * O / (16 / sizeof(T))), 256, 0, s>>>(out, P(b), gelu_out, N, O);
+    LAUNCH_CHECK();
+    ++ours_launches;
+    if (marks) mark(gelu_out ? kGelu : kResidual);
+    return;
+  } else {  // the bias in the output's type: the fp32 master in fp32 mode, its bf16 copy in bf16 mode
+    mm->run(W(w), in, gelu_out ? gelu_out : out, 0.f, W(b), gelu_out ? out : nullptr, lt_ws.as(), s);
+  }
+  if (marks) mark(kMatmul);
+}
+template <class T>
+Path Model<T>::fwd_path(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O) {
   constexpr int V = 16 / sizeof(T);
-  if (!lt_search || !std::is_same<T, bf16>::value || O % V || !aligned16(out) || (gelu_out && !aligned16(gelu_out)))
-    return false;
-  if (force_ours) return true;
+  const bool apart = lt_search && std::is_same<T, bf16>::value && O % V == 0 && aligned16(out) &&
+                     (!gelu_out || aligned16(gelu_out));
+  const bool fused = fused_fits(N, O, I, in, W(w), out, gelu_out);
+  if (force_ours) return apart ? Path::kApart : Path::kEpilogue;
+  if (force_fused && fused) return Path::kFused;
+  if (!apart && !fused) return Path::kEpilogue;
   const bool gelu = gelu_out != nullptr;
   const std::string key = std::string(gelu ? "bias+GELU " : "bias ") + std::to_string(I) + "x" + std::to_string(O) +
                           "x" + std::to_string(N);
   const int known = lt::recall(key);
-  if (known >= 0) return known == 0;
-  if (lt::capturing(s)) return false;
+  if (known >= 0) return Path(known);
+  if (lt::capturing(s)) return Path::kEpilogue;
   const size_t n = size_t(N) * O;
-  T *pre_e = nullptr, *act_e = nullptr, *pre_a = nullptr, *act_a = nullptr;
-  // Poisoned (all bits set: NaN in bf16), so that a part either side leaves unwritten fails the comparison
-  // below instead of matching by chance. It also keeps compute-sanitizer's initcheck quiet: the tool does
-  // not see cuBLAS's stores, so our bias pass reading a fresh buffer that only cuBLAS wrote was reported
-  // as ~500,000 uninitialized reads (dev/initcheck_probe.cu shows the blind spot on its own).
-  for (T** p : {&pre_e, &act_e, &pre_a, &act_a}) {
-    CUDA_CHECK(cudaMalloc(p, n * sizeof(T)));
-    poison(*p, n * sizeof(T), s);
-  }
-  auto epilogue = [&] { mm->run(W(w), in, gelu ? act_e : pre_e, 0.f, W(b), gelu ? pre_e : nullptr, lt_ws.as(), s); };
-  auto apart = [&] {
-    matmul_fwd<T, T>(blas, in, W(w), pre_a, N, I, O);
-    k::bias_gelu_vec<T><<<grid_for(n / V), 256, 0, s>>>(pre_a, P(b), gelu ? act_a : nullptr, N, O);
-    LAUNCH_CHECK();
+  // Poisoned (all bits set: NaN in bf16), so that a part a path leaves unwritten fails the comparison
+  // instead of matching by chance. It also keeps compute-sanitizer's initcheck quiet: the tool does not
+  // see cuBLAS's stores, so our bias pass reading a fresh buffer that only cuBLAS wrote was reported as
+  // ~500,000 uninitialized reads (dev/initcheck_probe.cu shows the blind spot on its own).
+  T* pre[3] = {};
+  T* act[3] = {};
+  const bool avail[3] = {true, apart, fused};
+  for (int p = 0; p < 3; ++p)
+    if (avail[p])
+      for (T** q : {&pre[p], &act[p]}) {
+        CUDA_CHECK(cudaMalloc(q, n * sizeof(T)));
+        poison(*q, n * sizeof(T), s);
+      }
+  auto run = [&](Path p) { fwd_run(p, mm, in, w, b, pre[int(p)], gelu ? act[int(p)] : nullptr, I, O, false); };
+  auto same = [&](Path p) {
+    bool ok = matches_epilogue(pre[int(p)], pre[0], n, key + " pre-activation");
+    if (gelu) ok = matches_epilogue(act[int(p)], act[0], n, key + " GELU") && ok;
+    return ok;
   };
-  float best[2];
-  lt::time_two(s, epilogue, apart, best);
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  bool same = matches_epilogue(pre_a, pre_e, n, key + " pre-activation");
-  if (gelu) same = matches_epilogue(act_a, act_e, n, key + " GELU") && same;
-  for (T* p : {pre_e, act_e, pre_a, act_a}) CUDA_CHECK(cudaFree(p));
-  return epilogue_or_ours("forward", key, best, same);
-}
-// The same for the GELU's backward: din = (dout . W) * gelu'(pre) in the DGELU epilogue, or the plain
-// matmul and k::gelu_bwd_vec in place. True: ours (din and gelu_pre must be 16-byte aligned).
-template <class T>
-bool Model<T>::dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, const T* din, int I, int O) {
-  constexpr int V = 16 / sizeof(T);
-  if (!lt_search || !std::is_same<T, bf16>::value || I % V || !aligned16(din) || !aligned16(gelu_pre)) return false;
-  if (force_ours) return true;
-  const std::string key = "dGELU " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
-  const int known = lt::recall(key);
-  if (known >= 0) return known == 0;
-  if (lt::capturing(s)) return false;
-  const size_t n = size_t(N) * I;
-  T *din_e = nullptr, *din_a = nullptr;
-  CUDA_CHECK(cudaMalloc(&din_e, n * sizeof(T)));
-  CUDA_CHECK(cudaMalloc(&din_a, n * sizeof(T)));
-  poison(din_e, n * sizeof(T), s);  // as in fwd_apart
-  poison(din_a, n * sizeof(T), s);
-  auto epilogue = [&] { mm->run(W(w), dout, din_e, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s); };
-  auto apart = [&] {
-    matmul_bwd_in<T>(blas, dout, W(w), din_a, N, I, O);
-    k::gelu_bwd_vec<T><<<grid_for(n / V), 256, 0, s>>>(gelu_pre, din_a, n / V);
-    LAUNCH_CHECK();
-  };
-  float best[2];
-  lt::time_two(s, epilogue, apart, best);
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  const bool same = matches_epilogue(din_a, din_e, n, key);
-  CUDA_CHECK(cudaFree(din_e));
-  CUDA_CHECK(cudaFree(din_a));
-  return epilogue_or_ours("backward", key, best, same);
+  const Path pick = pick_path(s, "forward", key, avail, run, same);
+  for (int p = 0; p < 3; ++p)
+    for (T* q : {pre[p], act[p]})
+      if (q) CUDA_CHECK(cudaFree(q));
+  return pick;
 }
 
-// Our Hopper GEMM with the epilogue fused (nn/gemm_sm90.h), where it runs: bf16, an sm_90 GPU with the
-// sm_90a build, TMA's 16-byte rows. Against cuBLASLt's epilogue it is one more timed choice (bf16,
-// --lt-search), kept only if faster and matching; --verify forces it (force_fused) so that the CPU
-// comparison covers it.
+// The GELU's backward: din = (dout . W) * gelu'(pre). Ours apart runs k::gelu_bwd_vec in place after the
+// plain matmul (in linear_back, with the other elementwise work); the fused GEMM takes W transposed (into
+// w_t, every call: the weights change every step and the transpose costs a few us).
 template <class T>
-bool Model<T>::fused_fits(int M, int Nn, int K, const void* a, const void* bt, const void* c, const void* aux) const {
-  // force_ours (--verify) asks for our separate passes: the fused path stays out of their way.
-  return std::is_same<T, bf16>::value && lt_search && !force_ours && sm90::fits(M, Nn, K, a, bt, c, aux) &&
-         sm90::available();
-}
-template <class T>
-void Model<T>::run_fwd_fused(const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O) {
-  if constexpr (std::is_same<T, bf16>::value) {
-    hw("sm90::gemm (fused epilogue)");
-    if (gelu_out)  // aux = out keeps the pre-activation, C = gelu_out
-      sm90::gemm(sm90::Epi::kBiasGeluAux, N, O, I, in, W(w), gelu_out, W(b), out, s);
-    else
-      sm90::gemm(sm90::Epi::kBias, N, O, I, in, W(w), out, W(b), nullptr, s);
-    ++fused_launches;
-  }
-}
-template <class T>
-void Model<T>::run_dgelu_fused(const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O) {
-  if constexpr (std::is_same<T, bf16>::value) {
-    // din[N][I] = (dout[N][O] . W[O][I]) * gelu'(pre): our GEMM takes B as [I][O], so W is transposed first
-    // (into w_t, every call: the weights change every step and this costs a few us).
-    hw("transpose"), hw("sm90::gemm (fused epilogue)");
-    k::transpose<T><<<dim3((I + 31) / 32, (O + 31) / 32), dim3(32, 8), 0, s>>>(W(w), w_t.as<T>(), O, I);
+void Model<T>::dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O) {
+  if (p == Path::kFused) {
+    if constexpr (std::is_same<T, bf16>::value) {
+      hw("transpose"), hw("sm90::gemm (fused epilogue)");
+      k::transpose<T><<<dim3((I + 31) / 32, (O + 31) / 32), dim3(32, 8), 0, s>>>(W(w), w_t.as<T>(), O, I);
+      LAUNCH_CHECK();
+      sm90::gemm(sm90::Epi::kDGelu, N, I, O, dout, w_t.as<T>(), din, nullptr, const_cast<T*>(gelu_pre), s);
+      ++fused_launches;
+    }
+  } else if (p == Path::kApart) {
+    matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O);
+    const size_t packs = size_t(N) * I / (16 / sizeof(T));
+    hw("gelu_bwd_vec");
+    k::gelu_bwd_vec<T><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
     LAUNCH_CHECK();
-    sm90::gemm(sm90::Epi::kDGelu, N, I, O, dout, w_t.as<T>(), din, nullptr, const_cast<T*>(gelu_pre), s);
-    ++fused_launches;
+    ++ours_launches;
+  } else {
+    mm->run(W(w), dout, din, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s);
   }
 }
-// The verdict of a fused-or-epilogue choice, remembered under key and printed.
-inline bool epilogue_or_fused(const char* pass, const std::string& key, const float best[2], bool same) {
-  const bool fused = same && best[1] < best[0];
-  char note[200];
-  std::snprintf(note, sizeof note, "cuBLASLt's epilogue %.1f us, our fused GEMM %.1f us%s: %s", 1e3 * best[0],
-                1e3 * best[1], same ? "" : " (ours differs)", fused ? "ours" : "cuBLASLt");
-  lt::remember(key, fused ? 0 : 1, note);
-  std::printf("%s %s: %s\n", pass, key.c_str(), note);
-  return fused;
-}
 template <class T>
-bool Model<T>::fwd_fused(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O) {
-  if (!fused_fits(N, O, I, in, W(w), out, gelu_out)) return false;
-  if (force_fused) return true;
-  const bool gelu = gelu_out != nullptr;
-  const std::string key = std::string(gelu ? "fused bias+GELU " : "fused bias ") + std::to_string(I) + "x" +
-                          std::to_string(O) + "x" + std::to_string(N);
+Path Model<T>::dgelu_path(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O) {
+  constexpr int V = 16 / sizeof(T);
+  const bool apart =
+      lt_search && std::is_same<T, bf16>::value && I % V == 0 && aligned16(din) && aligned16(gelu_pre);
+  const bool fused = fused_fits(N, I, O, dout, w_t.as(), din, gelu_pre);
+  if (force_ours) return apart ? Path::kApart : Path::kEpilogue;
+  if (force_fused && fused) return Path::kFused;
+  if (!apart && !fused) return Path::kEpilogue;
+  const std::string key = "dGELU " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
   const int known = lt::recall(key);
-  if (known >= 0) return known == 0;
-  if (lt::capturing(s)) return false;
-  const size_t n = size_t(N) * O;
-  T *pre_e = nullptr, *act_e = nullptr, *pre_f = nullptr, *act_f = nullptr;
-  for (T** p : {&pre_e, &act_e, &pre_f, &act_f}) {  // poisoned, as in fwd_apart
-    CUDA_CHECK(cudaMalloc(p, n * sizeof(T)));
-    poison(*p, n * sizeof(T), s);
-  }
-  auto epilogue = [&] { mm->run(W(w), in, gelu ? act_e : pre_e, 0.f, W(b), gelu ? pre_e : nullptr, lt_ws.as(), s); };
-  auto fused = [&] { run_fwd_fused(in, w, b, pre_f, gelu ? act_f : nullptr, I, O); };
-  float best[2];
-  lt::time_two(s, epilogue, fused, best);
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  bool same = matches_epilogue(pre_f, pre_e, n, key + " pre-activation");
-  if (gelu) same = matches_epilogue(act_f, act_e, n, key + " GELU") && same;
-  for (T* p : {pre_e, act_e, pre_f, act_f}) CUDA_CHECK(cudaFree(p));
-  return epilogue_or_fused("forward", key, best, same);
-}
-template <class T>
-bool Model<T>::dgelu_fused(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O) {
-  if (!fused_fits(N, I, O, dout, w_t.as(), din, gelu_pre)) return false;
-  if (force_fused) return true;
-  const std::string key = "fused dGELU " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
-  const int known = lt::recall(key);
-  if (known >= 0) return known == 0;
-  if (lt::capturing(s)) return false;
+  if (known >= 0) return Path(known);
+  if (lt::capturing(s)) return Path::kEpilogue;
   const size_t n = size_t(N) * I;
-  T *din_e = nullptr, *din_f = nullptr;
-  CUDA_CHECK(cudaMalloc(&din_e, n * sizeof(T)));
-  CUDA_CHECK(cudaMalloc(&din_f, n * sizeof(T)));
-  poison(din_e, n * sizeof(T), s);
-  poison(din_f, n * sizeof(T), s);
-  auto epilogue = [&] { mm->run(W(w), dout, din_e, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s); };
-  auto fused = [&] { run_dgelu_fused(dout, w, gelu_pre, din_f, I, O); };  // the transpose included
-  float best[2];
-  lt::time_two(s, epilogue, fused, best);
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  const bool same = matches_epilogue(din_f, din_e, n, key);
-  CUDA_CHECK(cudaFree(din_e));
-  CUDA_CHECK(cudaFree(din_f));
-  return epilogue_or_fused("backward", key, best, same);
+  T* out[3] = {};
+  const bool avail[3] = {true, apart, fused};
+  for (int p = 0; p < 3; ++p)
+    if (avail[p]) {
+      CUDA_CHECK(cudaMalloc(&out[p], n * sizeof(T)));
+      poison(out[p], n * sizeof(T), s);  // as in fwd_path
+    }
+  auto run = [&](Path p) { dgelu_run(p, mm, dout, w, gelu_pre, out[int(p)], I, O); };
+  auto same = [&](Path p) { return matches_epilogue(out[int(p)], out[0], n, key); };
+  const Path pick = pick_path(s, "backward", key, avail, run, same);
+  for (T* q : out)
+    if (q) CUDA_CHECK(cudaFree(q));
+  return pick;
 }
 
 // The bias gradient: db += dout's column sums (db zeroed with the gradients), in two passes: per-chunk
@@ -339,12 +313,11 @@ void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_N, sp.m = I, sp.n = N, sp.k = O, sp.lda = I, sp.ldb = O, sp.ldd = I;
     sp.epilogue = CUBLASLT_EPILOGUE_DGELU, sp.aux_ld = I;
     if (lt::Tuned* mm = lt_get(sp, Types<T>::blas)) {
-      if (dgelu_fused(mm, dout, w, gelu_pre, din, I, O))  // our GEMM with gelu' in its epilogue
-        run_dgelu_fused(dout, w, gelu_pre, din, I, O);
-      else if (dgelu_apart(mm, dout, w, gelu_pre, din, I, O))  // the GELU's backward in k::gelu_bwd_vec, below
+      const Path p = dgelu_path(mm, dout, w, gelu_pre, din, I, O);
+      if (p == Path::kApart)  // the GELU's backward in k::gelu_bwd_vec, below, after the weight gradient
         matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O), dgelu_ours = true;
       else
-        mm->run(W(w), dout, din, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s);
+        dgelu_run(p, mm, dout, w, gelu_pre, din, I, O);
       din_done = true;
     }
   }

@@ -45,6 +45,10 @@
 #include "sdpa_cudnn.h"
 #include "types.cuh"
 
+// Where a linear layer's epilogue runs (nn/linear.cuh): cuBLASLt's fused epilogue, cuBLAS's plain matmul and
+// a pass of ours apart, or our Hopper GEMM with the epilogue fused (nn/gemm_sm90.h).
+enum class Path { kEpilogue = 0, kApart = 1, kFused = 2 };
+
 // A second name for (part of) a buffer, with DeviceBuffer's accessors.
 struct View {
   void* p = nullptr;
@@ -379,13 +383,11 @@ struct Model {
   // nn/linear.cuh: the matmuls with their bias (and GELU), forward and backward.
   lt::Tuned* lt_get(const lt::Spec& sp, cudaDataType_t out_type);
   bool bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int I, int O);
-  bool fwd_apart(lt::Tuned* mm, const T* in, size_t w, size_t b, const T* out, const T* gelu_out, int I, int O);
-  bool dgelu_apart(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, const T* din, int I, int O);
   bool fused_fits(int M, int Nn, int K, const void* a, const void* bt, const void* c, const void* aux) const;
-  bool fwd_fused(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O);
-  bool dgelu_fused(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O);
-  void run_fwd_fused(const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O);
-  void run_dgelu_fused(const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O);
+  Path fwd_path(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O);
+  void fwd_run(Path p, lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O, bool marks);
+  Path dgelu_path(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O);
+  void dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O);
   void linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out = nullptr);
   // bias_done: the bias gradient is already added (by the LayerNorm backward that wrote dout: ln_back_to).
   void linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre = nullptr,
