@@ -215,6 +215,9 @@ struct Model {
       if (want != Attn::kCudnn) want = Attn::kAuto;
     }
     choose_attention(want);  // nn/attention.cuh: which attention, before the table sizes its buffers
+    // Whether our fused-epilogue GEMM runs on this GPU (nn/gemm_sm90.h): asked here, eagerly, so that the
+    // answer (a probe kernel and a copy, once per device) is known before any CUDA graph capture.
+    if (std::is_same<T, bf16>::value) (void)sm90::available();
     xs.resize(size_t(c.layers) + 1);
     layer.resize(size_t(c.layers));
     const std::vector<BufferSpec> table = buffers();
