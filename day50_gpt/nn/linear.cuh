@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,10 @@ Path pick_path(cudaStream_t s, const char* pass, const std::string& key, const b
     len += std::snprintf(note + len, sizeof note - size_t(len), ", our fused GEMM %.1f us%s", 1e3 * ms[2],
                          ok[2] ? "" : " (it differs)");
   std::snprintf(note + len, sizeof note - size_t(len), ": %s", names[best]);
+  std::map<std::string, double> us = {{"epilogue", 1e3 * ms[0]}, {"pick", double(best)}};
+  if (avail[1]) us["apart"] = 1e3 * ms[1];
+  if (avail[2]) us["fused"] = 1e3 * ms[2];
+  lt::remember_times(key, us);
   lt::remember(key, best, note);
   std::printf("%s %s: %s\n", pass, key.c_str(), note);
   return Path(best);

@@ -43,6 +43,16 @@ inline std::map<std::string, std::string>& choice_notes() {
   static std::map<std::string, std::string> m;
   return m;
 }
+// ... and, for the placements (nn/linear.cuh), the measured times themselves (us per path, and the pick),
+// so that the results file carries numbers the notes can compute with, not only the printed line.
+inline std::map<std::string, std::map<std::string, double>>& choice_times() {
+  static std::map<std::string, std::map<std::string, double>> m;
+  return m;
+}
+inline void remember_times(const std::string& key, const std::map<std::string, double>& us) {
+  std::lock_guard<std::mutex> lock(chosen_mutex());
+  choice_times()[key] = us;
+}
 inline int recall(const std::string& key) {
   std::lock_guard<std::mutex> lock(chosen_mutex());
   auto it = chosen_algos().find(key);

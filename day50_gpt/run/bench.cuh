@@ -592,12 +592,19 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
   if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, base, data, seed);  // run/bench_cudnn.cuh
   // What the step chose by timing at start-up (nn/linear.cuh): each matmul epilogue or the plain matmul
   // and a pass of ours, with the times that decided it.
-  json::Value chosen = json::Value::object();
+  json::Value chosen = json::Value::object(), times = json::Value::object();
   {
     std::lock_guard<std::mutex> lock(lt::chosen_mutex());
     for (const auto& kv : lt::choice_notes()) chosen[kv.first] = kv.second;
+    // The placements' times as numbers (us; pick: 0 cuBLASLt's epilogue, 1 plain matmul + ours, 2 our fused GEMM)
+    for (const auto& kv : lt::choice_times()) {
+      json::Value one = json::Value::object();
+      for (const auto& t : kv.second) one[t.first] = t.second;
+      times[kv.first] = one;
+    }
   }
   res.config["timed_choices"] = chosen;
+  res.config["timed_choice_us"] = times;
   if (op.bench_part("quality")) {
     const Quality q = quality_run<bf16>(res, cfg, base, data, op.files.data_name, op.attn, seed, op.bench_steps);
     res.top.push_back({"quality", q.summary});  // (the curve as before, for the notes' plot)
