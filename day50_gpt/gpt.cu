@@ -81,6 +81,7 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
   }
   verify_tiny<float>(res, seed, f32, false);      // the unfused matmuls (no cuBLASLt epilogues) too
   verify_tiny<float>(res, seed, f32, true, 0.2);  // dropout: the same masks as the CPU's
+  verify_tiny<float>(res, seed + 29, f32, true, 0.2, nullptr, false, Backend::kCustom, false, false, true);  // --recompute on
   verify_dropout_mask(res, seed, 0.1);
   verify_random_batches(res, data, seed + 7);
   verify_training<float>(res, data, seed + 2, f32, small);
@@ -99,6 +100,7 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
     }
     verify_tiny<bf16>(res, seed, attn, false);
     verify_tiny<bf16>(res, seed, attn, true, 0.2);
+    verify_tiny<bf16>(res, seed + 29, attn, true, 0.2, nullptr, false, Backend::kCustom, false, false, true);  // --recompute on
     if (attn == Attn::kAuto || attn == Attn::kCudnn) {
       // Our flash backward takes head size 64 and T a multiple of 64, which the tiny model has not: a model
       // with two heads of 64 and T = 128 (two blocks: masked and unmasked ones), every gradient against the

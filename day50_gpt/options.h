@@ -43,7 +43,7 @@ struct TrainOptions {
   bool fused_ln = true;                    // residual add + LayerNorm in one kernel, fused LayerNorm backward
   bool graph = true;                       // one GPU: the training step captured once as a CUDA graph
   bool lt_search = true;                   // bf16: cuBLASLt's algorithms (and bias gradients) chosen by timing
-  bool recompute = true;                   // the MLP's GELU output recomputed in the backward, not kept per layer
+  bool recompute = false;                  // on: the MLP's GELU output recomputed in the backward, not kept per layer
   bool flash_bwd = true;                   // bf16 with cuDNN's attention: our flash backward (head size 64)
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
   size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
@@ -139,9 +139,9 @@ inline void declare_step(cli::Args& args, std::string& fused_ln_s, std::string& 
   search_s = args.str("lt-search", "on",
                       "on | off: bf16 times cuBLASLt's candidate algorithms, and the bias gradient in the matmul's "
                       "epilogue against apart, once per shape, and keeps the fastest");
-  recompute_s = args.str("recompute", "on",
-                         "on | off: the MLP's GELU output is not kept per layer but recomputed in the backward from "
-                         "its pre-activation (less memory, one elementwise pass per layer)");
+  recompute_s = args.str("recompute", "off",
+                         "on | off: on: the MLP's GELU output is not kept per layer but recomputed in the backward "
+                         "from its pre-activation (less memory, one more elementwise pass per layer); off: kept (faster)");
   flash_s = args.str("flash-bwd", "on",
                      "on | off: with cuDNN's fused attention (bf16), its backward by our two flash kernels where the "
                      "head size is 64 and the context a multiple of 64; off: cuDNN's backward");

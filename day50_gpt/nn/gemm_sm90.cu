@@ -16,6 +16,13 @@
 //   producer thread TMA-loads the consumer's 128x128 tile of aux into shared memory while the tile's
 //   k-steps run, in the same swizzled layout as the staging boxes: each thread then reads its values at
 //   the offsets it writes its results to.
+// The GELU's backward can also hand back the column sums of its output (colsum not null): they are the
+// bias gradient of the layer before the GELU (fc), which cuBLASLt would otherwise add up in its weight
+// gradient's epilogue (BGRADB), a slower kernel than its plain one. Each tile writes the sums of its 128
+// rows (of the values as stored, bf16) into colsum[tile row][N], one owner each, in a fixed order: a warp
+// adds its rows with shuffles, the two row boxes add in registers, and the four warps through the
+// consumer's aux tile, which the epilogue has finished reading by then. ln_partials_finish adds the
+// tile rows up (nn/linear.cuh): no atomics, the same bits every run.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -98,15 +105,18 @@ __device__ __forceinline__ float gelu_grad(float x) {
 // (row r, 8-column chunk jj) is day10's 128-byte swizzle: r * 128 + ((jj ^ (r % 8)) << 4).
 // Store q of the tile (OUTS per box) goes through slot q % CBOXES; the store that read it last was
 // CBOXES commits ago, unless a box was skipped (past M or N): from then on we wait for all (edge tiles).
+__device__ __forceinline__ float bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
 template <int EPI>
-__device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEMS], const bf16 (*aux_s)[BOX_ELEMS],
-                                         const CUtensorMap* tmC, const CUtensorMap* tmAux, const bf16* bias, int row0,
-                                         int col0, int M, int N, int t, int bar_id) {
+__device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEMS], bf16 (*aux_s)[BOX_ELEMS],
+                                         const CUtensorMap* tmC, const CUtensorMap* tmAux, const bf16* bias,
+                                         float* colsum, int row0, int col0, int M, int N, int t, int bar_id) {
   constexpr int OUTS = EPI == int(Epi::kBiasGeluAux) ? 2 : 1;
   static_assert((4 * OUTS) % CBOXES == 0, "a whole tile must leave the slots where the next tile expects them");
   const int w = t / 32, l = t % 32;
   const int r = 16 * w + l / 4;  // this thread's rows in a box: r and r + 8 (both have r % 8 == l / 4)
   bool cut = false;
+  float cs[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // colsum: this lane's two columns (8 (l / 4) + 2 (l % 4) ..) per column box
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
     const int br = row0 + (b / 2) * BOX, bc = col0 + (b % 2) * BOX;
@@ -126,6 +136,13 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
         const float2 p1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u1));
         d[4 * j] *= gelu_grad(p0.x), d[4 * j + 1] *= gelu_grad(p0.y);
         d[4 * j + 2] *= gelu_grad(p1.x), d[4 * j + 3] *= gelu_grad(p1.y);
+        if (colsum) {  // the warp's 16 rows of columns 8 jj + 2 (l % 4) ..: rows r and r + 8, then across l / 4
+          float v0 = bf16_round(d[4 * j]) + bf16_round(d[4 * j + 2]);
+          float v1 = bf16_round(d[4 * j + 1]) + bf16_round(d[4 * j + 3]);
+#pragma unroll
+          for (int m = 4; m < 32; m <<= 1) v0 += __shfl_xor_sync(~0u, v0, m), v1 += __shfl_xor_sync(~0u, v1, m);
+          if (jj == l / 4) cs[b % 2][0] += v0, cs[b % 2][1] += v1;  // every lane has them: lane l keeps jj = l / 4
+        }
       } else {
         const int col = bc + jj * 8 + (l % 4) * 2;  // N % 8 == 0: a pair is wholly in or out
         const float2 bb = col < N ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + col))
@@ -166,6 +183,21 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
     }
   }
   if (cut && t == 0) hopper::bulk_wait_read<0>();  // the next tile's slot count starts clean
+  if constexpr (EPI == int(Epi::kDGelu)) {
+    if (colsum) {  // the four warps' sums, through the aux tile (every thread has read its aux values)
+      float* red = reinterpret_cast<float*>(aux_s[0]);  // [4 warps][128 columns]
+      hopper::warpgroup_sync(bar_id);
+#pragma unroll
+      for (int cb = 0; cb < 2; ++cb) {
+        const int col = cb * BOX + 8 * (l / 4) + 2 * (l % 4);
+        red[w * TN + col] = cs[cb][0], red[w * TN + col + 1] = cs[cb][1];
+      }
+      hopper::warpgroup_sync(bar_id);
+      if (col0 + t < N) colsum[size_t(row0 / TM) * N + col0 + t] = red[t] + red[TN + t] + red[2 * TN + t] + red[3 * TN + t];
+      hopper::fence_async_shared();  // these generic writes, before the producer's TMA refills the tile
+      hopper::warpgroup_sync(bar_id);
+    }
+  }
 }
 #endif
 
@@ -173,7 +205,7 @@ template <int EPI, int STAGES>
 __global__ void __launch_bounds__(NT, 1)
     gemm_kernel(int M, int N, int K, const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
                 const __grid_constant__ CUtensorMap tmC, const __grid_constant__ CUtensorMap tmAux, const bf16* bias,
-                int group_m) {
+                float* colsum, int group_m) {
 #if HOPPER_ENABLED
   using namespace hopper;
   constexpr bool AUX_IN = EPI == int(Epi::kDGelu);
@@ -241,23 +273,24 @@ __global__ void __launch_bounds__(NT, 1)
       if (t == 0) mbar_arrive(&s.empty[(it - 1) % STAGES]);  // ktiles >= 1 (K >= 8)
       if constexpr (AUX_IN) {
         mbar_wait(&s.aux_full[c], ((n - c) >> 1) & 1);
-        epilogue<EPI>(d, s.C[c], s.aux.t[c], &tmC, &tmAux, bias, bm * TM, bn * TN, M, N, t, 1 + c);
+        epilogue<EPI>(d, s.C[c], s.aux.t[c], &tmC, &tmAux, bias, colsum, bm * TM, bn * TN, M, N, t, 1 + c);
         if (t == 0) mbar_arrive(&s.aux_empty[c]);  // all 128 threads read it: the epilogue ends with their barrier
       } else {
-        epilogue<EPI>(d, s.C[c], nullptr, &tmC, &tmAux, bias, bm * TM, bn * TN, M, N, t, 1 + c);
+        epilogue<EPI>(d, s.C[c], nullptr, &tmC, &tmAux, bias, nullptr, bm * TM, bn * TN, M, N, t, 1 + c);
       }
     }
     if (t == 0) hopper::bulk_wait_all();  // the staging slots must outlive the last TMA store's reads
   }
 #else
-  (void)M, (void)N, (void)K, (void)bias, (void)group_m;
+  (void)M, (void)N, (void)K, (void)bias, (void)colsum, (void)group_m;
 #endif
 }
 
 __global__ void probe_kernel(int* out) { *out = HOPPER_ENABLED; }
 
 template <int EPI, int STAGES>
-void launch(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux, cudaStream_t s) {
+void launch(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux, float* colsum,
+            cudaStream_t s) {
   constexpr size_t kSmem = smem_bytes<STAGES, EPI == int(Epi::kDGelu)>();
   auto kernel = gemm_kernel<EPI, STAGES>;
   // Per call, not once: the attribute belongs to the current device, and data-parallel training runs one
@@ -271,7 +304,7 @@ void launch(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const b
                     mC = hopper::make_map_bf16(C, M, N, BOX);
   const CUtensorMap mAux = aux ? hopper::make_map_bf16(aux, M, N, BOX) : mC;
   const int tiles = ((M + TM - 1) / TM) * ((N + TN - 1) / TN);
-  kernel<<<std::min(tiles, sms), NT, kSmem, s>>>(M, N, K, mA, mB, mC, mAux, bias, 16);
+  kernel<<<std::min(tiles, sms), NT, kSmem, s>>>(M, N, K, mA, mB, mC, mAux, bias, colsum, 16);
   CUDA_CHECK(cudaGetLastError());
 }
 }  // namespace
@@ -307,14 +340,14 @@ bool fits(int M, int N, int K, const void* A, const void* Bt, const void* C, con
 }
 
 void gemm(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux,
-          cudaStream_t s) {
+          cudaStream_t s, float* colsum) {
   switch (e) {
     case Epi::kBias:
-      return launch<int(Epi::kBias), kStagesPlain>(M, N, K, A, Bt, C, bias, nullptr, s);
+      return launch<int(Epi::kBias), kStagesPlain>(M, N, K, A, Bt, C, bias, nullptr, nullptr, s);
     case Epi::kBiasGeluAux:
-      return launch<int(Epi::kBiasGeluAux), kStagesPlain>(M, N, K, A, Bt, C, bias, aux, s);
+      return launch<int(Epi::kBiasGeluAux), kStagesPlain>(M, N, K, A, Bt, C, bias, aux, nullptr, s);
     case Epi::kDGelu:
-      return launch<int(Epi::kDGelu), kStagesAux>(M, N, K, A, Bt, C, nullptr, aux, s);
+      return launch<int(Epi::kDGelu), kStagesAux>(M, N, K, A, Bt, C, nullptr, aux, colsum, s);
   }
 }
 }  // namespace sm90

@@ -7,6 +7,7 @@
 //   kBias         C = acc + bias                                (qkv, proj, fc2 forward)
 //   kBiasGeluAux  aux = acc + bias, C = gelu(aux)               (fc forward: the pre-activation kept)
 //   kDGelu        C = acc * gelu'(aux), aux read                (fc2's input gradient, the GELU's backward)
+//                 and, with colsum, C's column sums per 128-row tile: colsum[tile row][N] (fc's bias gradient)
 // cuBLASLt has these epilogues too (common/cublaslt.h); at day50's thin shapes (K = 384) its kernels with
 // them are slower than its plain ones. The model times both and keeps the faster (nn/linear.cuh).
 #pragma once
@@ -21,5 +22,6 @@ bool available();
 // TMA reads rows in 16-byte units: K and N multiples of 8, every pointer 16-byte aligned.
 bool fits(int M, int N, int K, const void* A, const void* Bt, const void* C, const void* aux);
 void gemm(Epi e, int M, int N, int K, const __nv_bfloat16* A, const __nv_bfloat16* Bt, __nv_bfloat16* C,
-          const __nv_bfloat16* bias, __nv_bfloat16* aux, cudaStream_t s);
+          const __nv_bfloat16* bias, __nv_bfloat16* aux, cudaStream_t s, float* colsum = nullptr);
+constexpr int kColsumRows = 128;  // kDGelu's colsum: one row of partial sums per this many rows of C
 }  // namespace sm90

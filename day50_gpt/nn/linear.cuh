@@ -238,17 +238,47 @@ Path Model<T>::fwd_path(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, 
   return pick;
 }
 
+// The plain input gradient (din = dout . W, no epilogue): cublasGemmEx or cuBLASLt's matmul with its
+// algorithm chosen by timing (lt::Tuned)? The two libraries pick their kernels differently for the thin
+// shapes (N = 384 outputs), so in the searching mode (bf16, --lt-search) both are timed once per shape,
+// into scratch, and the faster is kept for the process, as the bias gradient above.
+template <class T>
+bool Model<T>::din_in_lt(lt::Tuned* mm, const T* dout, size_t w, int I, int O) {
+  const std::string key = "din " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
+  const int known = lt::recall(key);
+  if (known >= 0) return known == 1;
+  if (lt::capturing(s)) return false;  // no timing inside a capture: cuBLAS's
+  T* scratch = nullptr;
+  CUDA_CHECK(cudaMalloc(&scratch, size_t(N) * I * sizeof(T)));
+  float best[2];
+  lt::time_two(
+      s, [&] { matmul_bwd_in<T>(blas, dout, W(w), scratch, N, I, O); },
+      [&] { mm->run(W(w), dout, scratch, 0.f, nullptr, nullptr, lt_ws.as(), s); }, best);
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  CUDA_CHECK(cudaFree(scratch));
+  const bool use_lt = best[1] < best[0];
+  char note[160];
+  std::snprintf(note, sizeof note, "cuBLAS %.1f us, cuBLASLt searched %.1f us: %s", 1e3 * best[0], 1e3 * best[1],
+                use_lt ? "cuBLASLt" : "cuBLAS");
+  lt::remember(key, use_lt ? 1 : 0, note);
+  lt::remember_times(key, {{"cublas", 1e3 * best[0]}, {"cublaslt", 1e3 * best[1]}, {"pick", use_lt ? 1.0 : 0.0}});
+  std::printf("input gradient %s: %s\n", key.c_str(), note);
+  return use_lt;
+}
+
 // The GELU's backward: din = (dout . W) * gelu'(pre). Ours apart runs k::gelu_bwd_vec in place after the
 // plain matmul (in linear_back, with the other elementwise work); the fused GEMM takes W transposed (into
 // w_t, every call: the weights change every step and the transpose costs a few us).
+// colsum (the fused path only): din's column sums per 128 rows, [N / 128][I], for linear_back to add up.
 template <class T>
-void Model<T>::dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O) {
+void Model<T>::dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O,
+                         float* colsum) {
   if (p == Path::kFused) {
     if constexpr (std::is_same<T, bf16>::value) {
       hw("transpose"), hw("sm90::gemm (fused epilogue)");
       k::transpose<T><<<dim3((I + 31) / 32, (O + 31) / 32), dim3(32, 8), 0, s>>>(W(w), w_t.as<T>(), O, I);
       LAUNCH_CHECK();
-      sm90::gemm(sm90::Epi::kDGelu, N, I, O, dout, w_t.as<T>(), din, nullptr, const_cast<T*>(gelu_pre), s);
+      sm90::gemm(sm90::Epi::kDGelu, N, I, O, dout, w_t.as<T>(), din, nullptr, const_cast<T*>(gelu_pre), s, colsum);
       ++fused_launches;
     }
   } else if (p == Path::kApart) {
@@ -283,7 +313,9 @@ Path Model<T>::dgelu_path(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_
       CUDA_CHECK(cudaMalloc(&out[p], n * sizeof(T)));
       poison(out[p], n * sizeof(T), s);  // as in fwd_path
     }
-  auto run = [&](Path p) { dgelu_run(p, mm, dout, w, gelu_pre, out[int(p)], I, O); };
+  // The fused path is timed with the column sums it hands back in the step (into partial: nothing else
+  // is using it between the LayerNorm backward before and the bias gradient after).
+  auto run = [&](Path p) { dgelu_run(p, mm, dout, w, gelu_pre, out[int(p)], I, O, partial.as<float>()); };
   auto same = [&](Path p) { return matches_epilogue(out[int(p)], out[0], n, key); };
   const Path pick = pick_path(s, "backward", key, avail, run, same);
   for (T* q : out)
@@ -307,26 +339,48 @@ void Model<T>::bias_grad(const T* dout, size_t b, int O) {
 // din = dout . W (with gelu_pre: times gelu'(gelu_pre), the backward of the GELU that fed this
 // layer), dW += dout^T . in, db = column sums of dout (unless bias_done: the LayerNorm backward that
 // wrote dout added them up as it went; dW is then a plain matmul, cuBLASLt's without an epilogue).
+// din_bias: where our fused dGELU GEMM computes din, its column sums are added into din_bias too (the
+// previous layer's bias gradient, so that its weight gradient can skip the BGRADB epilogue); returns
+// whether they were.
 template <class T>
-void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre,
-                           bool bias_done) {
-  if (on_cudnn() && dnn_linear_back(in, w, b, dout, din, I, O, gelu_pre)) return mark(kMatmul);  // nn/backend_cudnn.cuh
+bool Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre,
+                           bool bias_done, float* din_bias) {
+  if (on_cudnn() && dnn_linear_back(in, w, b, dout, din, I, O, gelu_pre)) {  // nn/backend_cudnn.cuh
+    mark(kMatmul);
+    return false;
+  }
   if (on_cudnn()) fell_back.insert("linear backward (cuBLAS/cuBLASLt and ours)");
-  bool din_done = false, dw_done = false, dgelu_ours = false;
+  bool din_done = false, dw_done = false, dgelu_ours = false, din_bias_done = false;
   if (gelu_pre) {
     lt::Spec sp;
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_N, sp.m = I, sp.n = N, sp.k = O, sp.lda = I, sp.ldb = O, sp.ldd = I;
     sp.epilogue = CUBLASLT_EPILOGUE_DGELU, sp.aux_ld = I;
     if (lt::Tuned* mm = lt_get(sp, Types<T>::blas)) {
       const Path p = dgelu_path(mm, dout, w, gelu_pre, din, I, O);
-      if (p == Path::kApart)  // the GELU's backward in k::gelu_bwd_vec, below, after the weight gradient
+      if (p == Path::kApart) {  // the GELU's backward in k::gelu_bwd_vec, below, after the weight gradient
         matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O), dgelu_ours = true;
-      else
+      } else if (p == Path::kFused && din_bias) {  // with din's column sums: din_bias += their partials' sums
+        dgelu_run(p, mm, dout, w, gelu_pre, din, I, O, partial.as<float>());
+        hw("ln_partials_finish");
+        k::ln_partials_finish<<<(I + 31) / 32, dim3(32, k::kLnFinishRows), 0, s>>>(
+            partial.as<float>(), (N + sm90::kColsumRows - 1) / sm90::kColsumRows, I, 1, din_bias, nullptr, nullptr);
+        LAUNCH_CHECK();
+        din_bias_done = true;
+      } else {
         dgelu_run(p, mm, dout, w, gelu_pre, din, I, O);
+      }
       din_done = true;
     }
   }
-  if (!din_done) matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O);
+  if (!din_done) {  // the plain input gradient: cuBLAS's, or (bf16, --lt-search) cuBLASLt's where timed faster
+    lt::Spec sp;
+    sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_N, sp.m = I, sp.n = N, sp.k = O, sp.lda = I, sp.ldb = O, sp.ldd = I;
+    lt::Tuned* mm = lt_search && std::is_same<T, bf16>::value ? lt_get(sp, Types<T>::blas) : nullptr;
+    if (mm && din_in_lt(mm, dout, w, I, O))
+      mm->run(W(w), dout, din, 0.f, nullptr, nullptr, lt_ws.as(), s);
+    else
+      matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O);
+  }
   {
     lt::Spec sp;
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_T, sp.m = I, sp.n = O, sp.k = N, sp.lda = I, sp.ldb = O, sp.ldd = I;
@@ -360,4 +414,5 @@ void Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     bias_grad(dout, b, O);
     mark(kResidual);
   }
+  return din_bias_done;
 }

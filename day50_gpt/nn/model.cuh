@@ -121,12 +121,13 @@ struct Model {
   // (attention backward) with dfc (MLP backward) and the embedding's partial sums (the very end).
   DeviceBuffer scratch_small, scratch_big;
   DeviceBuffer w_t;  // bf16: a weight transposed, as our fused dGELU GEMM reads it (the widest: fc2's, 4C x C)
-  // --recompute on (the default): the MLP's GELU output (N x 4C, the largest activation) is not kept
+  // --recompute on (off by default: faster, and still below PyTorch's memory): the MLP's GELU output
+  // (N x 4C, the largest activation) is not kept
   // per layer. The forward writes it into one shared buffer, where the next matmul reads it, and the
   // backward recomputes it there from the kept pre-activation before the weight gradient that reads
   // it: L - 1 buffers of N x 4C fewer (at the bench's size 6 x 48 MiB kept become one) for one
   // elementwise pass per layer. Off: every layer keeps its own (L.gl).
-  bool recompute_gelu = true;
+  bool recompute_gelu = false;
   DeviceBuffer gl_shared;
   // --flash-bwd on (the default): with cuDNN's fused forward (bf16), the attention's backward is our two
   // flash kernels (nn/kernels/flash_bwd.cuh: no fp32 dQ accumulator, no atomics) where the head size is
@@ -195,7 +196,7 @@ struct Model {
   }
 
   Model(const gpt::Config& cfg, int b, Attn want, bool fusion = true, double dropout_p = 0,
-        Backend be = Backend::kCustom, bool recompute = true, bool flash = true)
+        Backend be = Backend::kCustom, bool recompute = false, bool flash = true)
       : c(cfg),
         lay(cfg),
         B(b),
@@ -308,7 +309,8 @@ struct Model {
         {"column-sum partials", &partial,  // widest: a bias of 4C, the fused LayerNorm's per-block partials, or
                                            // the flash backward's qkv bias partials (per 64 rows)
          std::max({size_t(k::col_chunks(N)) * 4 * C, size_t(k::ln_bwd_blocks(N, k::kLnMinRowsPerWarp)) * 3 * C,
-                   ours_attn_bwd() ? size_t(N / k::flash::kBlk) * 3 * C : 0}) *
+                   ours_attn_bwd() ? size_t(N / k::flash::kBlk) * 3 * C : 0,
+                   bf ? size_t((N + sm90::kColsumRows - 1) / sm90::kColsumRows) * 4 * C : 0}) *
              4,
          true},
         {"norm partials", &norm_partial, size_t(k::kNormBlocks) * 4, true},
@@ -386,15 +388,19 @@ struct Model {
   // nn/linear.cuh: the matmuls with their bias (and GELU), forward and backward.
   lt::Tuned* lt_get(const lt::Spec& sp, cudaDataType_t out_type);
   bool bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int I, int O);
+  bool din_in_lt(lt::Tuned* mm, const T* dout, size_t w, int I, int O);
   bool fused_fits(int M, int Nn, int K, const void* a, const void* bt, const void* c, const void* aux) const;
   Path fwd_path(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O);
   void fwd_run(Path p, lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O, bool marks);
   Path dgelu_path(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O);
-  void dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O);
+  void dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O,
+                 float* colsum = nullptr);
   void linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out = nullptr);
   // bias_done: the bias gradient is already added (by the LayerNorm backward that wrote dout: ln_back_to).
-  void linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre = nullptr,
-                   bool bias_done = false);
+  // din_bias (with gelu_pre): where our fused dGELU GEMM runs, din's column sums (the bias gradient of the
+  // layer that made din's pre-activation) are added into it too; returns whether they were.
+  bool linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre = nullptr,
+                   bool bias_done = false, float* din_bias = nullptr);
   void bias_grad(const T* dout, size_t b, int O);  // db += column sums of dout
   // nn/attention.cuh: the three attentions.
   void choose_attention(Attn want);
@@ -700,9 +706,10 @@ struct Model {
       const auto& Wl = lay.layer[size_t(l)];
       // MLP: xs[l+1] = x_mid + drop(fc2(gelu(fc(ln2(x_mid))))); dx holds d/dxs[l+1]
       if (recompute_gelu) gelu_again(L);  // fc2's weight gradient reads gelu(fc)
-      linear_back(gelu_out(L), Wl.fc2_w, Wl.fc2_b, dsub, dfc.as<T>(), 4 * C, C, L.fc.as<T>(),
-                  sub_bias);  // dfc = d(gl) * gelu'(fc)
-      linear_back(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, dfc.as<T>(), dln.as<T>(), C, 4 * C);
+      // dfc = d(gl) * gelu'(fc), and (fc_bias) its column sums, fc's bias gradient, where our fused GEMM ran
+      const bool fc_bias = linear_back(gelu_out(L), Wl.fc2_w, Wl.fc2_b, dsub, dfc.as<T>(), 4 * C, C, L.fc.as<T>(),
+                                       sub_bias, G(Wl.fc_b));
+      linear_back(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, dfc.as<T>(), dln.as<T>(), C, 4 * C, nullptr, fc_bias);
       dsub = ln_back_to(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2_mean.as<float>(), L.ln2_rstd.as<float>(),
                         dln.as<T>(), true, dropout::site_attn(l), Wl.proj_b, &sub_bias);
       // Attention: x_mid = xs[l] + drop(proj(attention(qkv(ln1(xs[l]))))); dx now holds d/dx_mid

@@ -45,11 +45,12 @@ void cudnn_coverage(results::Results& res, const Model<T>& m, const std::string&
 // GPU vs CPU on a tiny configuration: logits, loss and every parameter's gradient; with dropout p > 0,
 // both draw the same masks (nn/dropout.h) at a training step picked from the seed. fusion false: the
 // unfused matmuls and the unfused LayerNorm. cfg: another configuration than tiny_config(). tf32 (fp32
-// only): the matmuls on the TF32 tensor cores (--precision tf32), against the same CPU model.
+// only): the matmuls on the TF32 tensor cores (--precision tf32), against the same CPU model. recompute:
+// --recompute on (the GELU outputs recomputed in the backward; the default keeps them).
 template <class T>
 void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true, double dropout_p = 0,
                  const gpt::Config* cfg = nullptr, bool force_ours = false, Backend be = Backend::kCustom,
-                 bool tf32 = false, bool force_fused = false) {
+                 bool tf32 = false, bool force_fused = false, bool recompute = false) {
   const gpt::Config c = cfg ? *cfg : tiny_config();
   const int B = 3, Tq = c.context;
   verify::Rng rng(seed);
@@ -72,7 +73,7 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   gpt::Activations a;
   const double loss_ref = gpt::forward(c, p, tok, tgt, B, Tq, a, dropout::make(dropout_p, key, step));
   const std::vector<double> g_ref = gpt::backward(c, p, tok, tgt, B, Tq, a);
-  Model<T> m(c, B, attn, fusion, dropout_p, be);
+  Model<T> m(c, B, attn, fusion, dropout_p, be, recompute);
   m.set_tf32(tf32);
   m.fused_ln = fusion;
   m.force_ours = force_ours;
@@ -85,7 +86,7 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
       (m.ours_attn_bwd() ? " + our flash backward" : "") +
       (fusion ? "" : " unfused") + dtag + (cfg ? " width " + std::to_string(c.width) : "") +
       (force_ours ? " plain matmuls + our bias/GELU passes" : "") + (force_fused ? " our fused-epilogue GEMMs" : "") +
-      (be == Backend::kCudnn ? " cudnn backend" : "");
+      (be == Backend::kCudnn ? " cudnn backend" : "") + (recompute ? " recompute" : "");
   std::printf("%s: attention = %s\n", tag.c_str(), m.attn_note.c_str());
   to_device(m.params.template as<float>(), p);
   m.sync_weights();

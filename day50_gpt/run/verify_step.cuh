@@ -1,9 +1,9 @@
 // day50_gpt/run/verify_step.cuh: gpt --verify's checks of the training step's speed-ups: the step
 // replayed as a CUDA graph gives the eager step's losses and weights (bit for bit where the step is
 // deterministic), and the fused LayerNorm (residual add + LayerNorm, fused backward) trains like the
-// unfused one (to rounding: its sums are added in another order), as does the step that keeps every
-// layer's GELU output (--recompute off) against the default that recomputes it. GPU vs CPU for the
-// fused kernels and the recomputation is verify_tiny's (run/verify.cuh).
+// unfused one (to rounding: its sums are added in another order), as does the step that recomputes every
+// layer's GELU output (--recompute on) against the default that keeps it. GPU vs CPU for the fused
+// kernels and for both settings of --recompute is verify_tiny's (run/verify.cuh).
 #pragma once
 #include <string>
 #include <vector>
@@ -60,14 +60,14 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
   res.add(verify::compare(
       tag2 + ": fused LayerNorm's losses == unfused's, to rounding (" + std::to_string(steps) + " steps)",
       l_fused.data(), l_unf.data(), l_unf.size(), tl));
-  // Every layer keeping its GELU output against the default's recomputation (the fused step, as above):
-  // the recomputed values come from the rounded pre-activation, the forward's epilogue from the fp32
-  // accumulator, so they agree to rounding.
-  o.fused_ln = true, o.recompute = false;
-  std::vector<double> l_keep, p_keep;
-  train_for<T>(c, o, data, attn, seed, steps, l_keep, p_keep, a);
+  // The GELU outputs recomputed in the backward against the default, which keeps them (the fused step,
+  // as above): the recomputed values come from the rounded pre-activation, the forward's epilogue from
+  // the fp32 accumulator, so they agree to rounding.
+  o.fused_ln = true, o.recompute = true;
+  std::vector<double> l_again, p_again;
+  train_for<T>(c, o, data, attn, seed, steps, l_again, p_again, a);
   res.add(verify::compare(
-      tag2 + ": GELU outputs kept (--recompute off): losses == recomputed's, to rounding (" + std::to_string(steps) +
+      tag2 + ": GELU outputs recomputed (--recompute on): losses == kept's, to rounding (" + std::to_string(steps) +
           " steps)",
-      l_keep.data(), l_fused.data(), l_fused.size(), tl));
+      l_again.data(), l_fused.data(), l_fused.size(), tl));
 }
