@@ -17,7 +17,9 @@ min..max over rounds. The peer is the variant with the lowest median. Device mem
 
 Generation (gpt-fast style): a static KV cache (torch_gpt.KVDecoder), batch 1, the one-token decode
 step plus top-k sampling compiled with mode="reduce-overhead" (fullgraph), the prompt fed before the
-clock starts, the same number of new bytes as ./build/gpt (200); eager beside it, and the compiled decoder
+clock starts, the same number of new bytes as ./build/gpt (200), GEN_REPEATS generations a round and their
+median kept (one 200-byte generation of the compiled decoder lasts ~40 ms, and a single one per round read
+anywhere from 2,400 to 5,000 tokens/s: host jitter, not the decoder); eager beside it, and the compiled decoder
 with bf16 weights too: each ratio is taken within one weight type (ours fp32 against the best fp32
 variant, ours bf16 against the bf16 one), so neither side gains from lower precision.
 
@@ -86,7 +88,9 @@ NOTES = ("PyTorch ms/step: the elapsed time of --steps steps between two CUDA ev
          "of its own per-step events (its bench row). PyTorch's learning rate is constant (no schedule). device_mib: "
          "each variant set up alone in a process of its own (device_mib_alone true), mem_get_info from before the "
          "model to after --steps steps; device_mib_beside_others: the same in the main process, where CUDA graph "
-         "trees share one memory pool, so a CUDA-graph variant after the first reads low there.")
+         "trees share one memory pool, so a CUDA-graph variant after the first reads low there. Generation tokens/s "
+         "per round: the median of GEN_REPEATS generations (PyTorch; ./build/gpt's bench row is its own median).")
+GEN_REPEATS = 5  # generations per variant and round; their median is the round's
 
 
 # ---- Host-only helpers (tested by --self-test without torch) ----------------------------------------
@@ -484,7 +488,7 @@ def measure_rounds(a, train, gens, clocks, clock_id):
             for name, v in train.items():
                 t_ms[name].append(v.timed(a.warmup, a.steps))
             for name, g in gens.items():
-                g_tps[name].append(g.generate())
+                g_tps[name].append(statistics.median(g.generate() for _ in range(GEN_REPEATS)))
             if not a.skip_ours and ours_error is None:
                 try:
                     ours.append(run_ours(a, wd, r))
@@ -632,7 +636,7 @@ def report(a, env, clocks, checks, rows, grows, ours, ours_error, seconds):
     passed = bool(checks) and all(c["passed"] for c in checks)
     out = dict(lesson="day50_gpt", program="torch_peer.py", mode=a.mode, env=env, throttled=throttle_summary(clocks, ours),
                config=dict(layers=a.layers, heads=a.heads, width=a.width, context=a.context, batch=a.batch, vocab=a.vocab,
-                           dropout=a.dropout, attn_dropout=a.attn_dropout, warmup=a.warmup, steps=a.steps,
+                           dropout=a.dropout, attn_dropout=a.attn_dropout, warmup=a.warmup, steps=a.steps, gen_repeats=GEN_REPEATS,
                            data=os.path.basename(a.data), seed=a.seed, seconds=seconds, **HYPER, notes=NOTES),
                repeats=a.rounds, torch=rows, ours=ours_row, goals=goals_of(rat),
                generation=dict(torch=grows, ours=measured("tokens_per_s", [o["gen_tokens_per_s"] for o in ours]) if ours else None,

@@ -105,7 +105,18 @@ __device__ __forceinline__ float gelu_grad(float x) {
 // (row r, 8-column chunk jj) is day10's 128-byte swizzle: r * 128 + ((jj ^ (r % 8)) << 4).
 // Store q of the tile (OUTS per box) goes through slot q % CBOXES; the store that read it last was
 // CBOXES commits ago, unless a box was skipped (past M or N): from then on we wait for all (edge tiles).
-__device__ __forceinline__ float bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+// One round of a reduce-scatter among the lanes that differ in bit BIT of g (lane bit BIT * 4): the lane
+// with that bit set keeps the upper HALF of v (index bit HALF), its partner the lower, and each adds
+// the half the other sends.
+template <int HALF, int BIT>
+__device__ __forceinline__ void reduce_scatter_round(float (&v)[16], int g) {
+  const bool upper = (g & BIT) != 0;
+#pragma unroll
+  for (int i = 0; i < HALF; ++i) {
+    const float send = upper ? v[i] : v[i + HALF], keep = upper ? v[i + HALF] : v[i];
+    v[i] = keep + __shfl_xor_sync(~0u, send, BIT * 4);
+  }
+}
 
 template <int EPI>
 __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEMS], bf16 (*aux_s)[BOX_ELEMS],
@@ -136,18 +147,29 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
         const float2 p1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u1));
         d[4 * j] *= gelu_grad(p0.x), d[4 * j + 1] *= gelu_grad(p0.y);
         d[4 * j + 2] *= gelu_grad(p1.x), d[4 * j + 3] *= gelu_grad(p1.y);
-        if (colsum) {  // the warp's 16 rows of columns 8 jj + 2 (l % 4) ..: rows r and r + 8, then across l / 4
-          float v0 = bf16_round(d[4 * j]) + bf16_round(d[4 * j + 2]);
-          float v1 = bf16_round(d[4 * j + 1]) + bf16_round(d[4 * j + 3]);
-#pragma unroll
-          for (int m = 4; m < 32; m <<= 1) v0 += __shfl_xor_sync(~0u, v0, m), v1 += __shfl_xor_sync(~0u, v1, m);
-          if (jj == l / 4) cs[b % 2][0] += v0, cs[b % 2][1] += v1;  // every lane has them: lane l keeps jj = l / 4
-        }
       } else {
         const int col = bc + jj * 8 + (l % 4) * 2;  // N % 8 == 0: a pair is wholly in or out
         const float2 bb = col < N ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + col))
                                   : make_float2(0.f, 0.f);
         d[4 * j] += bb.x, d[4 * j + 1] += bb.y, d[4 * j + 2] += bb.x, d[4 * j + 3] += bb.y;
+      }
+    }
+    if constexpr (EPI == int(Epi::kDGelu)) {
+      if (colsum) {  // the warp's 16 rows of this box: v[2 jj + e] is column 8 jj + 2 (l % 4) + e, rows r and r + 8
+        float v[16];
+#pragma unroll
+        for (int jj = 0; jj < BOX / 8; ++jj) {
+          const int j = b * (BOX / 8) + jj;
+          const float2 a0 = __bfloat1622float2(__floats2bfloat162_rn(d[4 * j], d[4 * j + 1]));  // as stored
+          const float2 a1 = __bfloat1622float2(__floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]));
+          v[2 * jj] = a0.x + a1.x, v[2 * jj + 1] = a0.y + a1.y;
+        }
+        // ... then over the 8 lanes that share l % 4: three rounds that halve what a lane keeps (14
+        // shuffles, not 48 for every lane to have every sum), leaving lane l with jj = l / 4.
+        reduce_scatter_round<8, 4>(v, l / 4);
+        reduce_scatter_round<4, 2>(v, l / 4);
+        reduce_scatter_round<2, 1>(v, l / 4);
+        cs[b % 2][0] += v[0], cs[b % 2][1] += v[1];
       }
     }
 #pragma unroll
