@@ -43,14 +43,15 @@ def variant_lines(rows):
            "saved | MFU |", "|---|---|---|---|---|---:|---:|---:|"]
     prev = {}
     default = {b.get("dtype"): b["ms"] for b in steps if _short(b) == b.get("dtype")}  # "train step bf16"
+    default_recompute = {b.get("dtype"): b["extra"].get("recompute") for b in steps if _short(b) == b.get("dtype")}
     for b in steps:
         ex, d = b["extra"], b.get("dtype")
         # fp32 keeps cuBLASLt's heuristic pick whatever the switch says (nn/lt_tuned.cuh): shown as such
         # (tf32 is the fp32 model with TF32 matmuls: no search either)
         lt = "heuristic" if d in ("fp32", "tf32") else _on(ex.get("lt_search"))
-        # The ladder's rows are saved against the row above; a row beside the ladder (the step keeping
-        # every GELU output, the cuDNN-graph step) against the default step of its precision.
-        beside = ex.get("recompute") is False or "cuDNN" in b["name"]
+        # The ladder's rows are saved against the row above; a row beside the ladder (the step with the
+        # other --recompute setting than the default's, the cuDNN ones) against the default step of its precision.
+        beside = ex.get("recompute") != default_recompute.get(d, ex.get("recompute")) or "cuDNN" in b["name"]
         base = default.get(d) if beside else prev.get(d)
         saved = "" if base is None else f"{base - b['ms']:.2f} ms" + (" (vs default)" if beside else "")
         if not beside:
@@ -98,7 +99,8 @@ def choice_lines(cfg):
     tc = cfg.get("timed_choices")
     if not isinstance(tc, dict) or not tc:
         return []
-    out = ["Timed at start-up (bf16; shapes M×N×K of the matmul, µs; `config.timed_choices`):", "",
+    out = ["Timed at start-up (bf16; shapes: the layer's inputs × outputs × rows, for the LayerNorm columns × rows; "
+           "µs; `config.timed_choices`):", "",
            "| what | shape | measured, kept |", "|---|---|---|"]
     for k, v in tc.items():
         what, _, shape = str(k).rpartition(" ")
