@@ -99,12 +99,6 @@ __device__ __forceinline__ float gelu_grad(float x) {
   return 0.5f * (1.f + th) + 0.5f * x * (1.f - th * th) * kK0 * (1.f + 3.f * kK1 * x * x);
 }
 
-// One consumer's epilogue of a 128x128 tile at (row0, col0). Accumulator layout (wgmma m64nN): box b
-// (rows 64 (b / 2).., columns 64 (b % 2)..) is d[32b .. 32b + 31]; in it, register 4j + q of lane l of
-// warp w is row 16w + l/4 + 8 (q / 2), column 8 (j % 8) + 2 (l % 4) + q % 2. The staging offset of
-// (row r, 8-column chunk jj) is day10's 128-byte swizzle: r * 128 + ((jj ^ (r % 8)) << 4).
-// Store q of the tile (OUTS per box) goes through slot q % CBOXES; the store that read it last was
-// CBOXES commits ago, unless a box was skipped (past M or N): from then on we wait for all (edge tiles).
 // One round of a reduce-scatter among the lanes that differ in bit BIT of g (lane bit BIT * 4): the lane
 // with that bit set keeps the upper HALF of v (index bit HALF), its partner the lower, and each adds
 // the half the other sends.
@@ -118,6 +112,12 @@ __device__ __forceinline__ void reduce_scatter_round(float (&v)[16], int g) {
   }
 }
 
+// One consumer's epilogue of a 128x128 tile at (row0, col0). Accumulator layout (wgmma m64nN): box b
+// (rows 64 (b / 2).., columns 64 (b % 2)..) is d[32b .. 32b + 31]; in it, register 4j + q of lane l of
+// warp w is row 16w + l/4 + 8 (q / 2), column 8 (j % 8) + 2 (l % 4) + q % 2. The staging offset of
+// (row r, 8-column chunk jj) is day10's 128-byte swizzle: r * 128 + ((jj ^ (r % 8)) << 4).
+// Store q of the tile (OUTS per box) goes through slot q % CBOXES; the store that read it last was
+// CBOXES commits ago, unless a box was skipped (past M or N): from then on we wait for all (edge tiles).
 template <int EPI>
 __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEMS], bf16 (*aux_s)[BOX_ELEMS],
                                          const CUtensorMap* tmC, const CUtensorMap* tmAux, const bf16* bias,

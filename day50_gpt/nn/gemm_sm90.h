@@ -9,7 +9,8 @@
 //   kDGelu        C = acc * gelu'(aux), aux read                (fc2's input gradient, the GELU's backward)
 //                 and, with colsum, C's column sums per 128-row tile: colsum[tile row][N] (fc's bias gradient)
 // cuBLASLt has these epilogues too (common/cublaslt.h); at day50's thin shapes (K = 384) its kernels with
-// them are slower than its plain ones. The model times both and keeps the faster (nn/linear.cuh).
+// them are slower than its plain ones. The model times cuBLASLt's epilogue, its plain matmul with a pass
+// of ours, and this GEMM, and keeps the fastest (nn/linear.cuh).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -1,7 +1,8 @@
 // day50_gpt/nn/linear.cuh: the model's linear layers, forward and backward: a cuBLAS matmul with its
 // bias (and, for the MLP's first layer, the GELU), fused into one cuBLASLt call where cuBLASLt offers
-// the epilogue (common/cublaslt.h), else the plain matmul (nn/matmul.cuh) and our elementwise kernels
-// (nn/kernels/bias_gelu_residual.cuh).
+// the epilogue (common/cublaslt.h), or into our own Hopper GEMM (nn/gemm_sm90.h), else the plain matmul
+// (nn/matmul.cuh) and our elementwise kernels (nn/kernels/bias_gelu_residual.cuh); in bf16 with
+// --lt-search, which of these runs where is timed once per shape.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -208,8 +209,10 @@ Path Model<T>::fwd_path(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, 
   const bool gelu = gelu_out != nullptr;
   const std::string key = std::string(gelu ? "bias+GELU " : "bias ") + std::to_string(I) + "x" + std::to_string(O) +
                           "x" + std::to_string(N);
+  // The process's choice, where this model can take it (the choice was timed on the first model that
+  // asked: another may have other alignments, or sit on another GPU); else cuBLASLt's epilogue.
   const int known = lt::recall(key);
-  if (known >= 0) return Path(known);
+  if (known >= 0) return (known == 1 && !apart) || (known == 2 && !fused) ? Path::kEpilogue : Path(known);
   if (lt::capturing(s)) return Path::kEpilogue;
   const size_t n = size_t(N) * O;
   // Poisoned (all bits set: NaN in bf16), so that a part a path leaves unwritten fails the comparison
@@ -269,7 +272,7 @@ bool Model<T>::din_in_lt(lt::Tuned* mm, const T* dout, size_t w, int I, int O) {
 // The GELU's backward: din = (dout . W) * gelu'(pre). Ours apart runs k::gelu_bwd_vec in place after the
 // plain matmul (in linear_back, with the other elementwise work); the fused GEMM takes W transposed (into
 // w_t, every call: the weights change every step and the transpose costs a few us).
-// colsum (the fused path only): din's column sums per 128 rows, [N / 128][I], for linear_back to add up.
+// colsum (the fused path only): din's column sums per 128 rows, [ceil(N / 128)][I], for linear_back to add up.
 template <class T>
 void Model<T>::dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O,
                          float* colsum) {
@@ -302,8 +305,8 @@ Path Model<T>::dgelu_path(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_
   if (force_fused && fused) return Path::kFused;
   if (!apart && !fused) return Path::kEpilogue;
   const std::string key = "dGELU " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
-  const int known = lt::recall(key);
-  if (known >= 0) return Path(known);
+  const int known = lt::recall(key);  // as in fwd_path
+  if (known >= 0) return (known == 1 && !apart) || (known == 2 && !fused) ? Path::kEpilogue : Path(known);
   if (lt::capturing(s)) return Path::kEpilogue;
   const size_t n = size_t(N) * I;
   T* out[3] = {};
@@ -338,7 +341,8 @@ void Model<T>::bias_grad(const T* dout, size_t b, int O) {
 
 // din = dout . W (with gelu_pre: times gelu'(gelu_pre), the backward of the GELU that fed this
 // layer), dW += dout^T . in, db = column sums of dout (unless bias_done: the LayerNorm backward that
-// wrote dout added them up as it went; dW is then a plain matmul, cuBLASLt's without an epilogue).
+// wrote dout added them up as it went, or our fused dGELU GEMM of the layer after this one did, through
+// din_bias below; dW is then a plain matmul, cuBLASLt's without an epilogue).
 // din_bias: where our fused dGELU GEMM computes din, its column sums are added into din_bias too (the
 // previous layer's bias gradient, so that its weight gradient can skip the BGRADB epilogue); returns
 // whether they were.

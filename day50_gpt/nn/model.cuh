@@ -306,8 +306,9 @@ struct Model {
         {"cuDNN dsum", &dsum, cudnn ? sdpa->dsum_elems() * 4 : 0, true},
         {"cuDNN dq accumulator", &dq_acc, cudnn && !ours_attn_bwd() ? sdpa->dq_acc_elems() * 4 : 0, true},
         {"cuDNN workspace", &ws, cudnn ? sdpa->workspace() : 0, false},
-        {"column-sum partials", &partial,  // widest: a bias of 4C, the fused LayerNorm's per-block partials, or
-                                           // the flash backward's qkv bias partials (per 64 rows)
+        {"column-sum partials", &partial,  // widest: a bias of 4C, the fused LayerNorm's per-block partials,
+                                           // the flash backward's qkv bias partials (per 64 rows), or the
+                                           // fused dGELU GEMM's fc bias partials (per 128 rows)
          std::max({size_t(k::col_chunks(N)) * 4 * C, size_t(k::ln_bwd_blocks(N, k::kLnMinRowsPerWarp)) * 3 * C,
                    ours_attn_bwd() ? size_t(N / k::flash::kBlk) * 3 * C : 0,
                    bf ? size_t((N + sm90::kColsumRows - 1) / sm90::kColsumRows) * 4 * C : 0}) *
@@ -396,7 +397,8 @@ struct Model {
   void dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O,
                  float* colsum = nullptr);
   void linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out = nullptr);
-  // bias_done: the bias gradient is already added (by the LayerNorm backward that wrote dout: ln_back_to).
+  // bias_done: the bias gradient is already added (by the LayerNorm backward that wrote dout: ln_back_to;
+  // for fc, by the fused dGELU GEMM of fc2's backward: din_bias).
   // din_bias (with gelu_pre): where our fused dGELU GEMM runs, din's column sums (the bias gradient of the
   // layer that made din's pre-activation) are added into it too; returns whether they were.
   bool linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre = nullptr,
@@ -707,8 +709,9 @@ struct Model {
       // MLP: xs[l+1] = x_mid + drop(fc2(gelu(fc(ln2(x_mid))))); dx holds d/dxs[l+1]
       if (recompute_gelu) gelu_again(L);  // fc2's weight gradient reads gelu(fc)
       // dfc = d(gl) * gelu'(fc), and (fc_bias) its column sums, fc's bias gradient, where our fused GEMM ran
+      // (Not with --backend cudnn: its fc backward computes the bias itself, cuDNN graph or fallback.)
       const bool fc_bias = linear_back(gelu_out(L), Wl.fc2_w, Wl.fc2_b, dsub, dfc.as<T>(), 4 * C, C, L.fc.as<T>(),
-                                       sub_bias, G(Wl.fc_b));
+                                       sub_bias, on_cudnn() ? nullptr : G(Wl.fc_b));
       linear_back(L.ln2.as<T>(), Wl.fc_w, Wl.fc_b, dfc.as<T>(), dln.as<T>(), C, 4 * C, nullptr, fc_bias);
       dsub = ln_back_to(L.x_mid.as<float>(), Wl.ln2_w, Wl.ln2_b, L.ln2_mean.as<float>(), L.ln2_rstd.as<float>(),
                         dln.as<T>(), true, dropout::site_attn(l), Wl.proj_b, &sub_bias);

@@ -590,8 +590,10 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     bench_train<bf16>(res, cfg, theirs, data, op.attn, seed);
   }
   if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, base, data, seed);  // run/bench_cudnn.cuh
-  // What the step chose by timing at start-up (nn/linear.cuh): each matmul epilogue or the plain matmul
-  // and a pass of ours, with the times that decided it.
+  // What the step chose by timing at start-up (nn/linear.cuh and the LayerNorm's launcher): where each
+  // epilogue runs (cuBLASLt's, the plain matmul and a pass of ours, our fused GEMM), the bias gradients,
+  // cuBLAS or cuBLASLt for the plain input gradients, the LayerNorm backward's rows per warp; with the
+  // times that decided each.
   json::Value chosen = json::Value::object(), times = json::Value::object();
   {
     std::lock_guard<std::mutex> lock(lt::chosen_mutex());
