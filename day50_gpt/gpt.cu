@@ -113,6 +113,15 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
       // same model (its widths are multiples of 8, as TMA needs), where this GPU runs the kernel.
       if (sm90::available()) verify_tiny<bf16>(res, seed + 23, attn, true, 0.2, &f, false, Backend::kCustom, false, true);
     }
+    if (sm90::available()) {
+      // ... and at shapes that are not whole 128 x 128 tiles: the tiny model (39 rows: the row tile's
+      // edge, in the dGELU GEMM's column sums too) and width 80 (fc 320 wide: two tiles and a half, the
+      // column sums' edge; 5 heads of 16).
+      verify_tiny<bf16>(res, seed + 31, attn, true, 0.2, nullptr, false, Backend::kCustom, false, true);
+      gpt::Config e = tiny_config();
+      e.width = 80, e.heads = 5;
+      verify_tiny<bf16>(res, seed + 31, attn, true, 0.2, &e, false, Backend::kCustom, false, true);
+    }
     verify_training<bf16>(res, data, seed + 2, attn, small);
     if (attn == Attn::kAuto || attn == Attn::kCudnn) verify_cudnn_backend(res, data, seed + 17, small);
   }

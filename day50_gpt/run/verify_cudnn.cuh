@@ -84,6 +84,8 @@ inline void verify_cudnn_vs_custom(results::Results& res, uint64_t seed) {
 inline void verify_cudnn_backend(results::Results& res, const train::Corpus& data, uint64_t seed, bool small) {
   verify_tiny<bf16>(res, seed, Attn::kAuto, true, 0, nullptr, false, Backend::kCudnn);
   verify_tiny<bf16>(res, seed, Attn::kAuto, true, 0.2, nullptr, false, Backend::kCudnn);  // dropout: our mask kernel, cuDNN's graphs
+  // --recompute on: the GELU recomputed by cuDNN's pointwise graph (dnn_gelu) before fc2's weight gradient
+  verify_tiny<bf16>(res, seed, Attn::kAuto, true, 0.2, nullptr, false, Backend::kCudnn, false, false, true);
   verify_cudnn_vs_custom(res, seed + 1);
   if (small) return;
   // A short training run (the step captured as a CUDA graph, dropout at its default) through each backend.
