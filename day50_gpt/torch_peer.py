@@ -17,8 +17,8 @@ min..max over rounds. The peer is the variant with the lowest median. Device mem
 
 Generation (gpt-fast style): a static KV cache (torch_gpt.KVDecoder), batch 1, the one-token decode
 step plus top-k sampling compiled with mode="reduce-overhead" (fullgraph), the prompt fed before the
-clock starts, the same number of new bytes as ./build/gpt (200), GEN_REPEATS generations a round and their
-median kept (one 200-byte generation of the compiled decoder lasts ~40 ms, and a single one per round read
+clock starts, the same number of new bytes as ./build/gpt (200), one untimed generation a round and then
+GEN_REPEATS timed ones, their median kept (one 200-byte generation of the compiled decoder lasts ~40 ms, and a single one per round read
 anywhere from 2,400 to 5,000 tokens/s: host jitter, not the decoder); eager beside it, and the compiled decoder
 with bf16 weights too: each ratio is taken within one weight type (ours fp32 against the best fp32
 variant, ours bf16 against the bf16 one), so neither side gains from lower precision.
@@ -488,6 +488,7 @@ def measure_rounds(a, train, gens, clocks, clock_id):
             for name, v in train.items():
                 t_ms[name].append(v.timed(a.warmup, a.steps))
             for name, g in gens.items():
+                g.generate()  # untimed: the decoder warm again after the training variants ran
                 g_tps[name].append(statistics.median(g.generate() for _ in range(GEN_REPEATS)))
             if not a.skip_ours and ours_error is None:
                 try:
