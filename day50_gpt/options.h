@@ -45,6 +45,7 @@ struct TrainOptions {
   bool lt_search = true;                   // bf16: cuBLASLt's algorithms (and bias gradients) chosen by timing
   bool recompute = false;                  // on: the MLP's GELU output recomputed in the backward, not kept per layer
   bool flash_bwd = true;                   // bf16 with cuDNN's attention: our flash backward (head size 64)
+  bool dw_stream = true;                   // the graph's weight gradients on a second stream (nn/dw_stream.h)
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
   size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
   bool bucket_forward = false;             // data parallel: buckets in parameter order (the overlap lost)
@@ -131,7 +132,7 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
 
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each.
 inline void declare_step(cli::Args& args, std::string& fused_ln_s, std::string& graph_s, std::string& search_s,
-                         std::string& recompute_s, std::string& flash_s) {
+                         std::string& recompute_s, std::string& flash_s, std::string& dw_s) {
   fused_ln_s = args.str("fused-ln", "on",
                         "on | off: the residual add and the LayerNorm after it in one kernel, the LayerNorm backward "
                         "with its parameter gradients and the dropout after it");
@@ -145,9 +146,13 @@ inline void declare_step(cli::Args& args, std::string& fused_ln_s, std::string& 
   flash_s = args.str("flash-bwd", "on",
                      "on | off: with cuDNN's fused attention (bf16), its backward by our two flash kernels where the "
                      "head size is 64 and the context a multiple of 64; off: cuDNN's backward");
+  dw_s = args.str("dw-stream", "on",
+                  "on | off: in the CUDA graph, the weight gradients' matmuls on a second stream beside the chain of "
+                  "data gradients (the same kernels and results); off: all on one stream");
 }
 inline void check_step(int argc, char** argv, Options& o, const std::string& fused_ln_s, const std::string& graph_s,
-                       const std::string& search_s, const std::string& recompute_s, const std::string& flash_s) {
+                       const std::string& search_s, const std::string& recompute_s, const std::string& flash_s,
+                       const std::string& dw_s) {
   if (fused_ln_s != "on" && fused_ln_s != "off")
     cli::usage_error(kProg, "--fused-ln must be on or off, got '" + fused_ln_s + "'");
   if (graph_s != "on" && graph_s != "off") cli::usage_error(kProg, "--graph must be on or off, got '" + graph_s + "'");
@@ -159,6 +164,8 @@ inline void check_step(int argc, char** argv, Options& o, const std::string& fus
   if (flash_s != "on" && flash_s != "off")
     cli::usage_error(kProg, "--flash-bwd must be on or off, got '" + flash_s + "'");
   o.train.recompute = recompute_s == "on", o.train.flash_bwd = flash_s == "on";
+  if (dw_s != "on" && dw_s != "off") cli::usage_error(kProg, "--dw-stream must be on or off, got '" + dw_s + "'");
+  o.train.dw_stream = dw_s == "on";
   if (given(argc, argv, "graph") && o.multi())
     cli::usage_error(kProg, "--graph is the one-GPU step's; data parallelism (--gpus N, --world N) runs eagerly");
 }
@@ -407,11 +414,11 @@ inline Options parse_options(int argc, char** argv) {
       argc, argv, kProg,
       "a small GPT trained on any text, then sampled (fp32, tf32 or bf16; cuBLAS, cuDNN and hand-written kernels)");
   Options o;
-  std::string fusion_s, parts, fused_ln_s, graph_s, search_s, recompute_s, flash_s;
+  std::string fusion_s, parts, fused_ln_s, graph_s, search_s, recompute_s, flash_s, dw_s;
   double bucket_mb = 0, first_mb = 0;
   declare(args, o, fusion_s, bucket_mb, parts);
   declare_dp(args, o, first_mb);
-  declare_step(args, fused_ln_s, graph_s, search_s, recompute_s, flash_s);
+  declare_step(args, fused_ln_s, graph_s, search_s, recompute_s, flash_s, dw_s);
   const std::string clusters_s =
       args.str("clusters", "on",
                "on | off: generation may run on one thread-block cluster (sm_90, nn/kernels/decode_cluster.cuh); off "
@@ -424,7 +431,7 @@ inline Options parse_options(int argc, char** argv) {
   if (given(argc, argv, "dropout")) o.cut_dropout = o.train.dropout;
   if (given(argc, argv, "bench-steps")) o.cut_steps = o.bench_steps;
   check_dp(argc, argv, o, first_mb);
-  check_step(argc, argv, o, fused_ln_s, graph_s, search_s, recompute_s, flash_s);
+  check_step(argc, argv, o, fused_ln_s, graph_s, search_s, recompute_s, flash_s, dw_s);
   if (clusters_s != "on" && clusters_s != "off")
     cli::usage_error(kProg, "--clusters must be on or off, got '" + clusters_s + "'");
   o.clusters = clusters_s == "on";

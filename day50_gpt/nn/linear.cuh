@@ -355,6 +355,20 @@ bool Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
   }
   if (on_cudnn()) fell_back.insert("linear backward (cuBLAS/cuBLASLt and ours)");
   bool din_done = false, dw_done = false, dgelu_ours = false, din_bias_done = false;
+  // The weight gradient's cuBLASLt matmul (null: cuBLAS's plain one and the bias apart, below), chosen
+  // first: in a captured step (--dw-stream on, nn/dw_stream.h) it forks to the side stream here, before
+  // din is enqueued, so that the two run side by side.
+  lt::Tuned* mw = nullptr;
+  {
+    lt::Spec sp;
+    sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_T, sp.m = I, sp.n = O, sp.k = N, sp.lda = I, sp.ldb = O, sp.ldd = I;
+    sp.epilogue = bias_done ? CUBLASLT_EPILOGUE_DEFAULT : CUBLASLT_EPILOGUE_BGRADB;
+    mw = lt_get(sp, CUDA_R_32F);
+    if (mw && !bias_done && !bgrad_in_epilogue(mw, in, dout, I, O)) mw = nullptr;  // the bias gradient apart is faster
+  }
+  const bool side = mw && dw_side();
+  if (side) dws.fork(s);
+  before_write(din);  // din's buffer held an earlier d(out) that a dW on the side stream may still read
   if (gelu_pre) {
     lt::Spec sp;
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_N, sp.m = I, sp.n = N, sp.k = O, sp.lda = I, sp.ldb = O, sp.ldd = I;
@@ -385,18 +399,17 @@ bool Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     else
       matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O);
   }
-  {
-    lt::Spec sp;
-    sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_T, sp.m = I, sp.n = O, sp.k = N, sp.lda = I, sp.ldb = O, sp.ldd = I;
-    sp.epilogue = bias_done ? CUBLASLT_EPILOGUE_DEFAULT : CUBLASLT_EPILOGUE_BGRADB;
-    lt::Tuned* mm = lt_get(sp, CUDA_R_32F);
-    if (mm && !bias_done && !bgrad_in_epilogue(mm, in, dout, I, O)) mm = nullptr;  // the bias gradient apart is faster
-    if (mm) {
-      // dW accumulates (beta 1) into the zeroed gradients; the bias gradient is written (each bias
-      // belongs to exactly one layer, so nothing else adds to it).
-      mm->run(in, dout, G(w), 1.f, bias_done ? nullptr : G(b), nullptr, lt_ws.as(), s);
-      dw_done = true;
+  if (mw) {
+    // dW accumulates (beta 1) into the zeroed gradients; the bias gradient is written (each bias
+    // belongs to exactly one layer, so nothing else adds to it).
+    if (side) {
+      mw->run(in, dout, G(w), 1.f, bias_done ? nullptr : G(b), nullptr, lt_ws_dw.as(), dws.side());
+      dws.reads(in, dout);
+      ++dws.launches;
+    } else {
+      mw->run(in, dout, G(w), 1.f, bias_done ? nullptr : G(b), nullptr, lt_ws.as(), s);
     }
+    dw_done = true;
   }
   if (!dw_done) matmul_bwd_w<T>(blas, in, dout, G(w), N, I, O);
   mark(kMatmul);

@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "cudnn_layers.h"
 #include "cublaslt.h"
+#include "dw_stream.h"
 #include "env.cuh"
 // the layers' kernels
 #include "kernels/adamw.cuh"
@@ -165,6 +166,19 @@ struct Model {
   // argument; see k::StepVars).
   cudaStream_t s = 0;
   const k::StepVars* sv = nullptr;
+  // --dw-stream on (nn/dw_stream.h; the trainer asks for it where it captures the step): in a captured
+  // step the weight gradients' cuBLASLt matmuls run on a second stream, with a cuBLASLt workspace of their
+  // own, and dqkv gets a buffer of its own (shared with dfc, the next layer's first write would wait for
+  // qkv's weight gradient, which reads dqkv: a window of one LayerNorm backward). Off: neither.
+  bool dw_stream = false;
+  DwStream dws;
+  DeviceBuffer lt_ws_dw, dqkv_own;
+  // Whether this launch of a dW matmul goes to the side stream: on, inside a capture.
+  bool dw_side() const { return dw_stream && lt::capturing(s); }
+  // The chain (stream s) is about to overwrite p: wait for the side stream's reads of it.
+  void before_write(const void* p) {
+    if (dw_side()) dws.before_write(s, p);
+  }
   // --backend cudnn (nn/backend_cudnn.cuh): the layers as cached cuDNN graphs, with their own workspace
   // and the LayerNorm backward's dx (added into the stream's); the census of what stayed ours: each
   // kernel of ours the step launched (hw), and the layers that took the custom path because cuDNN
@@ -196,7 +210,7 @@ struct Model {
   }
 
   Model(const gpt::Config& cfg, int b, Attn want, bool fusion = true, double dropout_p = 0,
-        Backend be = Backend::kCustom, bool recompute = false, bool flash = true)
+        Backend be = Backend::kCustom, bool recompute = false, bool flash = true, bool dw = false)
       : c(cfg),
         lay(cfg),
         B(b),
@@ -206,6 +220,7 @@ struct Model {
         recompute_gelu(recompute),
         flash_bwd(flash && be == Backend::kCustom),  // the cuDNN backend keeps cuDNN's attention backward
         drop_p(dropout_p),
+        dw_stream(dw && be == Backend::kCustom),  // (the cuDNN backend runs its own graphs)
         backend(be) {
     CUBLAS_CHECK(cublasCreate(&blas));
     CUBLAS_CHECK(cublasLtCreate(&blas_lt));
@@ -237,6 +252,10 @@ struct Model {
     }
     tmp = dln = datt = View{scratch_small.as(), scratch_small.bytes()};
     dqkv = dfc = embed_partial = View{scratch_big.as(), scratch_big.bytes()};
+    if (dw_stream) {
+      dqkv = View{dqkv_own.as(), dqkv_own.bytes()};
+      dws.create(8 * c.layers + 1);  // per dW launch (4 a layer) a fork and a read; one join
+    }
     if (impl == Attn::kMatmul) build_head_pointers();
     use_stream(0);  // the workspace
     to_device(decay.as<uint8_t>(), train::decay_mask(c));
@@ -245,6 +264,7 @@ struct Model {
     if (cudnn_bf16()) dnn_setup();  // nn/backend_cudnn.cuh
   }
   ~Model() {
+    if (dws.created()) cudaStreamSynchronize(dws.side());
     graphs.reset();
     sdpa.reset();
     lt_cache.clear();
@@ -290,6 +310,9 @@ struct Model {
         {"weight-decay mask", &decay, n, false},
         // One workspace for cuBLAS and cuBLASLt: their calls run one after another on the model's stream.
         {"cuBLAS/cuBLASLt workspace", &lt_ws, kLtWorkspace, false},
+        {"cuBLASLt workspace of the weight gradients' stream (--dw-stream)", &lt_ws_dw, dw_stream ? kLtWorkspace : 0,
+         false},
+        {"dqkv, its own (--dw-stream)", &dqkv_own, dw_stream ? NN * 3 * C * E : 0, true},
         {"tokens", &tok, NN * 4, true},
         {"targets", &tgt, NN * 4, true},
         {"losses", &loss, NN * 4, true},
@@ -504,6 +527,7 @@ struct Model {
   const T* ln_back_to(const float* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy,
                       bool accumulate, uint32_t site, size_t next_bias = kNoBias, bool* bias_done = nullptr) {
     if (bias_done) *bias_done = false;
+    before_write(dxT()), before_write(ddrop.as());  // where d(the sublayer's output) goes: a dW may read it
     if (!ln_fused()) {
       ln_back(x, w, b, mean, rstd, dy, accumulate);
       return site == kNoSite ? nullptr : through_dropout(site);
@@ -707,7 +731,7 @@ struct Model {
       auto& L = layer[size_t(l)];
       const auto& Wl = lay.layer[size_t(l)];
       // MLP: xs[l+1] = x_mid + drop(fc2(gelu(fc(ln2(x_mid))))); dx holds d/dxs[l+1]
-      if (recompute_gelu) gelu_again(L);  // fc2's weight gradient reads gelu(fc)
+      if (recompute_gelu) before_write(gelu_out(L)), gelu_again(L);  // fc2's weight gradient reads gelu(fc)
       // dfc = d(gl) * gelu'(fc), and (fc_bias) its column sums, fc's bias gradient, where our fused GEMM ran
       // (Not with --backend cudnn: its fc backward computes the bias itself, cuDNN graph or fallback.)
       const bool fc_bias = linear_back(gelu_out(L), Wl.fc2_w, Wl.fc2_b, dsub, dfc.as<T>(), 4 * C, C, L.fc.as<T>(),
@@ -717,14 +741,19 @@ struct Model {
                         dln.as<T>(), true, dropout::site_attn(l), Wl.proj_b, &sub_bias);
       // Attention: x_mid = xs[l] + drop(proj(attention(qkv(ln1(xs[l]))))); dx now holds d/dx_mid
       linear_back(L.att.as<T>(), Wl.proj_w, Wl.proj_b, dsub, datt.as<T>(), C, C, nullptr, sub_bias);
+      before_write(dqkv.as());  // (dfc's buffer: fc's weight gradient may still read it)
       const bool qkv_bias = attention_bwd(L, G(Wl.qkv_b));  // our flash backward adds it up as it stores
       linear_back(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, dqkv.as<T>(), dln.as<T>(), C, 3 * C, nullptr, qkv_bias);
       // Layer 0's: d(embedding) in T through the embedding's dropout for the embedding's matmul (embed_by_matmul).
       const uint32_t below = l > 0 ? dropout::site_mlp(l - 1) : embed_by_matmul() ? dropout::site_embed() : kNoSite;
       dsub = ln_back_to(xs[size_t(l)].as<float>(), Wl.ln1_w, Wl.ln1_b, L.ln1_mean.as<float>(), L.ln1_rstd.as<float>(),
                         dln.as<T>(), true, below, l > 0 ? lay.layer[size_t(l) - 1].fc2_b : kNoBias, &sub_bias);
-      if (on_block_grads) on_block_grads(l);
+      if (on_block_grads) {  // (data parallel: its buckets read the block's weight gradients)
+        if (dw_side()) dws.join(s);
+        on_block_grads(l);
+      }
     }
+    if (dw_side()) dws.join(s);  // every weight gradient is done before the embedding's and the optimizer
     if (dnn_embedded && dnn_embed_back()) {
       mark(kEmbed);
       if (on_block_grads) on_block_grads(-1);

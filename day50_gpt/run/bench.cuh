@@ -36,11 +36,12 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].tf32 = false;                // the tf32 step has its own row (run/bench_tf32.cuh)
     v[i].recompute = false;           // the step recomputing the GELU outputs has its own row (run_bench)
     v[i].flash_bwd = true;            // so has the step with cuDNN's attention backward
+    v[i].dw_stream = true;            // and the graph with every matmul on one stream
   }
   return v;
 }
 inline bool default_step(const TrainOptions& o) {
-  return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd;
+  return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.dw_stream;
 }
 inline std::string variant_name(const TrainOptions& o) {
   if (!o.fusion) return " unfused";
@@ -50,6 +51,7 @@ inline std::string variant_name(const TrainOptions& o) {
   if (!o.lt_search) s += ", no Lt search";
   if (o.recompute) s += ", recompute";
   if (!o.flash_bwd) s += ", cuDNN attention backward";
+  if (o.graph && !o.dw_stream) s += ", one stream";
   return s.empty() ? s : " " + s.substr(2);
 }
 
@@ -154,6 +156,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["graph"] = o.graph;
   ex["lt_search"] = o.lt_search;
   ex["recompute"] = o.recompute;
+  ex["dw_stream"] = o.graph && o.dw_stream;
   ex["flash_bwd"] = o.flash_bwd;
   ex["model_flops_per_step"] = flops;
   ex["model_tflops"] = tflops;
@@ -588,6 +591,9 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions theirs = step_variants(base, true).back();  // the default step with cuDNN's attention backward
     theirs.flash_bwd = false;                                 // in place of ours (nn/kernels/flash_bwd.cuh)
     bench_train<bf16>(res, cfg, theirs, data, op.attn, seed);
+    TrainOptions one = step_variants(base, true).back();  // the default step's graph with the weight gradients
+    one.dw_stream = false;                                 // in line, on the chain's stream (nn/dw_stream.h)
+    bench_train<bf16>(res, cfg, one, data, op.attn, seed);
   }
   if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, base, data, seed);  // run/bench_cudnn.cuh
   // What the step chose by timing at start-up (nn/linear.cuh and the LayerNorm's launcher): where each

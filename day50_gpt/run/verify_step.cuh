@@ -15,11 +15,14 @@
 // Train `steps` steps with options o; the per-step losses and the final weights.
 template <class T>
 void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus& data, Attn attn, uint64_t seed,
-               int steps, std::vector<double>& losses, std::vector<double>& params, std::string& attn_used) {
+               int steps, std::vector<double>& losses, std::vector<double>& params, std::string& attn_used,
+               int* side_launches = nullptr, bool* deterministic = nullptr) {
   Trainer<T> t(c, o, data, attn, seed);
   t.m.set_tf32(o.tf32);  // --precision tf32's model (before its first step)
   while (t.step < steps) t.step_once();
   t.read_back();
+  if (side_launches) *side_launches = t.m.dws.launches;  // dW matmuls captured on the side stream
+  if (deterministic) *deterministic = t.m.impl != Attn::kCudnn || t.m.ours_attn_bwd();
   losses.assign(t.losses.begin(), t.losses.end());
   const std::vector<float> p = to_host(t.m.params.template as<float>(), t.m.lay.total);
   params.assign(p.begin(), p.end());
@@ -42,13 +45,39 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
   o.graph = false;
   train_for<T>(c, o, data, det, seed, steps, l_eager, p_eager, a);
   o.graph = true;
-  train_for<T>(c, o, data, det, seed, steps, l_graph, p_graph, a);
+  int side = 0;
+  train_for<T>(c, o, data, det, seed, steps, l_graph, p_graph, a, &side);
   const std::string tag = std::string("training step ") + Types<T>::name() + " " + a + "-attn";
   const verify::Tol exact{0, 0, "bitwise"};
+  // The graph runs the weight gradients on a second stream (--dw-stream on, nn/dw_stream.h), the eager
+  // steps on one: bit-equal results say that no kernel of the chain overwrote what a dW still read.
+  res.add(verify::fact(tag + ": the captured step ran its " + std::to_string(4 * c.layers) +
+                           " weight-gradient matmuls on the side stream",
+                       side == 4 * c.layers, "launches", std::to_string(side)));
   res.add(verify::compare(tag + ": CUDA graph replay's losses == eager steps' (" + std::to_string(steps) + " steps)",
                           l_graph.data(), l_eager.data(), l_eager.size(), exact));
   res.add(verify::compare(tag + ": CUDA graph replay's weights == eager steps'", p_graph.data(), p_eager.data(),
                           p_eager.size(), exact));
+  if (std::is_same<T, bf16>::value && (attn == Attn::kAuto || attn == Attn::kCudnn)) {
+    // The default step's attention (cuDNN's forward, our flash backward, which adds without atomics) at
+    // head size 64, where the flash backward runs: graph (two streams) against eager, bit for bit.
+    gpt::Config c64 = c;
+    c64.heads = 2;
+    TrainOptions eager = o;
+    eager.graph = false;
+    std::vector<double> le, pe, lg, pg;
+    bool det_e = false, det_g = false;
+    train_for<T>(c64, eager, data, attn, seed, steps, le, pe, a, nullptr, &det_e);
+    train_for<T>(c64, o, data, attn, seed, steps, lg, pg, a, &side, &det_g);
+    const std::string t64 = std::string("training step ") + Types<T>::name() + " " + a + "-attn, head size 64";
+    res.add(verify::fact(t64 + ": attention backward without atomics (the matmul one or our flash kernels)",
+                         det_e && det_g));
+    res.add(verify::compare(t64 + ": CUDA graph (weight gradients on a second stream) losses == eager steps'",
+                            lg.data(), le.data(), le.size(), exact));
+    res.add(verify::compare(t64 + ": CUDA graph weights == eager steps'", pg.data(), pe.data(), pe.size(), exact));
+    res.add(verify::fact(t64 + ": the captured step ran its weight-gradient matmuls on the side stream",
+                         side == 4 * c64.layers, "launches", std::to_string(side)));
+  }
   // Fused against unfused LayerNorm, with the attention asked for (both with the graph).
   train_for<T>(c, o, data, attn, seed, steps, l_fused, p_fused, a);
   o.fused_ln = false;

@@ -39,26 +39,31 @@ def variant_lines(rows):
     out = ["", "The training steps switched on one after another (each row's saving: against the row above, same precision, "
            "or for a row beside the ladder against the default step; "
            "MFU: model FLOPs per step / step time / the dense peak of the precision):", "",
-           "| training step | matmul epilogues | fused residual+LayerNorm | CUDA graph | timed matmul choices | ms/step | "
-           "saved | MFU |", "|---|---|---|---|---|---:|---:|---:|"]
+           "| training step | matmul epilogues | fused residual+LayerNorm | CUDA graph | timed matmul choices | "
+           "dW on a second stream | ms/step | saved | MFU |", "|---|---|---|---|---|---|---:|---:|---:|"]
     prev = {}
     default = {b.get("dtype"): b["ms"] for b in steps if _short(b) == b.get("dtype")}  # "train step bf16"
     default_recompute = {b.get("dtype"): b["extra"].get("recompute") for b in steps if _short(b) == b.get("dtype")}
+    default_dw = {b.get("dtype"): b["extra"].get("dw_stream") for b in steps if _short(b) == b.get("dtype")}
     for b in steps:
         ex, d = b["extra"], b.get("dtype")
         # fp32 keeps cuBLASLt's heuristic pick whatever the switch says (nn/lt_tuned.cuh): shown as such
         # (tf32 is the fp32 model with TF32 matmuls: no search either)
         lt = "heuristic" if d in ("fp32", "tf32") else _on(ex.get("lt_search"))
         # The ladder's rows are saved against the row above; a row beside the ladder (the step with the
-        # other --recompute setting than the default's, the cuDNN ones) against the default step of its precision.
-        beside = ex.get("recompute") != default_recompute.get(d, ex.get("recompute")) or "cuDNN" in b["name"]
+        # other --recompute setting than the default's, the graph on one stream where the default uses two, the
+        # cuDNN ones) against the default step of its precision.
+        one_stream = ex.get("graph") and ex.get("dw_stream") is False and default_dw.get(d) is True
+        beside = (ex.get("recompute") != default_recompute.get(d, ex.get("recompute")) or one_stream
+                  or "cuDNN" in b["name"])
         base = default.get(d) if beside else prev.get(d)
         saved = "" if base is None else f"{base - b['ms']:.2f} ms" + (" (vs default)" if beside else "")
         if not beside:
             prev[d] = b["ms"]
         mfu = ex.get("mfu_pct")
+        dw = "–" if "dw_stream" not in ex else _on(ex.get("dw_stream"))  # (older files: not recorded)
         out.append(f"| {_short(b)} | {_on(ex.get('fusion'))} | {_on(ex.get('fused_ln'))} | {_on(ex.get('graph'))} | {lt} | "
-                   f"{b['ms']:.2f} | {saved} | {'–' if mfu is None else f'{mfu:.1f}%'} |")
+                   f"{dw} | {b['ms']:.2f} | {saved} | {'–' if mfu is None else f'{mfu:.1f}%'} |")
     return out
 
 
