@@ -75,6 +75,14 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
   // --attention narrows this to one kind. The training checks use the precision's default.
   const Attn f32 = attn == Attn::kCudnn ? Attn::kAuto : attn;
   if (o.verify_only == "tf32") return verify_tf32(res, data, seed, f32, small);  // run/verify_tf32.cuh
+#ifdef GPT_HAVE_NCCL
+  if (o.verify_only == "dp") {  // the data-parallel checks alone (the one-GPU ones are a plain --verify's)
+    if (n < 2) cli::skip(kProg, "--verify-only dp needs two GPUs; " + std::to_string(n) + " visible");
+    verify_data_parallel<float>(res, data, seed + 5, f32, n);
+    verify_data_parallel<bf16>(res, data, seed + 5, attn, n);
+    return;
+  }
+#endif
   for (Attn a : attn == Attn::kAuto ? std::vector<Attn>{Attn::kMatmul, Attn::kNaive} : std::vector<Attn>{f32}) {
     verify_tiny<float>(res, seed, a);
     if (!small) verify_attention<float>(res, seed + 1, a);
