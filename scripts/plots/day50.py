@@ -251,6 +251,20 @@ def verify_block(data):
     return out + [""]
 
 
+def verify_dp_block(data):
+    """gpt --verify --verify-only dp: the data-parallel checks, grouped by the run they compare (the name
+    before its first ':')."""
+    groups = {}
+    for c in data.get("checks", []):
+        g = groups.setdefault(str(c.get("name", "")).split(":")[0], [0, 0])
+        g[0] += 1
+        g[1] += 0 if c.get("passed") else 1
+    out = [f"`gpt --verify --verify-only dp`: {sum(g[0] for g in groups.values())} checks, "
+           f"{sum(g[1] for g in groups.values())} failed.", "", "| runs compared | checks | failed |", "|---|---:|---:|"]
+    out += [f"| {k} | {v[0]} | {v[1]} |" for k, v in groups.items()]
+    return out + [""]
+
+
 def day50_block(data):
     rows = data.get("bench", [])
     cfg = data.get("config", {})
@@ -330,4 +344,6 @@ VIEWS = {
     "day50_gpt": dict(block=day50_block, plot=day50_plot, headline=day50_headline),
     "day50_gpt-attention": dict(block=attention_block, plot=None, headline=attention_headline),
     "day50_gpt-verify": dict(block=verify_block, plot=None, headline=verify_headline),
+    "day50_gpt-verify_dp": dict(block=verify_dp_block, plot=None,
+                                headline=lambda d: f"gpt --verify --verify-only dp: {len(d.get('checks', []))} data-parallel checks"),
 }
