@@ -230,11 +230,24 @@ def verify_headline(data):
     return f"gpt --verify: {len(data.get('checks', []))} checks of the GPU model against the CPU model"
 
 
+def _groups_table(groups, command, what):
+    """checks counted per group ({name: [checks, failed]}) as a table under a one-line total."""
+    out = [f"`{command}`: {sum(g[0] for g in groups.values())} checks, "
+           f"{sum(g[1] for g in groups.values())} failed.", "", f"| {what} | checks | failed |", "|---|---:|---:|"]
+    out += [f"| {k} | {v[0]} | {v[1]} |" for k, v in groups.items()]
+    return out + [""]
+
+
+def _count(groups, key, check):
+    g = groups.setdefault(key, [0, 0])
+    g[0] += 1
+    g[1] += 0 if check.get("passed") else 1
+
+
 def verify_block(data):
     """gpt --verify's results file: how many checks, grouped by what they check, and any that failed."""
-    checks = data.get("checks", [])
     groups = {}
-    for c in checks:
+    for c in data.get("checks", []):
         name = str(c.get("name", ""))
         key = name.split(":")[0].split(" vs ")[0]
         for word in ("decode", "tiny GPT", "attention", "dropout", "random batches", "training step", "training", "generation", "sliding window",
@@ -242,13 +255,8 @@ def verify_block(data):
             if word in name:
                 key = word
                 break
-        g = groups.setdefault(key, [0, 0])
-        g[0] += 1
-        g[1] += 0 if c.get("passed") else 1
-    out = [f"`gpt --verify`: {sum(g[0] for g in groups.values())} checks, "
-           f"{sum(g[1] for g in groups.values())} failed.", "", "| what is checked | checks | failed |", "|---|---:|---:|"]
-    out += [f"| {k} | {v[0]} | {v[1]} |" for k, v in groups.items()]
-    return out + [""]
+        _count(groups, key, c)
+    return _groups_table(groups, "gpt --verify", "what is checked")
 
 
 def verify_dp_block(data):
@@ -256,13 +264,8 @@ def verify_dp_block(data):
     before its first ':')."""
     groups = {}
     for c in data.get("checks", []):
-        g = groups.setdefault(str(c.get("name", "")).split(":")[0], [0, 0])
-        g[0] += 1
-        g[1] += 0 if c.get("passed") else 1
-    out = [f"`gpt --verify --verify-only dp`: {sum(g[0] for g in groups.values())} checks, "
-           f"{sum(g[1] for g in groups.values())} failed.", "", "| runs compared | checks | failed |", "|---|---:|---:|"]
-    out += [f"| {k} | {v[0]} | {v[1]} |" for k, v in groups.items()]
-    return out + [""]
+        _count(groups, str(c.get("name", "")).split(":")[0], c)
+    return _groups_table(groups, "gpt --verify --verify-only dp", "runs compared")
 
 
 def day50_block(data):
