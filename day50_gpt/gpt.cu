@@ -82,6 +82,8 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
     verify_data_parallel<bf16>(res, data, seed + 5, attn, n);
     return;
   }
+#else
+  if (o.verify_only == "dp") cli::skip(kProg, "--verify-only dp needs NCCL, and this build found none");
 #endif
   for (Attn a : attn == Attn::kAuto ? std::vector<Attn>{Attn::kMatmul, Attn::kNaive} : std::vector<Attn>{f32}) {
     verify_tiny<float>(res, seed, a);

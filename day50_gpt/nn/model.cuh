@@ -741,7 +741,7 @@ struct Model {
                         dln.as<T>(), true, dropout::site_attn(l), Wl.proj_b, &sub_bias);
       // Attention: x_mid = xs[l] + drop(proj(attention(qkv(ln1(xs[l]))))); dx now holds d/dx_mid
       linear_back(L.att.as<T>(), Wl.proj_w, Wl.proj_b, dsub, datt.as<T>(), C, C, nullptr, sub_bias);
-      before_write(dqkv.as());  // (dfc's buffer: fc's weight gradient may still read it)
+      before_write(dqkv.as());  // (the layer above's qkv weight gradient may still read it)
       const bool qkv_bias = attention_bwd(L, G(Wl.qkv_b));  // our flash backward adds it up as it stores
       linear_back(L.ln1.as<T>(), Wl.qkv_w, Wl.qkv_b, dqkv.as<T>(), dln.as<T>(), C, 3 * C, nullptr, qkv_bias);
       // Layer 0's: d(embedding) in T through the embedding's dropout for the embedding's matmul (embed_by_matmul).

@@ -156,7 +156,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["graph"] = o.graph;
   ex["lt_search"] = o.lt_search;
   ex["recompute"] = o.recompute;
-  ex["dw_stream"] = o.graph && o.dw_stream;
+  ex["dw_stream"] = tr.m.dw_stream && o.graph;  // what the step did (the model turns it off where it cannot)
   ex["flash_bwd"] = o.flash_bwd;
   ex["model_flops_per_step"] = flops;
   ex["model_tflops"] = tflops;

@@ -185,7 +185,7 @@ void verify_bf16_allreduce(results::Results& res, const gpt::Config& c, TrainOpt
   // bf16 run-to-run tolerances (the one-GPU-vs-N-GPU bf16 checks above) apply in both precisions.
   const verify::Tol first_tol{0, 5e-3, "bf16 run-to-run"}, loss_tol{0, 1e-2, "bf16 run-to-run"};
   check_curves(res, tag, b, fp32, "the fp32 all-reduce's", first_tol, loss_tol);
-  // The weights after the run, two ways (adam_gap_bound, displacement_gap below).
+  // The weights after the run, two ways (adam_gap_bound; then normwise, against the displacement).
   const std::vector<float>& wb = b.params;
   const std::vector<float>& wf = fp32.params;
   const size_t nw = std::min(wb.size(), wf.size());

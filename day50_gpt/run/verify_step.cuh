@@ -39,9 +39,10 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
   std::vector<double> l_eager, p_eager, l_graph, p_graph, l_fused, p_fused, l_unf, p_unf;
   std::string a;
   // Graph against eager, bit for bit: on a deterministic step, so the matmul attention where cuDNN's
-  // would be (its backward adds with atomics: two eager runs differ by rounding already; its capture
-  // is exercised by verify_training's runs, which use the graph).
-  const Attn det = attn == Attn::kCudnn ? Attn::kMatmul : attn;
+  // would be (asked for, or chosen by auto): at this model's head size of 32 cuDNN's backward runs,
+  // which adds with atomics. Its capture is exercised by verify_training's runs, which use the graph;
+  // the default attention's bitwise check is the head-size-64 model below, where our flash backward runs.
+  const Attn det = attn == Attn::kCudnn || attn == Attn::kAuto ? Attn::kMatmul : attn;
   o.graph = false;
   train_for<T>(c, o, data, det, seed, steps, l_eager, p_eager, a);
   o.graph = true;
@@ -51,9 +52,12 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
   const verify::Tol exact{0, 0, "bitwise"};
   // The graph runs the weight gradients on a second stream (--dw-stream on, nn/dw_stream.h), the eager
   // steps on one: bit-equal results say that no kernel of the chain overwrote what a dW still read.
-  res.add(verify::fact(tag + ": the captured step ran its " + std::to_string(4 * c.layers) +
-                           " weight-gradient matmuls on the side stream",
-                       side == 4 * c.layers, "launches", std::to_string(side)));
+  // How many go there: every cuBLASLt dW matmul, and a qkv or fc one is cuBLASLt's only where its bias
+  // gradient is not timed apart (bf16, --lt-search: a choice that may differ from run to run); fc2's and
+  // the projection's always are (their bias gradients come with the LayerNorm backward): at least 2 a layer.
+  const auto side_ran = [](int launches, int layers) { return launches >= 2 * layers && launches <= 4 * layers; };
+  res.add(verify::fact(tag + ": the captured step ran its weight-gradient matmuls on the side stream (2 to 4 a layer)",
+                       side_ran(side, c.layers), "launches", std::to_string(side)));
   res.add(verify::compare(tag + ": CUDA graph replay's losses == eager steps' (" + std::to_string(steps) + " steps)",
                           l_graph.data(), l_eager.data(), l_eager.size(), exact));
   res.add(verify::compare(tag + ": CUDA graph replay's weights == eager steps'", p_graph.data(), p_eager.data(),
@@ -75,8 +79,8 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
     res.add(verify::compare(t64 + ": CUDA graph (weight gradients on a second stream) losses == eager steps'",
                             lg.data(), le.data(), le.size(), exact));
     res.add(verify::compare(t64 + ": CUDA graph weights == eager steps'", pg.data(), pe.data(), pe.size(), exact));
-    res.add(verify::fact(t64 + ": the captured step ran its weight-gradient matmuls on the side stream",
-                         side == 4 * c64.layers, "launches", std::to_string(side)));
+    res.add(verify::fact(t64 + ": the captured step ran its weight-gradient matmuls on the side stream (2 to 4 a layer)",
+                         side_ran(side, c64.layers), "launches", std::to_string(side)));
   }
   // Fused against unfused LayerNorm, with the attention asked for (both with the graph).
   train_for<T>(c, o, data, attn, seed, steps, l_fused, p_fused, a);
