@@ -33,6 +33,18 @@
 
 #include "check.cuh"
 
+// --verify's race detector: a kernel that only waits `ns` nanoseconds (the GPU's global timer). Put
+// before every dW on the side stream (DwStream::delay_ns), it makes each dW start long after the chain
+// has moved on, so a missing before_write lets the chain overwrite a buffer the dW has not read yet on
+// every run, not only when the timing happens to overlap: the bitwise check against eager steps fails.
+__global__ void dw_delay(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
 class DwStream {
  public:
   DwStream() = default;
@@ -51,12 +63,18 @@ class DwStream {
   }
   bool created() const { return side_ != nullptr; }
   cudaStream_t side() const { return side_; }
-  // The side stream waits for everything enqueued on `main` so far (the dW's inputs are ready).
+  // The side stream waits for everything enqueued on `main` so far (the dW's inputs are ready); with
+  // delay_ns (--verify only), it then idles that long before the dW.
   void fork(cudaStream_t main) {
     cudaEvent_t e = next();
     CUDA_CHECK(cudaEventRecord(e, main));
     CUDA_CHECK(cudaStreamWaitEvent(side_, e, 0));
+    if (delay_ns) {
+      dw_delay<<<1, 1, 0, side_>>>(delay_ns);
+      CUDA_CHECK(cudaGetLastError());
+    }
   }
+  unsigned long long delay_ns = 0;
   // After a dW launch on the side stream: it reads `a` and `b` until this point of the side stream.
   void reads(const void* a, const void* b) {
     cudaEvent_t e = next();

@@ -16,8 +16,9 @@
 template <class T>
 void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus& data, Attn attn, uint64_t seed,
                int steps, std::vector<double>& losses, std::vector<double>& params, std::string& attn_used,
-               int* side_launches = nullptr, bool* deterministic = nullptr) {
+               int* side_launches = nullptr, bool* deterministic = nullptr, unsigned long long side_delay_ns = 0) {
   Trainer<T> t(c, o, data, attn, seed);
+  t.m.dws.delay_ns = side_delay_ns;  // (before the capture, which happens at the second step)
   t.m.set_tf32(o.tf32);  // --precision tf32's model (before its first step)
   while (t.step < steps) t.step_once();
   t.read_back();
@@ -81,6 +82,18 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
     res.add(verify::compare(t64 + ": CUDA graph weights == eager steps'", pg.data(), pe.data(), pe.size(), exact));
     res.add(verify::fact(t64 + ": the captured step ran its weight-gradient matmuls on the side stream (2 to 4 a layer)",
                          side_ran(side, c64.layers), "launches", std::to_string(side)));
+    // The same with every side-stream dW held back 200 us after its fork (nn/dw_stream.h, dw_delay), and
+    // the GELU outputs recomputed into the one buffer the layers share (which fc2's dW reads); dropout is
+    // on, as in every run here (the mask's output is a buffer the dW read): a wait missing anywhere now
+    // loses the race on every run.
+    TrainOptions od = o, ode = eager;
+    od.recompute = ode.recompute = true;
+    std::vector<double> lde, pde, ldg, pdg;
+    train_for<T>(c64, ode, data, attn, seed, steps, lde, pde, a);
+    train_for<T>(c64, od, data, attn, seed, steps, ldg, pdg, a, nullptr, nullptr, 200000ull);
+    const std::string td = t64 + ", --recompute on, every side-stream dW delayed 200 us";
+    res.add(verify::compare(td + ": CUDA graph losses == eager steps'", ldg.data(), lde.data(), lde.size(), exact));
+    res.add(verify::compare(td + ": CUDA graph weights == eager steps'", pdg.data(), pde.data(), pde.size(), exact));
   }
   // Fused against unfused LayerNorm, with the attention asked for (both with the graph).
   train_for<T>(c, o, data, attn, seed, steps, l_fused, p_fused, a);
