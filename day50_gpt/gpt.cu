@@ -235,9 +235,11 @@ int main(int argc, char** argv) {
   res.config["data"] = o.files.data_name;
   if (o.data_limit > 0) res.config["data_limit"] = o.data_limit;
   res.config["dropout"] = o.train.dropout;
-  res.config["gpus"] = o.world > 1 ? o.world : gpus;
+  // --verify spreads its data-parallel checks over every GPU it sees (or --gpus N): the file says how many.
+  const int verify_gpus = gpus > 1 ? gpus : count;
+  res.config["gpus"] = o.world > 1 ? o.world : o.st.verify ? verify_gpus : gpus;
   if (o.st.verify) {
-    run_verify(res, o, data, gpus > 1 ? gpus : count);
+    run_verify(res, o, data, verify_gpus);
   } else if (o.st.bench && gpus == 1) {
     run_bench(res, o, data);
   } else if (const int rc = run_train(res, o, data, gpus, count)) {
