@@ -150,6 +150,22 @@ inline double adam_gap_bound(const TrainOptions& o) {
   return total;
 }
 
+// ||a - ref|| / ||ref|| <= bound over the common length: a check that judges a vector as a whole, for
+// differences that only rounding makes (each element's own error depends on sums we do not keep).
+inline verify::Check normwise(const std::string& name, const std::vector<float>& a, const std::vector<float>& ref,
+                              double bound, const char* why) {
+  double d2 = 0, r2 = 0;
+  const size_t n = std::min(a.size(), ref.size());
+  for (size_t i = 0; i < n; ++i) {
+    const double d = double(a[i]) - ref[i];
+    d2 += d * d, r2 += double(ref[i]) * ref[i];
+  }
+  const double rel = n && r2 > 0 ? std::sqrt(d2 / r2) : NAN;
+  verify::Check c = verify::fact(name, n > 0 && rel <= bound, "normwise", "||a - ref|| / ||ref|| = " + std::to_string(rel), n);
+  c.rel_l2 = rel, c.tol = verify::Tol{0, bound, why};
+  return c;
+}
+
 // --allreduce bf16 against the fp32 all-reduce, both on N GPUs with a bucket per block (every bucket
 // cast, reduced and widened on its own). The weights at the end: within adam_gap_bound each, and normwise
 // against where training moved them: gradients that were wrong (noise, stale, another scale) would move
@@ -170,17 +186,8 @@ void verify_bf16_allreduce(results::Results& res, const gpt::Config& c, TrainOpt
   // magnitudes. That sum exceeds the mean's size where the ranks' gradients (two halves of one batch,
   // from the same weights) disagree; if they were pure noise, independent per rank, each rank's norm
   // would be sqrt(2) times the mean's: a factor 2 covers it.
-  double d2 = 0, r2 = 0;
-  const size_t ng = std::min(b.grads0.size(), fp32.grads0.size());
-  for (size_t i = 0; i < ng; ++i) {
-    const double d = double(b.grads0[i]) - fp32.grads0[i];
-    d2 += d * d, r2 += double(fp32.grads0[i]) * fp32.grads0[i];
-  }
-  const double rel = ng ? std::sqrt(d2 / r2) : NAN, bound = 2.0 * (n + 1) * std::ldexp(1.0, -8);
-  verify::Check g = verify::fact(tag + ": first step's gradient == the fp32 all-reduce's (normwise)",
-                                 ng > 0 && rel <= bound, "bf16", "||bf16 - fp32|| / ||fp32|| <= 2 (N+1) 2^-8", ng);
-  g.rel_l2 = rel, g.tol = verify::Tol{0, bound, "2 (N+1) 2^-8 normwise"};
-  res.add(g);
+  res.add(normwise(tag + ": first step's gradient == the fp32 all-reduce's (normwise)", b.grads0, fp32.grads0,
+                   2.0 * (n + 1) * std::ldexp(1.0, -8), "2 (N+1) 2^-8 normwise"));
   // The losses: the rounding of the gradient is of the size of the bf16 model's own rounding, so the
   // bf16 run-to-run tolerances (the one-GPU-vs-N-GPU bf16 checks above) apply in both precisions.
   const verify::Tol first_tol{0, 5e-3, "bf16 run-to-run"}, loss_tol{0, 1e-2, "bf16 run-to-run"};
@@ -285,8 +292,8 @@ void verify_data_parallel(results::Results& res, const train::Corpus& data, uint
   const bool bf = std::is_same<T, bf16>::value;
   // Only the order of the sums differs (each GPU's mean over half the rows, then their mean); the
   // losses then drift apart slowly, as any two runs that differ in rounding do.
-  const verify::Tol grad_tol{bf ? 1e-5 : 1e-6, bf ? 5e-3 : 1e-3, Types<T>::name()},
-      first_tol{0, bf ? 5e-3 : 1e-4, Types<T>::name()}, loss_tol{0, bf ? 1e-2 : 1e-3, Types<T>::name()};
+  const verify::Tol grad_tol{1e-6, 1e-3, Types<T>::name()}, first_tol{0, bf ? 5e-3 : 1e-4, Types<T>::name()},
+      loss_tol{0, bf ? 1e-2 : 1e-3, Types<T>::name()};
   DpRun per_block;
   for (size_t bucket :
        {size_t(0),
@@ -295,8 +302,22 @@ void verify_data_parallel(results::Results& res, const train::Corpus& data, uint
     DpRun many = dp_train<T>(c, o, data, attn, seed, n);
     const std::string tag = "data parallel " + std::to_string(n) + " GPUs " + Types<T>::name() +
                             (bucket ? ", a bucket per block" : ", one bucket");
-    res.add(verify::compare(tag + ": first step's averaged gradient == one GPU's", many.grads0.data(),
-                            one.grads0.data(), std::min(many.grads0.size(), one.grads0.size()), grad_tol));
+    // fp32: element by element. bf16: normwise. Each GPU's half of the batch runs through matmuls of half
+    // the rows, for which cuBLASLt may pick another algorithm (another order of the sums), and every
+    // activation and activation gradient on the way is rounded to 8 significant bits, so one element of
+    // the gradient can differ by 2^-8 of the terms summed into it, which can be far larger than the
+    // element itself (an elementwise atol 1e-5, rtol 5e-3 failed on 2 x H100 at max_abs 1e-4 while the
+    // vector differed by 3e-4 of its norm). Normwise the bound is one bf16 rounding, 2^-8: not a proof
+    // either (the terms' magnitudes can exceed the sum's), but 12 times the difference measured, and a
+    // wrong scale (1/N missing: 1), a lost or stale bucket (its share of the norm) or another batch's
+    // rows (about sqrt(2)) are far above it. The fp32 run of the same code keeps the elementwise check
+    // for the structure (every bucket, every element).
+    if (bf)
+      res.add(normwise(tag + ": first step's averaged gradient == one GPU's (normwise)", many.grads0, one.grads0,
+                       std::ldexp(1.0, -8), "2^-8 normwise (bf16 roundings)"));
+    else
+      res.add(verify::compare(tag + ": first step's averaged gradient == one GPU's", many.grads0.data(),
+                              one.grads0.data(), std::min(many.grads0.size(), one.grads0.size()), grad_tol));
     check_curves(res, tag, many, one, "one GPU's", first_tol, loss_tol);
     if (bucket) per_block = std::move(many);
   }
