@@ -26,14 +26,19 @@ void Model<T>::choose_attention(Attn want) {
     const std::string why = sdpa->build();
     if (why.empty()) {
       impl = Attn::kCudnn;
-      // Our flash backward's kernels take more than the default 48 KB of dynamic shared memory. The
+      // Our flash backward's kernel takes more than the default 48 KB of dynamic shared memory. The
       // attribute belongs to the current device, so each Model sets it on its own: with 2 GPUs each rank
       // builds its Model on its GPU, and a once-per-process setting left GPU 1's launches invalid.
       if constexpr (std::is_same<T, bf16>::value)
         if (ours_attn_bwd())
+        {
+          CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&k::flash::dqkv_kernel),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, k::flash::kSmemBytes));
           for (const void* f : {reinterpret_cast<const void*>(&k::flash::dq_kernel),
                                 reinterpret_cast<const void*>(&k::flash::dkv_kernel)})
-            CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, k::flash::kSmemBytes));
+            CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            k::flash::kSmemTwoLaunches));
+        }
       attn_note = "cuDNN fused flash attention (forward: " + sdpa->fwd_variant() + "; backward: " +
                   (ours_attn_bwd() ? "ours, nn/kernels/flash_bwd.cuh" : sdpa->bwd_variant()) + ")";
     } else {
@@ -105,7 +110,7 @@ void Model<T>::attention_fwd(Layer& L) {
   mark(kAttention);
 }
 // bias_grad (the qkv bias gradient, zeroed with the gradients) gets dqkv's column sums added where our
-// flash backward runs: its kernels write a partial per block of 64 rows as they store dqkv, and
+// flash backward runs: its kernel writes a partial per block of 64 rows as they store dqkv, and
 // ln_partials_finish adds them up. Returns whether it did (the weight gradient's matmul then goes without
 // cuBLASLt's bias-gradient epilogue).
 template <class T>
@@ -114,20 +119,27 @@ bool Model<T>::attention_bwd(Layer& L, float* bias_grad) {
   bool bias_done = false;
   if (ours_attn_bwd()) {
     if constexpr (std::is_same<T, bf16>::value) {
-      // dQ first: it also writes Dsum, which the dK/dV kernel reads (nn/kernels/flash_bwd.cuh). Their
-      // shared-memory size was allowed when this Model chose its attention (choose_attention).
-      hw("flash dq_kernel"), hw("flash dkv_kernel");
-      const dim3 grid(unsigned(T_ / k::flash::kBlk), unsigned(BH));
+      // dQ and dK/dV in one launch, each pass computing its own Dsum (nn/kernels/flash_bwd.cuh), or the
+      // first version's two (flash_two_launches: dQ first, it writes Dsum). Their shared-memory sizes were
+      // allowed when this Model chose its attention (choose_attention).
       const float scale = 1.f / std::sqrt(float(D));
       float* part = bias_grad ? partial.as<float>() : nullptr;  // [B * T / 64][3C]
-      k::flash::dq_kernel<<<grid, k::flash::kThreads, k::flash::kSmemBytes, s>>>(
-          L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(), dqkv.as<bf16>(),
-          part, T_, C, c.heads, scale);
-      LAUNCH_CHECK();
-      k::flash::dkv_kernel<<<grid, k::flash::kThreads, k::flash::kSmemBytes, s>>>(
-          L.qkv.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(), dqkv.as<bf16>(), part, T_, C,
-          c.heads, scale);
-      LAUNCH_CHECK();
+      const unsigned nb = unsigned(T_ / k::flash::kBlk);
+      if (!flash_two_launches) {
+        k::flash::dqkv_kernel<<<dim3(2 * nb, unsigned(BH)), k::flash::kThreads, k::flash::kSmemBytes, s>>>(
+            L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dqkv.as<bf16>(), part, T_, C,
+            c.heads, scale);
+        LAUNCH_CHECK();
+      } else {
+        k::flash::dq_kernel<<<dim3(nb, unsigned(BH)), k::flash::kThreads, k::flash::kSmemTwoLaunches, s>>>(
+            L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(),
+            dqkv.as<bf16>(), part, T_, C, c.heads, scale);
+        LAUNCH_CHECK();
+        k::flash::dkv_kernel<<<dim3(nb, unsigned(BH)), k::flash::kThreads, k::flash::kSmemTwoLaunches, s>>>(
+            L.qkv.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(), dqkv.as<bf16>(), part, T_, C,
+            c.heads, scale);
+        LAUNCH_CHECK();
+      }
       if (part) {
         hw("ln_partials_finish");
         k::ln_partials_finish<<<(3 * C + 31) / 32, dim3(32, k::kLnFinishRows), 0, s>>>(part, N / k::flash::kBlk, 3 * C,

@@ -130,10 +130,13 @@ struct Model {
   // elementwise pass per layer. Off: every layer keeps its own (L.gl).
   bool recompute_gelu = false;
   DeviceBuffer gl_shared;
-  // --flash-bwd on (the default): with cuDNN's fused forward (bf16), the attention's backward is our two
-  // flash kernels (nn/kernels/flash_bwd.cuh: no fp32 dQ accumulator, no atomics) where the head size is
+  // --flash-bwd on (the default): with cuDNN's fused forward (bf16), the attention's backward is our
+  // flash kernel (nn/kernels/flash_bwd.cuh: no fp32 dQ accumulator, no atomics) where the head size is
   // 64 and T a multiple of 64; off, or another shape: cuDNN's fused backward.
   bool flash_bwd = true;
+  // Our flash backward as the first version's two launches (dQ, then dK/dV reading the Dsum dQ wrote)
+  // instead of one: set by dev/attention.cu to time one against the other; the trainer never sets it.
+  bool flash_two_launches = false;
   bool ours_attn_bwd() const {
     return impl == Attn::kCudnn && flash_bwd && k::flash::fits(c.width / c.heads, T_);
   }
@@ -326,7 +329,7 @@ struct Model {
         {"scratch: sublayer out / d(att) / d(ln)", &scratch_small, NN * C * E, true},
         {"scratch: dqkv / dfc / embedding partials", &scratch_big, std::max(NN * 4 * C * E, embed_bytes), true},
         {"attention dS", &dS, cudnn ? 0 : BHTT * pe, true},
-        {"cuDNN dsum", &dsum, cudnn ? sdpa->dsum_elems() * 4 : 0, true},
+        {"cuDNN dsum", &dsum, cudnn ? sdpa->dsum_elems() * 4 : 0, true},  // (also our two launches' Dsum)
         {"cuDNN dq accumulator", &dq_acc, cudnn && !ours_attn_bwd() ? sdpa->dq_acc_elems() * 4 : 0, true},
         {"cuDNN workspace", &ws, cudnn ? sdpa->workspace() : 0, false},
         {"column-sum partials", &partial,  // widest: a bias of 4C, the fused LayerNorm's per-block partials,

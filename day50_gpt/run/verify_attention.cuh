@@ -13,14 +13,18 @@
 
 // Attention alone at the default model's shape (head size 64, T = 256): the GPU's forward output and
 // dq, dk, dv against the CPU in double, on the first heads.
-// flash: with cuDNN's forward, our flash backward (nn/kernels/flash_bwd.cuh) where it applies, or cuDNN's.
+// flash: with cuDNN's forward, our flash backward (nn/kernels/flash_bwd.cuh) where it applies, or cuDNN's;
+// two_launches: ours as the first version's two kernels (dev/attention.cu times both).
 template <class T>
-void verify_attention(results::Results& res, uint64_t seed, Attn attn, bool flash = true) {
+void verify_attention(results::Results& res, uint64_t seed, Attn attn, bool flash = true, bool two_launches = false) {
   gpt::Config c;  // default width, heads and context
   const int B = 2, Tq = c.context, C = c.width, H = c.heads;
   Model<T> m(c, B, attn, true, 0, Backend::kCustom, true, flash);
+  m.flash_two_launches = two_launches;
   const std::string tag = std::string("attention ") + Types<T>::name() + " " + attn_name(m.impl) +
-                          (m.ours_attn_bwd() ? " + our flash backward" : "") + " B=2 H=6 T=256 D=64";
+                          (m.ours_attn_bwd() ? (two_launches ? " + our flash backward, two launches" : " + our flash backward")
+                                             : "") +
+                          " B=2 H=6 T=256 D=64";
   verify::Rng rng(seed ^ 0xA77E);
   const size_t N = size_t(B) * Tq;
   std::vector<float> qkv(N * 3 * C), dout(N * C);

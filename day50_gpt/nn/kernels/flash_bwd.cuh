@@ -1,24 +1,28 @@
-// day50_gpt/nn/kernels/flash_bwd.cuh: causal attention's backward as two flash kernels of ours
-// (bf16, head size 64), from cuDNN's forward output O and its softmax statistics.
+// day50_gpt/nn/kernels/flash_bwd.cuh: causal attention's backward as a flash kernel of ours (bf16,
+// head size 64), from cuDNN's forward output O and its softmax statistics.
 //
 // The backward of O = softmax(mask(Q.K^T * scale)).V, with P recomputed from Q, K and the forward's
 // statistics (Stats = rowmax + log(rowsum), so P = exp(S * scale - Stats)):
 //   dV = P^T.dO      dP = dO.V^T      dS = P * (dP - Dsum)      dQ = scale * dS.K      dK = scale * dS^T.Q
-// with Dsum = rowsum(dO * O). The T x T matrices never reach memory: each kernel walks 64 x 64 blocks
+// with Dsum = rowsum(dO * O). The T x T matrices never reach memory: each CTA walks 64 x 64 blocks
 // of them on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate), one 16-row slice per warp.
 //
-// Why two kernels and not cuDNN's one: a single pass that owns a block of keys (dK, dV stay in its
+// Why two passes and not cuDNN's one: a single pass that owns a block of keys (dK, dV stay in its
 // registers) has to add its share of dQ into every query block's rows, which other blocks of keys add
 // into too: cuDNN's backward does that with fp32 atomics into a zeroed accumulator, then converts it
 // (the "dQacc" of nn/sdpa_cudnn.h). Here each output has exactly one owner instead:
-//   1. dq_kernel: one block of 64 queries per CTA, walking the blocks of keys at or before it
-//      (S, P, dP, dS again, then dQ += dS.K in registers). It also writes Dsum for its queries.
-//   2. dkv_kernel: one block of 64 keys per CTA, walking the blocks of queries at or after it
+//   1. dq_block: one block of 64 queries per CTA, walking the blocks of keys at or before it
+//      (S, P, dP, dS again, then dQ += dS.K in registers).
+//   2. dkv_block: one block of 64 keys per CTA, walking the blocks of queries at or after it
 //      (S^T, P^T, dP^T, dS^T, then dV += P^T.dO and dK += dS^T.Q in registers).
 // That recomputes S and dP once more (7 block products instead of 5), but at head size 64 and T = 256
 // these products are small next to moving Q, K, V, dO through memory, and no output is written twice.
+// Both passes run in one launch (dqkv_kernel), side by side: each computes the Dsum it needs itself
+// (dkv_block from an O tile loaded beside dO), so neither waits for the other. The first version ran
+// them as two kernels, dQ first because it wrote Dsum for the second: one more launch, two tails, and
+// a head's Q, K, V, dO read from memory twice, once by each kernel.
 //
-// Both kernels can also hand back the qkv bias gradient's share of their rows (bias_part not null): the
+// Both passes also hand back the qkv bias gradient's share of their rows (bias_part not null): the
 // bias gradient is the column sums of dqkv, and each CTA holds one 64 x 64 block of dQ (or dK and dV) in
 // registers as it stores it, so it writes that block's 64 column sums (of the values as stored, bf16)
 // into bias_part[row block][3C], one owner each; ln_partials_finish adds the B * T / 64 partials of a
@@ -45,8 +49,10 @@ constexpr int kPad = 72;   // shared row stride in elements: 144 bytes, so ldmat
 constexpr int kWarps = 4;  // 16 rows of the block each
 constexpr int kThreads = 32 * kWarps;
 constexpr int kTile = kBlk * kPad;  // elements of one shared tile
-// dynamic shared memory: two fixed tiles, two double-buffered ones, and two double-buffered rows of floats
-constexpr int kSmemBytes = (2 + 2 * 2) * kTile * 2 + 2 * 2 * kBlk * 4;
+// dynamic shared memory of the one launch, the larger pass's (dkv_block<true>): two fixed tiles, three
+// double-buffered ones (Q, dO, O) and two double-buffered rows of floats (Stats, Dsum); dq_block needs
+// six tiles and 64 floats.
+constexpr int kSmemBytes = (2 + 3 * 2) * kTile * 2 + 2 * 2 * kBlk * 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
 inline bool fits(int head_size, int T) { return head_size == kD && T % kBlk == 0; }
@@ -146,14 +152,73 @@ __device__ __forceinline__ void to_a(const float c[8][4], uint32_t af[4][4]) {
 __device__ __forceinline__ void zero(float c[8][4]) {
   for (int i = 0; i < 8; ++i) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.f;
 }
-// A warp's 16 x 64 accumulator (times `scale`) to rows row0.. of a [rows][ld] bf16 matrix.
-__device__ __forceinline__ void store_rows(__nv_bfloat16* dst, size_t ld, const float c[8][4], float scale, int lane) {
+// A warp's 16 x 64 accumulator (times `scale`, as bf16) to rows row0.. of a [rows][ld] matrix, through
+// shared memory: the warp writes its block into `stage` (its own 16 rows of a free tile, row stride
+// kPad), then copies it out 16 bytes a lane, 8 lanes a 128-byte row. Stored straight from the
+// accumulator layout, each instruction would write 16 bytes of 8 rows: half of every 32-byte sector,
+// so each sector takes two writes. The stage's rows are 144 bytes apart, so the 32 lanes' 4-byte writes
+// hit 32 different banks.
+__device__ __forceinline__ void store_rows_staged(__nv_bfloat16* dst, size_t ld, const float c[8][4], float scale,
+                                                  __nv_bfloat16* stage, int lane) {
   const int g = lane / 4, t = lane % 4;
+#pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
     const int col = nt * 8 + 2 * t;
-    *reinterpret_cast<uint32_t*>(dst + size_t(g) * ld + col) = pack(scale * c[nt][0], scale * c[nt][1]);
-    *reinterpret_cast<uint32_t*>(dst + size_t(g + 8) * ld + col) = pack(scale * c[nt][2], scale * c[nt][3]);
+    *reinterpret_cast<uint32_t*>(stage + g * kPad + col) = pack(scale * c[nt][0], scale * c[nt][1]);
+    *reinterpret_cast<uint32_t*>(stage + (g + 8) * kPad + col) = pack(scale * c[nt][2], scale * c[nt][3]);
   }
+  __syncwarp();
+#pragma unroll
+  for (int i = lane; i < 16 * (kD / 8); i += 32) {
+    const int r = i / (kD / 8), ch = (i % (kD / 8)) * 8;
+    *reinterpret_cast<uint4*>(dst + size_t(r) * ld + ch) = *reinterpret_cast<const uint4*>(stage + r * kPad + ch);
+  }
+}
+
+// Dsum = rowsum(dO * O) of 64 rows into out[64]. From global memory (o, d_o: the block's first row, row
+// stride ld): 8 lanes a row, 16 bytes each, so a warp's load reads 4 whole 128-byte rows (two threads a
+// row, as the first version read them, left half of every 32-byte sector to the next load).
+__device__ __forceinline__ void dsum_rows_global(const __nv_bfloat16* o, const __nv_bfloat16* d_o, size_t ld,
+                                                 float* out) {
+  const int lane8 = threadIdx.x % 8;
+#pragma unroll
+  for (int r = threadIdx.x / 8; r < kBlk; r += kThreads / 8) {
+    const uint4 o4 = *reinterpret_cast<const uint4*>(o + size_t(r) * ld + lane8 * 8),
+                d4 = *reinterpret_cast<const uint4*>(d_o + size_t(r) * ld + lane8 * 8);
+    const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o4);
+    const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&d4);
+    float s = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 of = __bfloat1622float2(o2[e]), df = __bfloat1622float2(d2[e]);
+      s += of.x * df.x + of.y * df.y;
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    s += __shfl_xor_sync(0xffffffffu, s, 4);
+    if (lane8 == 0) out[r] = s;
+  }
+}
+// The same from two shared tiles (row stride kPad): two threads a row, 32 columns each. A quarter warp's
+// 16-byte reads cover 4 rows x 2 halves at word offsets 0, 16, 36, 52, ... (mod 32: 0, 16, 4, 20, ...):
+// no bank conflicts.
+__device__ __forceinline__ void dsum_rows_shared(const __nv_bfloat16* o, const __nv_bfloat16* d_o, float* out) {
+  const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+  float s = 0;
+#pragma unroll
+  for (int c = 0; c < 32; c += 8) {
+    const uint4 o4 = *reinterpret_cast<const uint4*>(o + r * kPad + half * 32 + c),
+                d4 = *reinterpret_cast<const uint4*>(d_o + r * kPad + half * 32 + c);
+    const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o4);
+    const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&d4);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 of = __bfloat1622float2(o2[e]), df = __bfloat1622float2(d2[e]);
+      s += of.x * df.x + of.y * df.y;
+    }
+  }
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  if (half == 0) out[r] = s;
 }
 
 // The column sums of a warp's 16 x 64 accumulator (times `scale`, rounded to bf16 as store_rows stores
@@ -183,18 +248,18 @@ __device__ __forceinline__ void block_col_sums(const float* red, float* part, in
   if (c >= 0 && c < kBlk) part[c] = red[c] + red[kBlk + c] + red[2 * kBlk + c] + red[3 * kBlk + c];
 }
 
-// 1. dQ (and Dsum). Grid: (T / 64 blocks of queries, x = 0 the longest walk; B * H). A head's blocks run
-// side by side (its K and V stay in L2 for them), the longest first.
-__global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __nv_bfloat16* qkv, const __nv_bfloat16* out,
-                                                      const __nv_bfloat16* dout, const float* stats, float* dsum,
-                                                      __nv_bfloat16* dqkv, float* bias_part, int T, int C, int H,
-                                                      float scale) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+// 1. dQ of one block of 64 queries (qb) of head bh, with the Dsum of its rows (also written to dsum_out
+// when not null, for a dK/dV pass in a later launch that reads it).
+__device__ __forceinline__ void dq_block(unsigned char* smem_raw, int qb, int bh, const __nv_bfloat16* qkv,
+                                         const __nv_bfloat16* out, const __nv_bfloat16* dout, const float* stats,
+                                         float* dsum_out, __nv_bfloat16* dqkv, float* bias_part, int T, int C, int H,
+                                         float scale) {
   __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* sdO = sQ + kTile;
   __nv_bfloat16* sK = sdO + kTile;  // [2][tile]
   __nv_bfloat16* sV = sK + 2 * kTile;
-  const int nb = T / kBlk, qb = nb - 1 - int(blockIdx.x), bh = int(blockIdx.y), b = bh / H, h = bh % H;
+  float* sDs = reinterpret_cast<float*>(sV + 2 * kTile);  // [64] this block's Dsum
+  const int nb = T / kBlk, b = bh / H, h = bh % H;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
   const __nv_bfloat16* q_at = qkv + row0 * l3 + size_t(h) * kD;
@@ -205,29 +270,16 @@ __global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __nv_bfloat16* qk
   load_tile(sK, k_at, l3);
   load_tile(sV, v_at, l3);
   cp_async_commit();
-  // Dsum for this block's queries: two threads a row, 32 columns each, straight from global memory.
-  {
-    const int r = threadIdx.x / 2, half = threadIdx.x % 2;
-    const size_t at = (row0 + size_t(qb) * kBlk + r) * C + size_t(h) * kD + half * 32;
-    float s = 0;
-    for (int c = 0; c < 32; c += 8) {
-      const uint4 o4 = *reinterpret_cast<const uint4*>(out + at + c), d4 = *reinterpret_cast<const uint4*>(dout + at + c);
-      const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o4);
-      const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&d4);
-      for (int e = 0; e < 4; ++e) {
-        const float2 of = __bfloat1622float2(o2[e]), df = __bfloat1622float2(d2[e]);
-        s += of.x * df.x + of.y * df.y;
-      }
-    }
-    s += __shfl_xor_sync(0xffffffffu, s, 1);
-    if (half == 0) dsum[size_t(bh) * T + size_t(qb) * kBlk + r] = s;
-  }
-  __syncthreads();  // (the dsum writes: read back below by other threads of this block)
+  // Dsum for this block's queries, straight from global memory while the tiles are in flight.
+  const size_t o_at = (row0 + size_t(qb) * kBlk) * C + size_t(h) * kD;
+  dsum_rows_global(out + o_at, dout + o_at, size_t(C), sDs);
+  __syncthreads();  // (sDs: written and read by different threads)
+  if (dsum_out && threadIdx.x < kBlk) dsum_out[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x] = sDs[threadIdx.x];
   // This thread's two query rows: qb*64 + 16*warp + g (+8).
   const int qrow = qb * kBlk + warp * 16 + g;
   const float sl2 = scale * kLog2e;
   const float lse0 = stats[size_t(bh) * T + qrow] * kLog2e, lse1 = stats[size_t(bh) * T + qrow + 8] * kLog2e;
-  const float ds0 = dsum[size_t(bh) * T + qrow], ds1 = dsum[size_t(bh) * T + qrow + 8];
+  const float ds0 = sDs[warp * 16 + g], ds1 = sDs[warp * 16 + g + 8];
   float dq[8][4];
   zero(dq);
   for (int kb = 0; kb <= qb; ++kb) {
@@ -262,8 +314,10 @@ __global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __nv_bfloat16* qk
     mm_ab(dq, dsa, k_s, lane);  // dQ += dS . K
     __syncthreads();            // this buffer is refilled two blocks on
   }
-  store_rows(dqkv + (row0 + size_t(qrow) - g) * l3 + size_t(h) * kD, l3, dq, scale, lane);
-  if (bias_part) {  // the tiles are free again (the loop's last barrier): 4 x 64 floats of sums
+  __nv_bfloat16* dq_at = dqkv + (row0 + size_t(qrow) - g) * l3 + size_t(h) * kD;
+  // the tiles are free (the loop's last barrier): each warp stages its rows in its rows of sK
+  store_rows_staged(dq_at, l3, dq, scale, sK + warp * 16 * kPad, lane);
+  if (bias_part) {  // 4 x 64 floats of sums in sQ's tile, clear of the staging rows
     float* red = reinterpret_cast<float*>(smem_raw);
     warp_col_sums(dq, scale, red + warp * kBlk, lane);
     __syncthreads();
@@ -271,30 +325,37 @@ __global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __nv_bfloat16* qk
   }
 }
 
-// 2. dK and dV, after dq_kernel (its Dsum). Grid: (T / 64 blocks of keys, x = 0 the longest walk; B * H).
-__global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __nv_bfloat16* qkv, const __nv_bfloat16* dout,
-                                                       const float* stats, const float* dsum, __nv_bfloat16* dqkv,
-                                                       float* bias_part, int T, int C, int H, float scale) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+// 2. dK and dV of one block of 64 keys (kb) of head bh. kOwnDsum: the Dsum of each block of queries is
+// computed here from its O and dO tiles (O loaded beside dO): 64 x 64 products, nothing next to the
+// block's four 64 x 64 x 64 ones, and this pass then needs nothing from dq_block. Else it is read from
+// dsum, which dq_block wrote in an earlier launch.
+template <bool kOwnDsum>
+__device__ __forceinline__ void dkv_block(unsigned char* smem_raw, int kb, int bh, const __nv_bfloat16* qkv,
+                                          const __nv_bfloat16* out, const __nv_bfloat16* dout, const float* stats,
+                                          const float* dsum, __nv_bfloat16* dqkv, float* bias_part, int T, int C,
+                                          int H, float scale) {
   __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* sV = sK + kTile;
   __nv_bfloat16* sQ = sV + kTile;  // [2][tile]
   __nv_bfloat16* sdO = sQ + 2 * kTile;
-  float* sL = reinterpret_cast<float*>(sdO + 2 * kTile);  // [2][64] Stats * log2(e)
-  float* sD = sL + 2 * kBlk;                              // [2][64] Dsum
-  const int nb = T / kBlk, kb = int(blockIdx.x), bh = int(blockIdx.y), b = bh / H, h = bh % H;
+  __nv_bfloat16* sO = sdO + 2 * kTile;                                     // [2][tile] (kOwnDsum)
+  float* sL = reinterpret_cast<float*>(sdO + (kOwnDsum ? 4 : 2) * kTile);  // [2][64] Stats * log2(e)
+  float* sD = sL + 2 * kBlk;                                               // [2][64] Dsum
+  const int nb = T / kBlk, b = bh / H, h = bh % H;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
   const __nv_bfloat16* q_at = qkv + row0 * l3 + size_t(h) * kD;
   const __nv_bfloat16* do_at = dout + row0 * C + size_t(h) * kD;
+  const __nv_bfloat16* o_at = out + row0 * C + size_t(h) * kD;
   load_tile(sK, q_at + C + size_t(kb) * kBlk * l3, l3);
   load_tile(sV, q_at + 2 * C + size_t(kb) * kBlk * l3, l3);
   auto load_q = [&](int qb, int buf) {
     load_tile(sQ + buf * kTile, q_at + size_t(qb) * kBlk * l3, l3);
     load_tile(sdO + buf * kTile, do_at + size_t(qb) * kBlk * C, size_t(C));
+    if constexpr (kOwnDsum) load_tile(sO + buf * kTile, o_at + size_t(qb) * kBlk * C, size_t(C));
     if (threadIdx.x < kBlk) {
       sL[buf * kBlk + threadIdx.x] = stats[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x] * kLog2e;
-      sD[buf * kBlk + threadIdx.x] = dsum[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x];
+      if constexpr (!kOwnDsum) sD[buf * kBlk + threadIdx.x] = dsum[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x];
     }
   };
   load_q(kb, 0);
@@ -308,10 +369,12 @@ __global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __nv_bfloat16* q
     prefetch_then_wait(qb + 1 < nb, [&] { load_q(qb + 1, buf ^ 1); });
     const __nv_bfloat16 *q_s = sQ + buf * kTile, *do_s = sdO + buf * kTile;
     const float *l_s = sL + buf * kBlk, *d_s = sD + buf * kBlk;
+    if constexpr (kOwnDsum) dsum_rows_shared(sO + buf * kTile, do_s, sD + buf * kBlk);  // read after the barrier below
     float st[8][4], dpt[8][4];
     zero(st), zero(dpt);
     mm_abt(st, sK + warp * 16 * kPad, q_s, lane);    // S^T = K . Q^T
     mm_abt(dpt, sV + warp * 16 * kPad, do_s, lane);  // dP^T = V . dO^T
+    if constexpr (kOwnDsum) __syncthreads();  // this block's Dsum, written by other threads above (the products did not need it)
     if (qb == kb) {  // the diagonal block: queries before a key are masked (2^-inf = 0)
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
@@ -338,9 +401,10 @@ __global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __nv_bfloat16* q
     __syncthreads();
   }
   __nv_bfloat16* dk_at = dqkv + (row0 + size_t(krow) - g) * l3 + C + size_t(h) * kD;
-  store_rows(dk_at, l3, dk, scale, lane);
-  store_rows(dk_at + C, l3, dv, 1.f, lane);
-  if (bias_part) {  // dK's sums by threads 0..63, dV's by 64..127
+  // the tiles are free (the loop's last barrier): dK staged in the warp's rows of sQ, dV in sdO's
+  store_rows_staged(dk_at, l3, dk, scale, sQ + warp * 16 * kPad, lane);
+  store_rows_staged(dk_at + C, l3, dv, 1.f, sdO + warp * 16 * kPad, lane);
+  if (bias_part) {  // dK's sums by threads 0..63, dV's by 64..127 (8 x 64 floats in sK's tile)
     float* red = reinterpret_cast<float*>(smem_raw);
     warp_col_sums(dk, scale, red + warp * kBlk, lane);
     warp_col_sums(dv, 1.f, red + (kWarps + warp) * kBlk, lane);
@@ -350,6 +414,43 @@ __global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __nv_bfloat16* q
     block_col_sums(red + kWarps * kBlk, part + C, kBlk);
   }
 }
+
+// 3. Both passes in one launch (the default). Grid: (2 * T / 64, B * H); x even: a block of queries, x odd:
+// a block of keys, each kind the longest walk first, so the dQ and dK/dV blocks of a head run side by side
+// and share its Q, K, V, dO in L2. 168 registers a thread (the dK/dV pass's two accumulators and its P
+// and dS) and 74 KB of shared memory: 3 CTAs an SM, 12 warps.
+__global__ void __launch_bounds__(kThreads, 3) dqkv_kernel(const __nv_bfloat16* qkv, const __nv_bfloat16* out,
+                                                        const __nv_bfloat16* dout, const float* stats,
+                                                        __nv_bfloat16* dqkv, float* bias_part, int T, int C, int H,
+                                                        float scale) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int j = int(blockIdx.x) / 2, bh = int(blockIdx.y);
+  if (blockIdx.x % 2 == 0)
+    dq_block(smem_raw, T / kBlk - 1 - j, bh, qkv, out, dout, stats, nullptr, dqkv, bias_part, T, C, H, scale);
+  else
+    dkv_block<true>(smem_raw, j, bh, qkv, out, dout, stats, nullptr, dqkv, bias_part, T, C, H, scale);
+}
+
+// 4. The first version's two launches, kept to measure the one launch against (Model::flash_two_launches,
+// dev/attention.cu's row "... two launches"): dq_kernel first, since it writes Dsum for dkv_kernel. Grid:
+// (T / 64, B * H), x = 0 the longest walk. Each has its own registers (128 and 168: 4 and 3 CTAs an SM).
+__global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __nv_bfloat16* qkv, const __nv_bfloat16* out,
+                                                      const __nv_bfloat16* dout, const float* stats, float* dsum,
+                                                      __nv_bfloat16* dqkv, float* bias_part, int T, int C, int H,
+                                                      float scale) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  dq_block(smem_raw, T / kBlk - 1 - int(blockIdx.x), int(blockIdx.y), qkv, out, dout, stats, dsum, dqkv, bias_part,
+           T, C, H, scale);
+}
+__global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __nv_bfloat16* qkv, const __nv_bfloat16* dout,
+                                                       const float* stats, const float* dsum, __nv_bfloat16* dqkv,
+                                                       float* bias_part, int T, int C, int H, float scale) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  dkv_block<false>(smem_raw, int(blockIdx.x), int(blockIdx.y), qkv, nullptr, dout, stats, dsum, dqkv, bias_part, T,
+                   C, H, scale);
+}
+// their dynamic shared memory: dq_block's six tiles and 64 floats; dkv_block's without the O tiles
+constexpr int kSmemTwoLaunches = (2 + 2 * 2) * kTile * 2 + 2 * 2 * kBlk * 4;
 
 }  // namespace flash
 }  // namespace k
