@@ -36,6 +36,7 @@
 #include "run/verify.cuh"
 #include "run/verify_cudnn.cuh"
 #include "run/verify_dropout.cuh"
+#include "run/verify_gemm.cuh"
 #include "run/verify_tf32.cuh"
 #include "run/verify_window.cuh"
 
@@ -131,6 +132,8 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
       gpt::Config e = tiny_config();
       e.width = 80, e.heads = 5;
       verify_tiny<bf16>(res, seed + 31, attn, true, 0.2, &e, false, Backend::kCustom, false, true);
+      // ... and its two loops, A kept (the default) and A streamed, on the same inputs (run/verify_gemm.cuh)
+      verify_gemm_keep_a(res, seed + 37);
     }
     verify_training<bf16>(res, data, seed + 2, attn, small);
     if (attn == Attn::kAuto || attn == Attn::kCudnn) verify_cudnn_backend(res, data, seed + 17, small);

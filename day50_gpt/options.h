@@ -46,6 +46,7 @@ struct TrainOptions {
   bool recompute = false;                  // on: the MLP's GELU output recomputed in the backward, not kept per layer
   bool flash_bwd = true;                   // bf16 with cuDNN's attention: our flash backward (head size 64)
   bool dw_stream = true;                   // the graph's weight gradients on a second stream (nn/dw_stream.h)
+  bool keep_a = true;                      // our fused GEMM keeps A's row panel in shared memory at K <= 384
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
   size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
   bool bucket_forward = false;             // data parallel: buckets in parameter order (the overlap lost)
@@ -132,7 +133,7 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
 
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each.
 inline void declare_step(cli::Args& args, std::string& fused_ln_s, std::string& graph_s, std::string& search_s,
-                         std::string& recompute_s, std::string& flash_s, std::string& dw_s) {
+                         std::string& recompute_s, std::string& flash_s, std::string& dw_s, std::string& keep_s) {
   fused_ln_s = args.str("fused-ln", "on",
                         "on | off: the residual add and the LayerNorm after it in one kernel, the LayerNorm backward "
                         "with its parameter gradients and the dropout after it");
@@ -149,10 +150,13 @@ inline void declare_step(cli::Args& args, std::string& fused_ln_s, std::string& 
   dw_s = args.str("dw-stream", "on",
                   "on | off: in the CUDA graph, the weight gradients' matmuls on a second stream beside the chain of "
                   "data gradients (the same kernels and results); off: all on one stream");
+  keep_s = args.str("keep-a", "on",
+                    "on | off: our fused GEMM (nn/gemm_sm90.cu) at K <= 384 keeps each 128-row panel of A in shared "
+                    "memory for a whole row of C's tiles, streaming only B; off: A and B streamed every tile");
 }
 inline void check_step(int argc, char** argv, Options& o, const std::string& fused_ln_s, const std::string& graph_s,
                        const std::string& search_s, const std::string& recompute_s, const std::string& flash_s,
-                       const std::string& dw_s) {
+                       const std::string& dw_s, const std::string& keep_s) {
   if (fused_ln_s != "on" && fused_ln_s != "off")
     cli::usage_error(kProg, "--fused-ln must be on or off, got '" + fused_ln_s + "'");
   if (graph_s != "on" && graph_s != "off") cli::usage_error(kProg, "--graph must be on or off, got '" + graph_s + "'");
@@ -166,6 +170,8 @@ inline void check_step(int argc, char** argv, Options& o, const std::string& fus
   o.train.recompute = recompute_s == "on", o.train.flash_bwd = flash_s == "on";
   if (dw_s != "on" && dw_s != "off") cli::usage_error(kProg, "--dw-stream must be on or off, got '" + dw_s + "'");
   o.train.dw_stream = dw_s == "on";
+  if (keep_s != "on" && keep_s != "off") cli::usage_error(kProg, "--keep-a must be on or off, got '" + keep_s + "'");
+  o.train.keep_a = keep_s == "on";
   if (given(argc, argv, "graph") && o.multi())
     cli::usage_error(kProg, "--graph is the one-GPU step's; data parallelism (--gpus N, --world N) runs eagerly");
 }
@@ -415,11 +421,11 @@ inline Options parse_options(int argc, char** argv) {
       argc, argv, kProg,
       "a small GPT trained on any text, then sampled (fp32, tf32 or bf16; cuBLAS, cuDNN and hand-written kernels)");
   Options o;
-  std::string fusion_s, parts, fused_ln_s, graph_s, search_s, recompute_s, flash_s, dw_s;
+  std::string fusion_s, parts, fused_ln_s, graph_s, search_s, recompute_s, flash_s, dw_s, keep_s;
   double bucket_mb = 0, first_mb = 0;
   declare(args, o, fusion_s, bucket_mb, parts);
   declare_dp(args, o, first_mb);
-  declare_step(args, fused_ln_s, graph_s, search_s, recompute_s, flash_s, dw_s);
+  declare_step(args, fused_ln_s, graph_s, search_s, recompute_s, flash_s, dw_s, keep_s);
   const std::string clusters_s =
       args.str("clusters", "on",
                "on | off: generation may run on one thread-block cluster (sm_90, nn/kernels/decode_cluster.cuh); off "
@@ -432,7 +438,7 @@ inline Options parse_options(int argc, char** argv) {
   if (given(argc, argv, "dropout")) o.cut_dropout = o.train.dropout;
   if (given(argc, argv, "bench-steps")) o.cut_steps = o.bench_steps;
   check_dp(argc, argv, o, first_mb);
-  check_step(argc, argv, o, fused_ln_s, graph_s, search_s, recompute_s, flash_s, dw_s);
+  check_step(argc, argv, o, fused_ln_s, graph_s, search_s, recompute_s, flash_s, dw_s, keep_s);
   if (clusters_s != "on" && clusters_s != "off")
     cli::usage_error(kProg, "--clusters must be on or off, got '" + clusters_s + "'");
   o.clusters = clusters_s == "on";

@@ -44,6 +44,12 @@ constexpr int NT = 128 * 3;           // a producer warpgroup and two consumers
 constexpr int kStagesPlain = 6;       // 6 x 32 KB of stages beside 32 KB of staging (day10: 128x128 s6 c2)
 constexpr int kStagesAux = 4;         // 4 stages: the two consumers' aux tiles (2 x 32 KB) need the room
 constexpr int kMaxSmem = 227 * 1024;  // the most shared memory one block may have on sm_90
+// Keeping A (kKeepA): the row block's whole A panel, K <= kKeepAMaxK (six 16 KB boxes, 96 KB), stays in
+// shared memory while the block's row of C tiles is computed; only B's stages go round the ring. Beside it,
+// 6 B stages and the staging boxes (224 KB); the dGELU GEMM writes its results in place over the aux tile it
+// read (no staging boxes), which leaves room for 4 B stages.
+constexpr int kAPanelBoxes = kKeepAMaxK / BK;
+constexpr int kStagesKeepA = 6, kStagesKeepAAux = 4;
 
 template <int NAUX>
 struct AuxTiles {
@@ -52,23 +58,36 @@ struct AuxTiles {
 template <>
 struct AuxTiles<0> {};
 
-template <int STAGES, bool AUX_IN>
+template <int NC>
+struct Staging {
+  alignas(1024) bf16 t[NC][CBOXES][BOX_ELEMS];
+};
+template <>
+struct Staging<0> {};
+
+// KEEP_A: A holds the row block's panel (kAPanelBoxes boxes of 128 x 64), not a ring of stages; and the
+// dGELU GEMM has no staging boxes (it stores from its aux tile).
+template <int STAGES, bool AUX_IN, bool KEEP_A>
 struct Smem {
-  alignas(1024) bf16 A[STAGES][TM * BK];  // 128-byte swizzled tiles need 1024-byte alignment
+  alignas(1024) bf16 A[KEEP_A ? kAPanelBoxes : STAGES][TM * BK];  // 128-byte swizzled tiles: 1024-byte aligned
   alignas(1024) bf16 B[STAGES][TN * BK];
-  alignas(1024) bf16 C[2][CBOXES][BOX_ELEMS];
+  Staging<KEEP_A && AUX_IN ? 0 : 2> C;  // [consumer][slot]
   AuxTiles<AUX_IN ? 2 : 0> aux;  // kDGelu: each consumer's 128x128 tile of aux, four boxes
   alignas(8) uint64_t full[STAGES];
   alignas(8) uint64_t empty[STAGES];
   alignas(8) uint64_t aux_full[2];
   alignas(8) uint64_t aux_empty[2];
+  alignas(8) uint64_t a_full;   // KEEP_A: the row block's A panel has landed
+  alignas(8) uint64_t a_empty;  // KEEP_A: every consumer with a tile in the row block is done reading it
 };
-template <int STAGES, bool AUX_IN>
+template <int STAGES, bool AUX_IN, bool KEEP_A>
 constexpr size_t smem_bytes() {
-  return sizeof(Smem<STAGES, AUX_IN>) + 1024;  // + slack to align the dynamic base
+  return sizeof(Smem<STAGES, AUX_IN, KEEP_A>) + 1024;  // + slack to align the dynamic base
 }
-static_assert(smem_bytes<kStagesPlain, false>() <= size_t(kMaxSmem), "stages + staging");
-static_assert(smem_bytes<kStagesAux, true>() <= size_t(kMaxSmem), "stages + staging + aux tiles");
+static_assert(smem_bytes<kStagesPlain, false, false>() <= size_t(kMaxSmem), "stages + staging");
+static_assert(smem_bytes<kStagesAux, true, false>() <= size_t(kMaxSmem), "stages + staging + aux tiles");
+static_assert(smem_bytes<kStagesKeepA, false, true>() <= size_t(kMaxSmem), "A panel + B stages + staging");
+static_assert(smem_bytes<kStagesKeepAAux, true, true>() <= size_t(kMaxSmem), "A panel + B stages + aux tiles");
 
 #if HOPPER_ENABLED
 constexpr int ORDER_BAR = 3;  // named barriers 3 and 4: the consumers' turns (1 and 2: their epilogues)
@@ -118,11 +137,15 @@ __device__ __forceinline__ void reduce_scatter_round(float (&v)[16], int g) {
 // (row r, 8-column chunk jj) is day10's 128-byte swizzle: r * 128 + ((jj ^ (r % 8)) << 4).
 // Store q of the tile (OUTS per box) goes through slot q % CBOXES; the store that read it last was
 // CBOXES commits ago, unless a box was skipped (past M or N): from then on we wait for all (edge tiles).
-template <int EPI>
+// IN_PLACE (kDGelu with A kept): each box is stored from the aux tile itself, every thread writing its
+// results over the aux values it has just read (the same offsets), so no slot is waited for; the tile is
+// handed back to the producer only once the stores have read it.
+template <int EPI, bool IN_PLACE = false>
 __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEMS], bf16 (*aux_s)[BOX_ELEMS],
                                          const CUtensorMap* tmC, const CUtensorMap* tmAux, const bf16* bias,
                                          float* colsum, int row0, int col0, int M, int N, int t, int bar_id) {
   constexpr int OUTS = EPI == int(Epi::kBiasGeluAux) ? 2 : 1;
+  static_assert(!IN_PLACE || EPI == int(Epi::kDGelu), "only the dGELU epilogue reads a tile it can write over");
   static_assert((4 * OUTS) % CBOXES == 0, "a whole tile must leave the slots where the next tile expects them");
   const int w = t / 32, l = t % 32;
   const int r = 16 * w + l / 4;  // this thread's rows in a box: r and r + 8 (both have r % 8 == l / 4)
@@ -175,15 +198,17 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
 #pragma unroll
     for (int o = 0; o < OUTS; ++o) {
       const bool act = EPI == int(Epi::kBiasGeluAux) && o == 1;  // the second store of the pair: gelu(aux)
-      uint8_t* box = reinterpret_cast<uint8_t*>(slots[(b * OUTS + o) % CBOXES]);
+      uint8_t* box = reinterpret_cast<uint8_t*>(IN_PLACE ? aux_s[b] : slots[(b * OUTS + o) % CBOXES]);
       const uint32_t box_s = hopper::smem_u32(box);
-      if (t == 0) {
-        if (cut)
-          hopper::bulk_wait_read<0>();
-        else
-          hopper::bulk_wait_read<CBOXES - 1>();
+      if constexpr (!IN_PLACE) {
+        if (t == 0) {
+          if (cut)
+            hopper::bulk_wait_read<0>();
+          else
+            hopper::bulk_wait_read<CBOXES - 1>();
+        }
+        hopper::warpgroup_sync(bar_id);  // the slot is free for every thread of the warpgroup
       }
-      hopper::warpgroup_sync(bar_id);  // the slot is free for every thread of the warpgroup
 #pragma unroll
       for (int jj = 0; jj < BOX / 8; ++jj) {
         const int j = b * (BOX / 8) + jj;
@@ -204,7 +229,8 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
       }
     }
   }
-  if (cut && t == 0) hopper::bulk_wait_read<0>();  // the next tile's slot count starts clean
+  if ((cut || IN_PLACE) && t == 0) hopper::bulk_wait_read<0>();  // the next tile's slot count starts clean;
+  // in place: the aux tile is read out before it becomes the column sums' scratch or goes back to the producer
   if constexpr (EPI == int(Epi::kDGelu)) {
     if (colsum) {  // the four warps' sums, through the aux tile (every thread has read its aux values)
       float* red = reinterpret_cast<float*>(aux_s[0]);  // [4 warps][128 columns]
@@ -218,12 +244,20 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
       if (col0 + t < N) colsum[size_t(row0 / TM) * N + col0 + t] = red[t] + red[TN + t] + red[2 * TN + t] + red[3 * TN + t];
       hopper::fence_async_shared();  // these generic writes, before the producer's TMA refills the tile
       hopper::warpgroup_sync(bar_id);
+    } else if constexpr (IN_PLACE) {
+      hopper::fence_async_shared();  // the results written over aux, before the producer's TMA refills it
     }
   }
 }
 #endif
 
-template <int EPI, int STAGES>
+// KEEP_A = false: day10's loop. Tile u of the grid's sequence is block u % grid's; every k-step loads a
+// 128 x 64 box of A and one of B (32 KB) into the ring, so a tile moves 192 KB from L2 at K = 384.
+// KEEP_A = true (K <= kKeepAMaxK): block b takes whole row blocks, b, b + grid, ..., and in each the tiles
+// bn = 0, 1, ... of C's row, the two consumers alternating as before. The row block's A panel is loaded
+// once (a_full) and kept until every consumer with a tile in the row block has finished its k-steps
+// (a_empty); only B's boxes go through the ring, 96 KB a tile at K = 384.
+template <int EPI, int STAGES, bool KEEP_A>
 __global__ void __launch_bounds__(NT, 1)
     gemm_kernel(int M, int N, int K, const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
                 const __grid_constant__ CUtensorMap tmC, const __grid_constant__ CUtensorMap tmAux, const bf16* bias,
@@ -231,16 +265,22 @@ __global__ void __launch_bounds__(NT, 1)
 #if HOPPER_ENABLED
   using namespace hopper;
   constexpr bool AUX_IN = EPI == int(Epi::kDGelu);
+  constexpr bool IN_PLACE = KEEP_A && AUX_IN;
   constexpr int A_BYTES = TM * BK * 2, B_BYTES = TN * BK * 2;
-  using S = Smem<STAGES, AUX_IN>;
+  using S = Smem<STAGES, AUX_IN, KEEP_A>;
   extern __shared__ uint8_t smem_raw[];
   S& s = *reinterpret_cast<S*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int wgi = threadIdx.x / 128, t = threadIdx.x % 128;
   const int tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN, tiles = tiles_m * tiles_n;
   const int ktiles = (K + BK - 1) / BK;
+  // KEEP_A: this block's row blocks and tiles; tile n of its sequence is row block n / tiles_n, column n % tiles_n
+  const int my_blocks = int(blockIdx.x) < tiles_m ? (tiles_m - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
+  const int my_tiles = my_blocks * tiles_n;
   if (threadIdx.x == 0) {
     for (int i = 0; i < STAGES; ++i) mbar_init(&s.full[i], 1), mbar_init(&s.empty[i], 1);
     for (int i = 0; i < 2; ++i) mbar_init(&s.aux_full[i], 1), mbar_init(&s.aux_empty[i], 1);
+    // a row of one tile has one consumer; of two or more, both (the consumers alternate along it)
+    mbar_init(&s.a_full, 1), mbar_init(&s.a_empty, tiles_n >= 2 ? 2 : 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -249,14 +289,25 @@ __global__ void __launch_bounds__(NT, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (t == 0) {
       int it = 0, n = 0;
-      for (int u = blockIdx.x; u < tiles; u += gridDim.x, ++n) {
+      const int count = KEEP_A ? my_tiles : (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+      for (; n < count; ++n) {
         int bm, bn;
-        grouped_coords(u, tiles_m, tiles_n, group_m, bm, bn);
+        if constexpr (KEEP_A) {
+          const int r = n / tiles_n;
+          bm = int(blockIdx.x) + r * int(gridDim.x), bn = n - r * tiles_n;
+          if (bn == 0) {  // a new row block: its A panel, once the last one's readers are done with theirs
+            if (r >= 1) mbar_wait(&s.a_empty, (r - 1) & 1);
+            mbar_expect_tx(&s.a_full, ktiles * A_BYTES);
+            for (int kt = 0; kt < ktiles; ++kt) tma_load_2d(s.A[kt], &tmA, &s.a_full, kt * BK, bm * TM);
+          }
+        } else {
+          grouped_coords(int(blockIdx.x) + n * int(gridDim.x), tiles_m, tiles_n, group_m, bm, bn);
+        }
         for (int kt = 0; kt < ktiles; ++kt, ++it) {
           const int st = it % STAGES;
           if (it >= STAGES) mbar_wait(&s.empty[st], ((it / STAGES) - 1) & 1);
-          mbar_expect_tx(&s.full[st], A_BYTES + B_BYTES);
-          tma_load_2d(s.A[st], &tmA, &s.full[st], kt * BK, bm * TM);
+          mbar_expect_tx(&s.full[st], KEEP_A ? B_BYTES : A_BYTES + B_BYTES);
+          if constexpr (!KEEP_A) tma_load_2d(s.A[st], &tmA, &s.full[st], kt * BK, bm * TM);
           tma_load_2d(s.B[st], &tmB, &s.full[st], kt * BK, bn * TN);
         }
         if constexpr (AUX_IN) {  // tile n's aux, into its consumer's buffer once that consumer's last epilogue read it
@@ -273,11 +324,19 @@ __global__ void __launch_bounds__(NT, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wgi - 1;
     float d[128];
-    int n = c;  // the tile's place in the block's sequence (the producer's order)
-    for (int u = blockIdx.x + c * int(gridDim.x); u < tiles; u += 2 * int(gridDim.x), n += 2) {
-      int bm, bn;
-      grouped_coords(u, tiles_m, tiles_n, group_m, bm, bn);
+    // n: the tile's place in the block's sequence (the producer's order)
+    const int count = KEEP_A ? my_tiles : (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+    for (int n = c; n < count; n += 2) {
+      int bm, bn, r = 0;
+      if constexpr (KEEP_A) {
+        r = n / tiles_n;
+        bm = int(blockIdx.x) + r * int(gridDim.x), bn = n - r * tiles_n;
+      } else {
+        grouped_coords(int(blockIdx.x) + n * int(gridDim.x), tiles_m, tiles_n, group_m, bm, bn);
+      }
       if (n > 0) turn_wait(ORDER_BAR + c);  // the other consumer has issued tile n-1's last wgmmas
+      // KEEP_A: this consumer's first tile of the row block waits for its panel (its later ones have it)
+      if (KEEP_A && n < r * tiles_n + 2) mbar_wait(&s.a_full, r & 1);
 #pragma unroll
       for (int i = 0; i < 128; ++i) d[i] = 0.f;
       int it = n * ktiles;
@@ -285,20 +344,26 @@ __global__ void __launch_bounds__(NT, 1)
         const int st = it % STAGES;
         mbar_wait(&s.full[st], (it / STAGES) & 1);
         wgmma_fence();
-        tile_kstep(d, s.A[st], s.B[st]);
+        tile_kstep(d, s.A[KEEP_A ? kt : st], s.B[st]);
         wgmma_commit();
         wgmma_wait1();  // the previous k-step's wgmmas are done: its stage can be refilled
         if (kt > 0 && t == 0) mbar_arrive(&s.empty[(it - 1) % STAGES]);
       }
-      if (u + int(gridDim.x) < tiles) turn_pass(ORDER_BAR + (1 - c));
+      if (n + 1 < count) turn_pass(ORDER_BAR + (1 - c));
       wgmma_wait0();
-      if (t == 0) mbar_arrive(&s.empty[(it - 1) % STAGES]);  // ktiles >= 1 (K >= 8)
+      if (t == 0) {
+        mbar_arrive(&s.empty[(it - 1) % STAGES]);  // ktiles >= 1 (K >= 8)
+        // KEEP_A: this consumer's last tile of the row block has read the panel for the last time
+        if (KEEP_A && n + 2 >= (r + 1) * tiles_n) mbar_arrive(&s.a_empty);
+      }
       if constexpr (AUX_IN) {
         mbar_wait(&s.aux_full[c], ((n - c) >> 1) & 1);
-        epilogue<EPI>(d, s.C[c], s.aux.t[c], &tmC, &tmAux, bias, colsum, bm * TM, bn * TN, M, N, t, 1 + c);
+        bf16(*slots)[BOX_ELEMS] = nullptr;
+        if constexpr (!IN_PLACE) slots = s.C.t[c];
+        epilogue<EPI, IN_PLACE>(d, slots, s.aux.t[c], &tmC, &tmAux, bias, colsum, bm * TM, bn * TN, M, N, t, 1 + c);
         if (t == 0) mbar_arrive(&s.aux_empty[c]);  // all 128 threads read it: the epilogue ends with their barrier
       } else {
-        epilogue<EPI>(d, s.C[c], nullptr, &tmC, &tmAux, bias, nullptr, bm * TM, bn * TN, M, N, t, 1 + c);
+        epilogue<EPI>(d, s.C.t[c], nullptr, &tmC, &tmAux, bias, nullptr, bm * TM, bn * TN, M, N, t, 1 + c);
       }
     }
     if (t == 0) hopper::bulk_wait_all();  // the staging slots must outlive the last TMA store's reads
@@ -310,11 +375,11 @@ __global__ void __launch_bounds__(NT, 1)
 
 __global__ void probe_kernel(int* out) { *out = HOPPER_ENABLED; }
 
-template <int EPI, int STAGES>
+template <int EPI, int STAGES, bool KEEP_A>
 void launch(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux, float* colsum,
-            cudaStream_t s) {
-  constexpr size_t kSmem = smem_bytes<STAGES, EPI == int(Epi::kDGelu)>();
-  auto kernel = gemm_kernel<EPI, STAGES>;
+            cudaStream_t s, int max_blocks) {
+  constexpr size_t kSmem = smem_bytes<STAGES, EPI == int(Epi::kDGelu), KEEP_A>();
+  auto kernel = gemm_kernel<EPI, STAGES, KEEP_A>;
   // Once per device and kernel, not per call: the shared-memory attribute belongs to a device (data-parallel
   // training runs one model per GPU from one thread each), and an eager step, or the timed choice whose
   // events bracket this host code, should not pay these calls on every launch.
@@ -337,8 +402,11 @@ void launch(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const b
   const CUtensorMap mA = hopper::make_map_bf16(A, M, K, TM), mB = hopper::make_map_bf16(Bt, N, K, TN),
                     mC = hopper::make_map_bf16(C, M, N, BOX);
   const CUtensorMap mAux = aux ? hopper::make_map_bf16(aux, M, N, BOX) : mC;
-  const int tiles = ((M + TM - 1) / TM) * ((N + TN - 1) / TN);
-  kernel<<<std::min(tiles, sms), NT, kSmem, s>>>(M, N, K, mA, mB, mC, mAux, bias, colsum, 16);
+  // KEEP_A spreads row blocks, not tiles: at M = 16384 that is 128 blocks, a row of C each
+  const int units = KEEP_A ? (M + TM - 1) / TM : ((M + TM - 1) / TM) * ((N + TN - 1) / TN);
+  int grid = std::min(units, sms);
+  if (max_blocks > 0) grid = std::min(grid, max_blocks);
+  kernel<<<grid, NT, kSmem, s>>>(M, N, K, mA, mB, mC, mAux, bias, colsum, 16);
   CUDA_CHECK(cudaGetLastError());
 }
 }  // namespace
@@ -374,14 +442,24 @@ bool fits(int M, int N, int K, const void* A, const void* Bt, const void* C, con
 }
 
 void gemm(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux,
-          cudaStream_t s, float* colsum) {
+          cudaStream_t s, float* colsum, bool keep_a, int max_blocks) {
+  if (keep_a && K <= kKeepAMaxK) {
+    switch (e) {
+      case Epi::kBias:
+        return launch<int(Epi::kBias), kStagesKeepA, true>(M, N, K, A, Bt, C, bias, nullptr, nullptr, s, max_blocks);
+      case Epi::kBiasGeluAux:
+        return launch<int(Epi::kBiasGeluAux), kStagesKeepA, true>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks);
+      case Epi::kDGelu:
+        return launch<int(Epi::kDGelu), kStagesKeepAAux, true>(M, N, K, A, Bt, C, nullptr, aux, colsum, s, max_blocks);
+    }
+  }
   switch (e) {
     case Epi::kBias:
-      return launch<int(Epi::kBias), kStagesPlain>(M, N, K, A, Bt, C, bias, nullptr, nullptr, s);
+      return launch<int(Epi::kBias), kStagesPlain, false>(M, N, K, A, Bt, C, bias, nullptr, nullptr, s, max_blocks);
     case Epi::kBiasGeluAux:
-      return launch<int(Epi::kBiasGeluAux), kStagesPlain>(M, N, K, A, Bt, C, bias, aux, nullptr, s);
+      return launch<int(Epi::kBiasGeluAux), kStagesPlain, false>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks);
     case Epi::kDGelu:
-      return launch<int(Epi::kDGelu), kStagesAux>(M, N, K, A, Bt, C, nullptr, aux, colsum, s);
+      return launch<int(Epi::kDGelu), kStagesAux, false>(M, N, K, A, Bt, C, nullptr, aux, colsum, s, max_blocks);
   }
 }
 }  // namespace sm90

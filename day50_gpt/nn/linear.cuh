@@ -178,9 +178,9 @@ void Model<T>::fwd_run(Path p, lt::Tuned* mm, const T* in, size_t w, size_t b, T
     if constexpr (std::is_same<T, bf16>::value) {
       hw("sm90::gemm (fused epilogue)");
       if (gelu_out)  // aux = out keeps the pre-activation, C = gelu_out
-        sm90::gemm(sm90::Epi::kBiasGeluAux, N, O, I, in, W(w), gelu_out, W(b), out, s);
+        sm90::gemm(sm90::Epi::kBiasGeluAux, N, O, I, in, W(w), gelu_out, W(b), out, s, nullptr, keep_a);
       else
-        sm90::gemm(sm90::Epi::kBias, N, O, I, in, W(w), out, W(b), nullptr, s);
+        sm90::gemm(sm90::Epi::kBias, N, O, I, in, W(w), out, W(b), nullptr, s, nullptr, keep_a);
       ++fused_launches;
     }
   } else if (p == Path::kApart) {
@@ -281,7 +281,8 @@ void Model<T>::dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T
       hw("transpose"), hw("sm90::gemm (fused epilogue)");
       k::transpose<T><<<dim3((I + 31) / 32, (O + 31) / 32), dim3(32, 8), 0, s>>>(W(w), w_t.as<T>(), O, I);
       LAUNCH_CHECK();
-      sm90::gemm(sm90::Epi::kDGelu, N, I, O, dout, w_t.as<T>(), din, nullptr, const_cast<T*>(gelu_pre), s, colsum);
+      sm90::gemm(sm90::Epi::kDGelu, N, I, O, dout, w_t.as<T>(), din, nullptr, const_cast<T*>(gelu_pre), s, colsum,
+                 keep_a);
       ++fused_launches;
     }
   } else if (p == Path::kApart) {

@@ -37,11 +37,12 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].recompute = false;           // the step recomputing the GELU outputs has its own row (run_bench)
     v[i].flash_bwd = true;            // so has the step with cuDNN's attention backward
     v[i].dw_stream = true;            // and the graph with every matmul on one stream
+    v[i].keep_a = true;               // and our fused GEMM streaming A (nn/gemm_sm90.h)
   }
   return v;
 }
 inline bool default_step(const TrainOptions& o) {
-  return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.dw_stream;
+  return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.dw_stream && o.keep_a;
 }
 inline std::string variant_name(const TrainOptions& o) {
   if (!o.fusion) return " unfused";
@@ -52,6 +53,7 @@ inline std::string variant_name(const TrainOptions& o) {
   if (o.recompute) s += ", recompute";
   if (!o.flash_bwd) s += ", cuDNN attention backward";
   if (o.graph && !o.dw_stream) s += ", one stream";
+  if (!o.keep_a) s += ", A streamed";
   return s.empty() ? s : " " + s.substr(2);
 }
 
@@ -158,6 +160,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["recompute"] = o.recompute;
   ex["dw_stream"] = tr.m.dw_stream && o.graph;  // what the step did (the model turns it off where it cannot)
   ex["flash_bwd"] = o.flash_bwd;
+  ex["keep_a"] = o.keep_a;
   ex["model_flops_per_step"] = flops;
   ex["model_tflops"] = tflops;
   ex["mfu_pct"] = 100 * tflops / peak_tf;
@@ -594,6 +597,9 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions one = step_variants(base, true).back();  // the default step's graph with the weight gradients
     one.dw_stream = false;                                 // in line, on the chain's stream (nn/dw_stream.h)
     bench_train<bf16>(res, cfg, one, data, op.attn, seed);
+    TrainOptions streamed = step_variants(base, true).back();  // the default step with our fused GEMM streaming A
+    streamed.keep_a = false;                                   // beside B every tile (nn/gemm_sm90.h)
+    bench_train<bf16>(res, cfg, streamed, data, op.attn, seed);
   }
   if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, base, data, seed);  // run/bench_cudnn.cuh
   // What the step chose by timing at start-up (nn/linear.cuh and the LayerNorm's launcher): where each

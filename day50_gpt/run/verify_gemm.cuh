@@ -1,0 +1,123 @@
+// day50_gpt/run/verify_gemm.cuh: our fused GEMM's two loops (nn/gemm_sm90.h) on the same inputs. Keeping
+// A's row panel (--keep-a on) changes where A's boxes come from and which block computes which tile, not the
+// k order of a tile or its epilogue: so its C, its aux and its column sums must equal the streamed loop's to
+// the bit. The shapes have edges in M, N and K, and caps on the grid make each block take several row
+// blocks in turn (the panel handed from one row block to the next), with rows of one, two and nine tiles.
+// One shape is also checked against the CPU in double, so that the two cannot agree on a wrong answer.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../gpt_ref.h"
+#include "../nn/gemm_sm90.h"
+#include "check.cuh"
+#include "results.h"
+#include "verify.h"
+
+namespace verify_gemm {
+using bf16 = __nv_bfloat16;
+
+struct Out {
+  std::vector<bf16> c, aux;
+  std::vector<float> colsum;
+};
+
+// One call of sm90::gemm, its outputs poisoned first. dGELU reads aux (given); bias+GELU writes it.
+inline Out run(sm90::Epi e, int M, int N, int K, const DeviceBuffer& A, const DeviceBuffer& Bt,
+               const DeviceBuffer& bias, const DeviceBuffer& aux_in, bool keep_a, int max_blocks) {
+  const size_t nc = size_t(M) * N, ncs = size_t((M + sm90::kColsumRows - 1) / sm90::kColsumRows) * N;
+  DeviceBuffer C(nc * sizeof(bf16)), aux(nc * sizeof(bf16)), colsum(ncs * sizeof(float));
+  poison(C.as(), C.bytes());
+  poison(colsum.as(), colsum.bytes());
+  if (e == sm90::Epi::kDGelu)
+    CUDA_CHECK(cudaMemcpy(aux.as(), aux_in.as(), aux.bytes(), cudaMemcpyDeviceToDevice));
+  else
+    poison(aux.as(), aux.bytes());
+  const bool dg = e == sm90::Epi::kDGelu;
+  sm90::gemm(e, M, N, K, A.as<bf16>(), Bt.as<bf16>(), C.as<bf16>(), dg ? nullptr : bias.as<bf16>(),
+             e == sm90::Epi::kBias ? nullptr : aux.as<bf16>(), 0, dg ? colsum.as<float>() : nullptr, keep_a,
+             max_blocks);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  Out o;
+  o.c = to_host(C.as<bf16>(), nc);
+  if (e == sm90::Epi::kBiasGeluAux) o.aux = to_host(aux.as<bf16>(), nc);
+  if (dg) o.colsum = to_host(colsum.as<float>(), ncs);
+  return o;
+}
+
+// Bitwise equality of two arrays (a poisoned NaN left in either counts as a difference).
+template <class T>
+size_t differing(const std::vector<T>& a, const std::vector<T>& b) {
+  size_t bad = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    bad += std::memcmp(&a[i], &b[i], sizeof(T)) != 0 || !std::isfinite(verify::to_double(a[i]));
+  return bad;
+}
+
+inline const char* epi_name(sm90::Epi e) {
+  return e == sm90::Epi::kBias ? "bias" : e == sm90::Epi::kBiasGeluAux ? "bias+GELU" : "dGELU";
+}
+}  // namespace verify_gemm
+
+// Where this GPU runs our fused GEMM (sm_90): the kept-A loop against the streamed one, bitwise, and the
+// first shape against the CPU.
+inline void verify_gemm_keep_a(results::Results& res, uint64_t seed) {
+  using namespace verify_gemm;
+  struct Shape {
+    int M, N, K, max_blocks;
+  };
+  // 300 x 200 x 72 on one block: three row blocks (the last 44 rows), rows of two tiles (the second 72
+  // wide), two k-steps (the second 8 deep). 520 x 1152 x 384 on two blocks: rows of nine tiles, so the
+  // consumers' turns cross row blocks. 260 x 120 x 384 on one block: rows of one tile (one consumer a row
+  // block, the panel's release counting one). 16384 x 1536 x 384: fc at the step's shape, one row block a block.
+  const Shape shapes[] = {{300, 200, 72, 1}, {520, 1152, 384, 2}, {260, 120, 384, 1}, {16384, 1536, 384, 0}};
+  verify::Rng rng(seed ^ 0x6E33);
+  bool cpu_done = false;
+  for (const Shape& sh : shapes) {
+    const size_t na = size_t(sh.M) * sh.K, nb = size_t(sh.N) * sh.K, nc = size_t(sh.M) * sh.N;
+    std::vector<bf16> a(na), b(nb), bias(size_t(sh.N)), pre(nc);
+    for (auto& x : a) x = bf16(rng.uniform(-1.f, 1.f));
+    for (auto& x : b) x = bf16(rng.uniform(-1.f, 1.f) / std::sqrt(float(sh.K)));
+    for (auto& x : bias) x = bf16(rng.uniform(-0.5f, 0.5f));
+    for (auto& x : pre) x = bf16(rng.uniform(-3.f, 3.f));
+    DeviceBuffer dA(na * sizeof(bf16)), dB(nb * sizeof(bf16)), dBias(bias.size() * sizeof(bf16)),
+        dPre(nc * sizeof(bf16));
+    to_device(dA.as<bf16>(), a), to_device(dB.as<bf16>(), b), to_device(dBias.as<bf16>(), bias),
+        to_device(dPre.as<bf16>(), pre);
+    for (sm90::Epi e : {sm90::Epi::kBias, sm90::Epi::kBiasGeluAux, sm90::Epi::kDGelu}) {
+      char tag[160];
+      std::snprintf(tag, sizeof tag, "our fused GEMM %s %dx%dx%d%s: A kept", epi_name(e), sh.M, sh.N, sh.K,
+                    sh.max_blocks ? (" on " + std::to_string(sh.max_blocks) + " block(s)").c_str() : "");
+      const Out kept = run(e, sh.M, sh.N, sh.K, dA, dB, dBias, dPre, true, sh.max_blocks);
+      const Out streamed = run(e, sh.M, sh.N, sh.K, dA, dB, dBias, dPre, false, sh.max_blocks);
+      size_t bad = differing(kept.c, streamed.c), n = kept.c.size();
+      if (e == sm90::Epi::kBiasGeluAux) bad += differing(kept.aux, streamed.aux), n += kept.aux.size();
+      if (e == sm90::Epi::kDGelu) bad += differing(kept.colsum, streamed.colsum), n += kept.colsum.size();
+      res.add(verify::fact(std::string(tag) + " == A streamed, bitwise (C" +
+                               (e == sm90::Epi::kBiasGeluAux ? ", aux" : e == sm90::Epi::kDGelu ? ", column sums" : "") + ")",
+                           bad == 0, "exact", std::to_string(bad) + " of " + std::to_string(n) + " differ", n, bad));
+      if (cpu_done) continue;
+      // The CPU in double from the same bf16 inputs: acc = A . Bt^T, then the epilogue; stored in bf16.
+      std::vector<double> ref(nc);
+      for (int i = 0; i < sh.M; ++i)
+        for (int j = 0; j < sh.N; ++j) {
+          double acc = 0;
+          for (int k = 0; k < sh.K; ++k)
+            acc += double(float(a[size_t(i) * sh.K + k])) * double(float(b[size_t(j) * sh.K + k]));
+          const size_t o = size_t(i) * sh.N + j;
+          ref[o] = e == sm90::Epi::kBias        ? acc + double(float(bias[size_t(j)]))
+                   : e == sm90::Epi::kBiasGeluAux ? gpt::detail::gelu(acc + double(float(bias[size_t(j)])))
+                                                  : acc * gpt::detail::gelu_grad(double(float(pre[o])));
+        }
+      std::vector<float> got(nc);
+      for (size_t i = 0; i < nc; ++i) got[i] = float(kept.c[i]);
+      // bf16 output of a 72-long dot product of O(1) values, GELU by tanh.approx (2^-11): bf16's tolerance
+      res.add(verify::compare(std::string(tag) + " vs CPU", got.data(), ref.data(), nc, verify::kBf16));
+      if (e == sm90::Epi::kDGelu) cpu_done = true;
+    }
+  }
+}
