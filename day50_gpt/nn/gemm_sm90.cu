@@ -9,12 +9,12 @@
 // What is new is the epilogue. Each consumer turns its 128 accumulator registers into four 64x64 boxes
 // (bf16, in the 128-byte swizzled layout a TMA store reads) and stores them with the copy engine; before
 // that it does the layer's elementwise work on the fp32 values:
-//   bias: one bf16 pair per 8 columns from global memory (the bias is small and stays in L1);
+//   bias: one bf16 pair per 8 columns from global memory, the tile's 16 pairs a thread loaded before its first box;
 //   GELU with the pre-activation kept: each box is staged and stored twice, aux first, then gelu(aux);
 //   the GELU's backward: gelu'(aux) needs aux at every element, 50 MB at fc2's shape. Read with plain
-//   loads in the epilogue it cost more than cuBLASLt's DGELU (day50's notes have the measurements), so the
-//   producer thread TMA-loads the consumer's 128x128 tile of aux into shared memory while the tile's
-//   k-steps run, in the same swizzled layout as the staging boxes: each thread then reads its values at
+//   loads in the epilogue it cost more than cuBLASLt's DGELU (day50's notes have the measurements), so a
+//   thread of the producer warpgroup TMA-loads the consumer's 128x128 tile of aux into shared memory while the
+//   tile's k-steps run, in the same swizzled layout as the staging boxes: each thread then reads its values at
 //   the offsets it writes its results to.
 // The GELU's backward can also hand back the column sums of its output (colsum not null): they are the
 // bias gradient of the layer before the GELU (fc), which cuBLASLt would otherwise add up in its weight
@@ -111,11 +111,20 @@ __device__ __forceinline__ float tanh_fast(float x) {
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+// Written as fused multiply-adds: at K = 384 the epilogue's instruction count sets this GEMM's pace (Nsight
+// Compute on fc's GEMM, H200: one warp per scheduler in the epilogue, an instruction issued every 2.7
+// cycles, 5.5 M unfused fp32 instructions against 0.8 M fused), so each one saved shows.
+//   u = x (k0 + k0 k1 x^2), gelu = x (0.5 + 0.5 tanh u), gelu' = (0.5 + 0.5 tanh u) + 0.5 x (1 - tanh^2 u) u'
 constexpr float kK0 = 0.7978845608028654f, kK1 = 0.044715f;  // sqrt(2/pi), the cubic's weight
-__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + tanh_fast(kK0 * (x + kK1 * x * x * x))); }
+constexpr float kK01 = kK0 * kK1, kK01x3 = 3.f * kK0 * kK1;
+__device__ __forceinline__ float gelu(float x) {
+  const float th = tanh_fast(x * fmaf(kK01, x * x, kK0));
+  return x * fmaf(0.5f, th, 0.5f);
+}
 __device__ __forceinline__ float gelu_grad(float x) {
-  const float th = tanh_fast(kK0 * (x + kK1 * x * x * x));
-  return 0.5f * (1.f + th) + 0.5f * x * (1.f - th * th) * kK0 * (1.f + 3.f * kK1 * x * x);
+  const float x2 = x * x, th = tanh_fast(x * fmaf(kK01, x2, kK0));
+  const float du = fmaf(kK01x3, x2, kK0);  // u'
+  return fmaf(0.5f * x * fmaf(-th, th, 1.f), du, fmaf(0.5f, th, 0.5f));
 }
 
 // One round of a reduce-scatter among the lanes that differ in bit BIT of g (lane bit BIT * 4): the lane
@@ -150,6 +159,18 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
   const int w = t / 32, l = t % 32;
   const int r = 16 * w + l / 4;  // this thread's rows in a box: r and r + 8 (both have r % 8 == l / 4)
   bool cut = false;
+  // The bias pairs of this thread's 16 columns of the tile, loaded together before the first box: loaded
+  // box by box, each box waited for its own (the loads' latency, with one warp per scheduler to hide it).
+  __nv_bfloat162 bias2[2][BOX / 8];
+  if constexpr (EPI != int(Epi::kDGelu)) {
+#pragma unroll
+    for (int cb = 0; cb < 2; ++cb)
+#pragma unroll
+      for (int jj = 0; jj < BOX / 8; ++jj) {
+        const int col = col0 + cb * BOX + jj * 8 + (l % 4) * 2;  // N % 8 == 0: a pair is wholly in or out
+        bias2[cb][jj] = col < N ? *reinterpret_cast<const __nv_bfloat162*>(bias + col) : __floats2bfloat162_rn(0.f, 0.f);
+      }
+  }
   float cs[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // colsum: this lane's two columns (8 (l / 4) + 2 (l % 4) ..) per column box
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
@@ -171,9 +192,7 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
         d[4 * j] *= gelu_grad(p0.x), d[4 * j + 1] *= gelu_grad(p0.y);
         d[4 * j + 2] *= gelu_grad(p1.x), d[4 * j + 3] *= gelu_grad(p1.y);
       } else {
-        const int col = bc + jj * 8 + (l % 4) * 2;  // N % 8 == 0: a pair is wholly in or out
-        const float2 bb = col < N ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + col))
-                                  : make_float2(0.f, 0.f);
+        const float2 bb = __bfloat1622float2(bias2[b % 2][jj]);
         d[4 * j] += bb.x, d[4 * j + 1] += bb.y, d[4 * j + 2] += bb.x, d[4 * j + 3] += bb.y;
       }
     }
@@ -285,7 +304,7 @@ __global__ void __launch_bounds__(NT, 1)
   }
   __syncthreads();
 
-  if (wgi == 0) {  // ---- producer: one thread loads the block's tiles in order ----
+  if (wgi == 0) {  // ---- producer: one thread loads the block's tiles in order (and, for kDGelu, another their aux) ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (t == 0) {
       int it = 0, n = 0;
@@ -310,14 +329,28 @@ __global__ void __launch_bounds__(NT, 1)
           if constexpr (!KEEP_A) tma_load_2d(s.A[st], &tmA, &s.full[st], kt * BK, bm * TM);
           tma_load_2d(s.B[st], &tmB, &s.full[st], kt * BK, bn * TN);
         }
-        if constexpr (AUX_IN) {  // tile n's aux, into its consumer's buffer once that consumer's last epilogue read it
-          const int c = n & 1, k = n >> 1;
-          if (k >= 1) mbar_wait(&s.aux_empty[c], (k - 1) & 1);
-          mbar_expect_tx(&s.aux_full[c], TM * TN * 2);  // out-of-range parts of a box arrive as zeros, counted
-#pragma unroll
-          for (int b = 0; b < 4; ++b)
-            tma_load_2d(s.aux.t[c][b], &tmAux, &s.aux_full[c], bn * TN + (b % 2) * BOX, bm * TM + (b / 2) * BOX);
+      }
+    } else if (t == 32) {
+      if constexpr (AUX_IN) {
+      // kDGelu: tile n's aux, into its consumer's buffer as soon as that consumer's last epilogue has read it,
+      // by a thread of its own (another warp): behind the B loads, which wait for free stages, it was issued
+      // two k-steps into the tile's main loop, and the consumer waited for it at the end.
+      const int count = KEEP_A ? my_tiles : (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+      for (int n = 0; n < count; ++n) {
+        int bm, bn;
+        if constexpr (KEEP_A) {
+          const int r = n / tiles_n;
+          bm = int(blockIdx.x) + r * int(gridDim.x), bn = n - r * tiles_n;
+        } else {
+          grouped_coords(int(blockIdx.x) + n * int(gridDim.x), tiles_m, tiles_n, group_m, bm, bn);
         }
+        const int c = n & 1, k = n >> 1;
+        if (k >= 1) mbar_wait(&s.aux_empty[c], (k - 1) & 1);
+        mbar_expect_tx(&s.aux_full[c], TM * TN * 2);  // out-of-range parts of a box arrive as zeros, counted
+#pragma unroll
+        for (int b = 0; b < 4; ++b)
+          tma_load_2d(s.aux.t[c][b], &tmAux, &s.aux_full[c], bn * TN + (b % 2) * BOX, bm * TM + (b / 2) * BOX);
+      }
       }
     }
   } else {  // ---- consumers: every other tile each, taking turns on the tensor cores ----
