@@ -115,7 +115,10 @@ def _ratio(r, key):
 def day50_peer_headline(data):
     r = data.get("ratios", {})
     parts = []
-    for key, text, digits in (("bf16_vs_best_torch", "bf16 {}× best PyTorch", 2), ("bf16_vs_torch_compile", "bf16 {}× torch.compile", 2),
+    # how many training variants the run timed (a run may leave some out): "best" is the best of those
+    timed = [k for k, v in data.get("torch", {}).items() if isinstance(v, dict) and isinstance(v.get("ms"), (int, float))]
+    best = f"best of {len(timed)} PyTorch variant{'s' if len(timed) != 1 else ''} timed" if timed else "best PyTorch"
+    for key, text, digits in (("bf16_vs_best_torch", "bf16 {}× " + best, 2), ("bf16_vs_torch_compile", "bf16 {}× torch.compile", 2),
                               ("fp32_vs_torch_fp32_eager", "fp32 {}× eager", 2),
                               ("generation_vs_best_torch", "generation {}× best PyTorch", 1),
                               ("generation_vs_torch_eager", "generation {}× eager", 1)):
