@@ -132,7 +132,7 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
       gpt::Config e = tiny_config();
       e.width = 80, e.heads = 5;
       verify_tiny<bf16>(res, seed + 31, attn, true, 0.2, &e, false, Backend::kCustom, false, true);
-      // ... and its two loops, A kept (the default) and A streamed, on the same inputs (run/verify_gemm.cuh)
+      // ... and its two loops, A streamed (the default) and A kept, on the same inputs (run/verify_gemm.cuh)
       verify_gemm_keep_a(res, seed + 37);
     }
     verify_training<bf16>(res, data, seed + 2, attn, small);
@@ -240,7 +240,8 @@ int main(int argc, char** argv) {
   res.config["dropout"] = o.train.dropout;
   // --verify spreads its data-parallel checks over every GPU it sees (or --gpus N): the file says how many.
   const int verify_gpus = gpus > 1 ? gpus : count;
-  res.config["gpus"] = o.world > 1 ? o.world : o.st.verify ? verify_gpus : gpus;
+  const int file_gpus = o.world > 1 ? o.world : o.st.verify ? verify_gpus : gpus;
+  res.config["gpus"] = file_gpus;
   if (o.st.verify) {
     run_verify(res, o, data, verify_gpus);
   } else if (o.st.bench && gpus == 1) {
@@ -254,8 +255,10 @@ int main(int argc, char** argv) {
     res.add(verify::fact("--precision tf32: the trained model's matmuls ran on the TF32 tensor cores", on, "exact",
                          on ? "" : "the trainer never called Model::set_tf32"));
   }
-  std::string json_path = o.st.json;  // "{gpus}" in --json: the GPU count (results/{gpu}x{gpus}/...)
+  // "{gpus}" in --json: the GPU count the file reports (results/{gpu}x{gpus}/...): for --verify, the GPUs its
+  // data-parallel checks spread over, not --gpus (a verify run without --gpus named its file x1)
+  std::string json_path = o.st.json;
   for (size_t p; (p = json_path.find("{gpus}")) != std::string::npos;)
-    json_path.replace(p, 6, std::to_string(o.world > 1 ? o.world : gpus));
+    json_path.replace(p, 6, std::to_string(file_gpus));
   return res.finish(kProg, json_path);
 }

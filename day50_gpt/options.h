@@ -46,7 +46,7 @@ struct TrainOptions {
   bool recompute = false;                  // on: the MLP's GELU output recomputed in the backward, not kept per layer
   bool flash_bwd = true;                   // bf16 with cuDNN's attention: our flash backward (head size 64)
   bool dw_stream = true;                   // the graph's weight gradients on a second stream (nn/dw_stream.h)
-  bool keep_a = true;                      // our fused GEMM keeps A's row panel in shared memory at K <= 384
+  bool keep_a = false;                     // our fused GEMM keeps A's row panel in shared memory at K <= 384
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
   size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
   bool bucket_forward = false;             // data parallel: buckets in parameter order (the overlap lost)
@@ -150,9 +150,9 @@ inline void declare_step(cli::Args& args, std::string& fused_ln_s, std::string& 
   dw_s = args.str("dw-stream", "on",
                   "on | off: in the CUDA graph, the weight gradients' matmuls on a second stream beside the chain of "
                   "data gradients (the same kernels and results); off: all on one stream");
-  keep_s = args.str("keep-a", "on",
-                    "on | off: our fused GEMM (nn/gemm_sm90.cu) at K <= 384 keeps each 128-row panel of A in shared "
-                    "memory for a whole row of C's tiles, streaming only B; off: A and B streamed every tile");
+  keep_s = args.str("keep-a", "off",
+                    "on | off: on: our fused GEMM (nn/gemm_sm90.cu) at K <= 384 keeps each 128-row panel of A in "
+                    "shared memory for a whole row of C's tiles, streaming only B; off: A and B streamed every tile");
 }
 inline void check_step(int argc, char** argv, Options& o, const std::string& fused_ln_s, const std::string& graph_s,
                        const std::string& search_s, const std::string& recompute_s, const std::string& flash_s,

@@ -4,7 +4,8 @@
 //
 // The main loop is day10's step 15 (day10_matmul/kernels/15_pingpong.cu says why each piece is there):
 // a persistent grid, one producer thread issuing TMA loads of 128x64 tiles of A and Bt into a ring of
-// stages, two consumer warpgroups each owning every other 128x128 tile of C, taking turns on the tensor
+// stages (for the GELU's backward a second thread of the producer warpgroup loads the aux tiles, below),
+// two consumer warpgroups each owning every other 128x128 tile of C, taking turns on the tensor
 // cores (wgmma m64n128k16, two per 16 of K) so that one's epilogue runs while the other multiplies.
 // What is new is the epilogue. Each consumer turns its 128 accumulator registers into four 64x64 boxes
 // (bf16, in the 128-byte swizzled layout a TMA store reads) and stores them with the copy engine; before
@@ -51,19 +52,17 @@ constexpr int kMaxSmem = 227 * 1024;  // the most shared memory one block may ha
 constexpr int kAPanelBoxes = kKeepAMaxK / BK;
 constexpr int kStagesKeepA = 6, kStagesKeepAAux = 4;
 
-template <int NAUX>
-struct AuxTiles {
-  alignas(1024) bf16 t[NAUX][4][BOX_ELEMS];
+// The epilogue's 64x64 boxes: each consumer's CBOXES staging slots (STAGING) and, for kDGelu (AUX_IN), each
+// consumer's 128x128 tile of aux as four boxes. One array, so that a part a kernel lacks takes no room: as
+// two member structs, an empty one before the 1024-aligned other padded the block by a whole 1 KB.
+template <bool STAGING, bool AUX_IN>
+struct EpiBoxes {
+  static constexpr int kStaging = STAGING ? 2 * CBOXES : 0, kAux = AUX_IN ? 2 * 4 : 0;
+  static_assert(kStaging + kAux > 0, "every kernel stores through staging slots or its aux tiles");
+  alignas(1024) bf16 t[kStaging + kAux][BOX_ELEMS];
+  __device__ bf16 (*staging(int c))[BOX_ELEMS] { return t + c * CBOXES; }
+  __device__ bf16 (*aux(int c))[BOX_ELEMS] { return t + kStaging + c * 4; }
 };
-template <>
-struct AuxTiles<0> {};
-
-template <int NC>
-struct Staging {
-  alignas(1024) bf16 t[NC][CBOXES][BOX_ELEMS];
-};
-template <>
-struct Staging<0> {};
 
 // KEEP_A: A holds the row block's panel (kAPanelBoxes boxes of 128 x 64), not a ring of stages; and the
 // dGELU GEMM has no staging boxes (it stores from its aux tile).
@@ -71,8 +70,7 @@ template <int STAGES, bool AUX_IN, bool KEEP_A>
 struct Smem {
   alignas(1024) bf16 A[KEEP_A ? kAPanelBoxes : STAGES][TM * BK];  // 128-byte swizzled tiles: 1024-byte aligned
   alignas(1024) bf16 B[STAGES][TN * BK];
-  Staging<KEEP_A && AUX_IN ? 0 : 2> C;  // [consumer][slot]
-  AuxTiles<AUX_IN ? 2 : 0> aux;  // kDGelu: each consumer's 128x128 tile of aux, four boxes
+  EpiBoxes<!(KEEP_A && AUX_IN), AUX_IN> epi;  // staging slots [consumer][slot]; kDGelu: aux tiles [consumer][box]
   alignas(8) uint64_t full[STAGES];
   alignas(8) uint64_t empty[STAGES];
   alignas(8) uint64_t aux_full[2];
@@ -159,8 +157,9 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
   const int w = t / 32, l = t % 32;
   const int r = 16 * w + l / 4;  // this thread's rows in a box: r and r + 8 (both have r % 8 == l / 4)
   bool cut = false;
-  // The bias pairs of this thread's 16 columns of the tile, loaded together before the first box: loaded
-  // box by box, each box waited for its own (the loads' latency, with one warp per scheduler to hide it).
+  // This thread's 16 bias pairs (its 32 columns of the tile: 8 pairs in each column box), loaded together
+  // before the first box: loaded box by box, each box waited for its own (the loads' latency, with one
+  // warp per scheduler to hide it).
   __nv_bfloat162 bias2[2][BOX / 8];
   if constexpr (EPI != int(Epi::kDGelu)) {
 #pragma unroll
@@ -263,9 +262,9 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
       if (col0 + t < N) colsum[size_t(row0 / TM) * N + col0 + t] = red[t] + red[TN + t] + red[2 * TN + t] + red[3 * TN + t];
       hopper::fence_async_shared();  // these generic writes, before the producer's TMA refills the tile
       hopper::warpgroup_sync(bar_id);
-    } else if constexpr (IN_PLACE) {
-      hopper::fence_async_shared();  // the results written over aux, before the producer's TMA refills it
     }
+    // In place without the sums, the last generic writes into the tile were the last box's results, and
+    // the fence before its store already ordered them before the copy engine's later writes.
   }
 }
 #endif
@@ -349,7 +348,7 @@ __global__ void __launch_bounds__(NT, 1)
         mbar_expect_tx(&s.aux_full[c], TM * TN * 2);  // out-of-range parts of a box arrive as zeros, counted
 #pragma unroll
         for (int b = 0; b < 4; ++b)
-          tma_load_2d(s.aux.t[c][b], &tmAux, &s.aux_full[c], bn * TN + (b % 2) * BOX, bm * TM + (b / 2) * BOX);
+          tma_load_2d(s.epi.aux(c)[b], &tmAux, &s.aux_full[c], bn * TN + (b % 2) * BOX, bm * TM + (b / 2) * BOX);
       }
       }
     }
@@ -392,11 +391,11 @@ __global__ void __launch_bounds__(NT, 1)
       if constexpr (AUX_IN) {
         mbar_wait(&s.aux_full[c], ((n - c) >> 1) & 1);
         bf16(*slots)[BOX_ELEMS] = nullptr;
-        if constexpr (!IN_PLACE) slots = s.C.t[c];
-        epilogue<EPI, IN_PLACE>(d, slots, s.aux.t[c], &tmC, &tmAux, bias, colsum, bm * TM, bn * TN, M, N, t, 1 + c);
+        if constexpr (!IN_PLACE) slots = s.epi.staging(c);
+        epilogue<EPI, IN_PLACE>(d, slots, s.epi.aux(c), &tmC, &tmAux, bias, colsum, bm * TM, bn * TN, M, N, t, 1 + c);
         if (t == 0) mbar_arrive(&s.aux_empty[c]);  // all 128 threads read it: the epilogue ends with their barrier
       } else {
-        epilogue<EPI>(d, s.C.t[c], nullptr, &tmC, &tmAux, bias, nullptr, bm * TM, bn * TN, M, N, t, 1 + c);
+        epilogue<EPI>(d, s.epi.staging(c), nullptr, &tmC, &tmAux, bias, nullptr, bm * TM, bn * TN, M, N, t, 1 + c);
       }
     }
     if (t == 0) hopper::bulk_wait_all();  // the staging slots must outlive the last TMA store's reads
@@ -474,25 +473,26 @@ bool fits(int M, int N, int K, const void* A, const void* Bt, const void* C, con
   return M > 0 && N > 0 && K > 0 && N % 8 == 0 && K % 8 == 0 && a16(A) && a16(Bt) && a16(C) && a16(aux);
 }
 
-void gemm(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux,
-          cudaStream_t s, float* colsum, bool keep_a, int max_blocks) {
-  if (keep_a && K <= kKeepAMaxK) {
-    switch (e) {
-      case Epi::kBias:
-        return launch<int(Epi::kBias), kStagesKeepA, true>(M, N, K, A, Bt, C, bias, nullptr, nullptr, s, max_blocks);
-      case Epi::kBiasGeluAux:
-        return launch<int(Epi::kBiasGeluAux), kStagesKeepA, true>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks);
-      case Epi::kDGelu:
-        return launch<int(Epi::kDGelu), kStagesKeepAAux, true>(M, N, K, A, Bt, C, nullptr, aux, colsum, s, max_blocks);
-    }
-  }
+namespace {
+// The three epilogues with one loop's stage counts (A kept: its panel beside the B ring; else both in it).
+template <bool KEEP_A>
+void dispatch(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux,
+              cudaStream_t s, float* colsum, int max_blocks) {
+  constexpr int kPlain = KEEP_A ? kStagesKeepA : kStagesPlain, kAux = KEEP_A ? kStagesKeepAAux : kStagesAux;
   switch (e) {
     case Epi::kBias:
-      return launch<int(Epi::kBias), kStagesPlain, false>(M, N, K, A, Bt, C, bias, nullptr, nullptr, s, max_blocks);
+      return launch<int(Epi::kBias), kPlain, KEEP_A>(M, N, K, A, Bt, C, bias, nullptr, nullptr, s, max_blocks);
     case Epi::kBiasGeluAux:
-      return launch<int(Epi::kBiasGeluAux), kStagesPlain, false>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks);
+      return launch<int(Epi::kBiasGeluAux), kPlain, KEEP_A>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks);
     case Epi::kDGelu:
-      return launch<int(Epi::kDGelu), kStagesAux, false>(M, N, K, A, Bt, C, nullptr, aux, colsum, s, max_blocks);
+      return launch<int(Epi::kDGelu), kAux, KEEP_A>(M, N, K, A, Bt, C, nullptr, aux, colsum, s, max_blocks);
   }
+}
+}  // namespace
+
+void gemm(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux,
+          cudaStream_t s, float* colsum, bool keep_a, int max_blocks) {
+  if (keep_a && K <= kKeepAMaxK) return dispatch<true>(e, M, N, K, A, Bt, C, bias, aux, s, colsum, max_blocks);
+  dispatch<false>(e, M, N, K, A, Bt, C, bias, aux, s, colsum, max_blocks);
 }
 }  // namespace sm90

@@ -23,12 +23,14 @@ bool available();
 // TMA reads rows in 16-byte units: K and N multiples of 8, every pointer 16-byte aligned.
 bool fits(int M, int N, int K, const void* A, const void* Bt, const void* C, const void* aux);
 // keep_a (--keep-a on, where K <= kKeepAMaxK): each block keeps a 128-row panel of A in shared memory for
-// a whole row of C's tiles and streams only B; off: A and B both streamed every tile (day10's loop). At
-// day50's thin shapes the tiles' loads from L2 are most of the traffic: keeping A halves them.
+// a whole row of C's tiles and streams only B; off (the default): A and B both streamed every tile
+// (day10's loop). Keeping A halves the tiles' loads from L2, but measured no faster at day50's shapes (the
+// kernel is bound by its epilogue's instruction issue, not by L2: day50's notes), and it spreads row
+// blocks, not tiles, over the SMs: 128 blocks at 16,384 rows, 64 at 8,192 (a data-parallel replica's batch).
 // max_blocks > 0 caps the grid (the checks use it to give each block several row blocks).
 constexpr int kKeepAMaxK = 384;
 void gemm(Epi e, int M, int N, int K, const __nv_bfloat16* A, const __nv_bfloat16* Bt, __nv_bfloat16* C,
-          const __nv_bfloat16* bias, __nv_bfloat16* aux, cudaStream_t s, float* colsum = nullptr, bool keep_a = true,
+          const __nv_bfloat16* bias, __nv_bfloat16* aux, cudaStream_t s, float* colsum = nullptr, bool keep_a = false,
           int max_blocks = 0);
 constexpr int kColsumRows = 128;  // kDGelu's colsum: one row of partial sums per this many rows of C
 }  // namespace sm90

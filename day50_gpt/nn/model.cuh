@@ -137,9 +137,9 @@ struct Model {
   // Our flash backward as the first version's two launches (dQ, then dK/dV reading the Dsum dQ wrote)
   // instead of one: set by dev/attention.cu to time one against the other; the trainer never sets it.
   bool flash_two_launches = false;
-  // --keep-a on (the default): our fused GEMM keeps A's 128-row panels in shared memory where K <= 384
-  // (nn/gemm_sm90.h); off: it streams A beside B every tile, as day10's step 15 does.
-  bool keep_a = true;
+  // --keep-a on: our fused GEMM keeps A's 128-row panels in shared memory where K <= 384 (nn/gemm_sm90.h);
+  // off (the default): it streams A beside B every tile, as day10's step 15 does.
+  bool keep_a = false;
   bool ours_attn_bwd() const {
     return impl == Attn::kCudnn && flash_bwd && k::flash::fits(c.width / c.heads, T_);
   }
