@@ -45,16 +45,18 @@ def variant_lines(rows):
     default = {b.get("dtype"): b["ms"] for b in steps if _short(b) == b.get("dtype")}  # "train step bf16"
     default_recompute = {b.get("dtype"): b["extra"].get("recompute") for b in steps if _short(b) == b.get("dtype")}
     default_dw = {b.get("dtype"): b["extra"].get("dw_stream") for b in steps if _short(b) == b.get("dtype")}
+    default_keep = {b.get("dtype"): b["extra"].get("keep_a") for b in steps if _short(b) == b.get("dtype")}
     for b in steps:
         ex, d = b["extra"], b.get("dtype")
         # fp32 keeps cuBLASLt's heuristic pick whatever the switch says (nn/lt_tuned.cuh): shown as such
         # (tf32 is the fp32 model with TF32 matmuls: no search either)
         lt = "heuristic" if d in ("fp32", "tf32") else _on(ex.get("lt_search"))
         # The ladder's rows are saved against the row above; a row beside the ladder (the step with the
-        # other --recompute setting than the default's, the graph on one stream where the default uses two, the
-        # cuDNN ones) against the default step of its precision.
+        # other --recompute setting than the default's, the graph on one stream where the default uses two, our
+        # fused GEMM's other loop (--keep-a), the cuDNN ones) against the default step of its precision.
         one_stream = ex.get("graph") and ex.get("dw_stream") is False and default_dw.get(d) is True
-        beside = (ex.get("recompute") != default_recompute.get(d, ex.get("recompute")) or one_stream
+        other_loop = "keep_a" in ex and ex.get("keep_a") != default_keep.get(d, ex.get("keep_a"))
+        beside = (ex.get("recompute") != default_recompute.get(d, ex.get("recompute")) or one_stream or other_loop
                   or "cuDNN" in b["name"])
         base = default.get(d) if beside else prev.get(d)
         saved = "" if base is None else f"{base - b['ms']:.2f} ms" + (" (vs default)" if beside else "")
