@@ -123,8 +123,14 @@ def day50_peer_headline(data):
                               ("generation_vs_best_torch", "generation {}× best PyTorch", 1),
                               ("generation_vs_torch_eager", "generation {}× eager", 1)):
         v = _ratio(r, key)
-        if v is not None:
-            parts.append(text.format(f"{v:.{digits}f}"))
+        if v is None:
+            continue
+        part = text.format(f"{v:.{digits}f}")
+        # the rounds' spread beside the median: a headline must not hide that the peer's rounds disagreed
+        lo, hi = (r[key].get("min"), r[key].get("max")) if isinstance(r.get(key), dict) else (None, None)
+        if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and f"{lo:.{digits}f}" != f"{hi:.{digits}f}":
+            part = part.replace("×", f"× ({lo:.{digits}f}–{hi:.{digits}f}×)", 1)
+        parts.append(part)
     return "; ".join(parts) or "–"
 
 
