@@ -41,7 +41,7 @@ TEST(plan_regions_aligned_disjoint_and_within_the_limit) {
     for (int w : {2, 4}) {
       const ClusterPlan p = plan(S, w);
       const unsigned offs[] = {p.xs,    p.xs1,    p.xn,   p.q,     p.q1,  p.h,   p.attp,
-                               p.logits, p.outs, p.wpart, p.red, p.samp, p.wts};
+                               p.logits, p.outs, p.wpart, p.samp, p.wts};
       for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); ++i) {
         EXPECT(offs[i] % 16 == 0);
         if (i) EXPECT(offs[i] > offs[i - 1]);  // in order, each with room (take() pads to 16)

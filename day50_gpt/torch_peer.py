@@ -23,6 +23,12 @@ anywhere from 2,400 to 5,000 tokens/s: host jitter, not the decoder); eager besi
 with bf16 weights too: each ratio is taken within one weight type (ours fp32 against the best fp32
 variant, ours bf16 against the bf16 one), so neither side gains from lower precision.
 
+--generation-only times the generation variants alone: no training variant is compiled, so none of their
+CUDA graphs shares the process (and Inductor's CUDA-graph trees) with the decoders. Beside the training
+variants the compiled decoder ran slower and unevenly, from round to round (the full run's generation rounds
+against this mode's, both in results/); ./build/gpt runs --bench-part generate each round. Its own results
+file: results/<gpu>/day50_gpt-torch_peer_generation.json, with the generation ratios alone.
+
 Checks: every loss finite; every variant's loss after the same steps on the same batches within 5% of
 eager's plus 1.5x the spread that other dropout masks alone open (eager re-trained with 4 other seeds);
 the KV-cache decoder's logits equal a full forward's; ./build/gpt's own checks passed.
@@ -160,14 +166,15 @@ def fastest_generator(rows, dtype):
     return max(gens, key=lambda b: b["tokens_per_s"]) if gens else None
 
 
-def ours_from_results(data):
-    """The rows torch_peer needs from ./build/gpt's results file (the training step, the fastest fp32 and
-    bf16 generators), and its own verdict."""
+def ours_from_results(data, need_train=True):
+    """The rows torch_peer needs from ./build/gpt's results file (the training step unless not need_train,
+    the fastest fp32 and bf16 generators), and its own verdict."""
     rows = {b.get("name"): b for b in data.get("bench", [])}
     tr, gen, gen16 = rows.get(OURS_TRAIN), fastest_generator(rows, "fp32"), fastest_generator(rows, "bf16")
-    if tr is None or gen is None:
+    if (need_train and tr is None) or gen is None:
         raise ValueError(f"./build/gpt's results lack '{OURS_TRAIN}' or an fp32 'generate' row (rows: {sorted(rows)})")
-    return dict(ms=tr["ms"], device_mib=tr.get("extra", {}).get("peak_gpu_mib"), gen_tokens_per_s=gen["tokens_per_s"],
+    tr = tr or {}
+    return dict(ms=tr.get("ms"), device_mib=tr.get("extra", {}).get("peak_gpu_mib"), gen_tokens_per_s=gen["tokens_per_s"],
                 gen_row=gen["name"], gen_bf16_tokens_per_s=gen16["tokens_per_s"] if gen16 else None,
                 gen_bf16_row=gen16["name"] if gen16 else None,
                 gen_tokens=(gen.get("extra") or {}).get("tokens", gen.get("reps")), passed=bool(data.get("passed")),
@@ -274,6 +281,10 @@ def parse_args(argv):
     ap.add_argument("--gen-tokens", type=int, default=200, help="new bytes per generation (./build/gpt: 200)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--skip-ours", action="store_true", help="time PyTorch only (no ratios, no default results file)")
+    ap.add_argument("--generation-only", action="store_true",
+                    help="only the generation variants (no training variant: none compiled, none in the process) "
+                         "against ./build/gpt --bench --bench-part generate; default results file "
+                         "../results/{gpu}/day50_gpt-torch_peer_generation.json")
     ap.add_argument("--self-test", action="store_true", help="test the host-only parts and exit")
     ap.add_argument("--memory-of", default=None, help=argparse.SUPPRESS)  # internal: see memory_alone
     a = ap.parse_args(argv)
@@ -307,7 +318,11 @@ def judge_args(a):
         bad = [v for v in given if v not in known]
         if bad or len(set(given)) != len(given):
             usage_error(f"{flag}: '{','.join(bad) or 'a repeated name'}' is not one of {', '.join(known)}")
-    if "eager" not in a.train_list:
+    if a.generation_only:
+        a.train_list = []
+        if not a.gen_list:
+            usage_error("--generation-only needs at least one of --gen-variants")
+    elif "eager" not in a.train_list:
         usage_error("--train-variants must include eager: the other variants' losses are checked against it")
     if a.memory_of is not None and a.memory_of not in TRAIN_VARIANTS:
         usage_error(f"--memory-of: '{a.memory_of}' is not one of {', '.join(TRAIN_VARIANTS)}")
@@ -322,9 +337,10 @@ def judge_args(a):
         if not (os.path.isfile(a.bin) and os.access(a.bin, os.X_OK)):
             usage_error(f"--bin {a.bin}: not an executable file (run make first)")
     full = a.warmup >= 30 and a.steps >= 100 and a.rounds >= 3 and not a.skip_ours
-    a.mode = "bench" if full else "quick"
+    a.mode = ("generation" if a.generation_only else "bench") if full else "quick"
     if a.json is None and full:
-        a.json = os.path.join(HERE, "..", "results", "{gpu}", "day50_gpt-torch_peer.json")
+        a.json = os.path.join(HERE, "..", "results", "{gpu}", "day50_gpt-torch_peer_generation.json" if
+                              a.generation_only else "day50_gpt-torch_peer.json")
     if a.json is not None:
         judge_output(a.json)
 
@@ -468,14 +484,15 @@ def setup_gen(key, a, base, prompt, ref_logits, checks):
 def run_ours(a, workdir, r):
     """One ./build/gpt --bench run of the training step (bf16) and of generation, same data and model."""
     path = os.path.join(workdir, f"ours_{r}.json")
-    cmd = [a.bin, "--bench", "--bench-part", "train-bf16,generate", "--data", a.data, "--layers", str(a.layers),
+    cmd = [a.bin, "--bench", "--bench-part", "generate" if a.generation_only else "train-bf16,generate", "--data",
+           a.data, "--layers", str(a.layers),
            "--heads", str(a.heads), "--width", str(a.width), "--context", str(a.context), "--batch", str(a.batch),
            "--dropout", repr(a.dropout), "--json", path]
     out = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)  # samples hold any byte
     if out.returncode not in (0, 1) or not os.path.exists(path):
         raise RuntimeError(f"{' '.join(cmd)} exited {out.returncode}:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
     with open(path, encoding="utf-8", errors="replace") as f:  # a generated sample may hold any byte
-        return ours_from_results(json.load(f))
+        return ours_from_results(json.load(f), need_train=not a.generation_only)
 
 
 # ---- The run: set up every variant, then the interleaved rounds ----------------------------------------
@@ -498,8 +515,11 @@ def measure_rounds(a, train, gens, clocks, clock_id):
                     print(f"  ./build/gpt FAILED: {ours_error}", flush=True)
             clocks.append(read_clocks(*clock_id))
             line = ", ".join(f"{n} {t_ms[n][-1]:.2f}" for n in train)
-            mine = f"; ./build/gpt {ours[-1]['ms']:.2f}" if len(ours) == r + 1 else ""
-            print(f"  round {r + 1}: ms/step {line}{mine}  [{time.time() - t0:.0f} s]", flush=True)
+            mine = f"; ./build/gpt {ours[-1]['ms']:.2f}" if len(ours) == r + 1 and ours[-1]["ms"] else ""
+            gen = ", ".join(f"{n} {g_tps[n][-1]:.0f}" for n in gens)
+            ours_gen = f"; ./build/gpt {ours[-1]['gen_tokens_per_s']:.0f}" if len(ours) == r + 1 else ""
+            print(f"  round {r + 1}: ms/step {line or '-'}{mine}; tokens/s {gen}{ours_gen}  [{time.time() - t0:.0f} s]",
+                  flush=True)
     return t_ms, g_tps, ours, ours_error
 
 
@@ -562,11 +582,13 @@ def run(a):
     print(f"{PROG}: {env['gpu']}, PyTorch {env['torch']} (CUDA {env['cuda']}), code {env['commit'][:12]}"
           f"{' (dirty)' if env['dirty'] is True else ''}; {a.rounds} rounds of {a.warmup} + {a.steps} steps")
     checks, t_start = [], time.time()
-    print("device memory, each training variant alone in a process of its own:", flush=True)
+    if a.train_list:
+        print("device memory, each training variant alone in a process of its own:", flush=True)
     alone = {key: memory_alone(a, key) for key in a.train_list}
     total = 1 + (a.warmup + a.steps) * (a.rounds + 1)
     batches = tg.GpuBatches(a.data, a.batch, a.context, total, a.seed)
-    print("training variants (each compiled once, then warmed up):", flush=True)
+    if a.train_list:
+        print("training variants (each compiled once, then warmed up):", flush=True)
     train, rows = {}, {}
     for key in a.train_list:
         name = TRAIN_VARIANTS[key][0]
@@ -578,7 +600,7 @@ def run(a):
             rows[name]["device_mib_alone"] = alone[key] is not None
         if v is not None:
             train[name] = v
-    if "eager" not in train:
+    if a.train_list and "eager" not in train:
         sys.exit(f"{PROG}: eager PyTorch training failed: {rows['eager']['error']}")
     torch.manual_seed(a.seed)
     base = tg.NanoGPT(a.vocab, a.context, a.layers, a.heads, a.width).cuda().eval()
@@ -599,10 +621,11 @@ def run(a):
         rows[name]["tokens_per_s"] = tokens_per_s(a, rows[name]["ms"])
     for name in gens:
         grows[name].update(measured("tokens_per_s", g_tps[name]))
-    spread, control_tails = mask_control(a, train, batches, total)
-    print(f"other dropout masks alone (eager re-trained with seeds {CONTROL_SEEDS}): loss tails "
-          f"{[round(t, 4) for t in control_tails]}, spread with eager's {spread:.1%}", flush=True)
-    loss_checks(a, train, rows, checks, spread, control_tails)
+    if train:
+        spread, control_tails = mask_control(a, train, batches, total)
+        print(f"other dropout masks alone (eager re-trained with seeds {CONTROL_SEEDS}): loss tails "
+              f"{[round(t, 4) for t in control_tails]}, spread with eager's {spread:.1%}", flush=True)
+        loss_checks(a, train, rows, checks, spread, control_tails)
     return report(a, env, clocks, checks, rows, grows, ours, ours_error, time.time() - t_start)
 
 
@@ -628,6 +651,7 @@ def report(a, env, clocks, checks, rows, grows, ours, ours_error, seconds):
                       failed="; ".join(sorted({f for o in ours for f in o["failed"]})))
             add_check(checks, "generation: as many new bytes as ./build/gpt",
                       all(o["gen_tokens"] == a.gen_tokens for o in ours), ours=ours[0]["gen_tokens"], torch=a.gen_tokens)
+        if ours and not a.generation_only:
             ours_row = measured("ms", [o["ms"] for o in ours])
             ours_row.update(tokens_per_s=tokens_per_s(a, ours_row["ms"]), last_loss=None,
                             device_mib=summarize([o["device_mib"] for o in ours])["median"],
@@ -718,6 +742,18 @@ def self_test():
                                               tokens_per_s=99999.0, reps=48)], checks=[])
     o = ours_from_results(ours_json)
     expect("ours row", (o["ms"], o["device_mib"], o["gen_tokens"], o["passed"]), (4.0, 512.0, 200, True))
+    gen_only = dict(ours_json, bench=[b for b in ours_json["bench"] if b["name"] != OURS_TRAIN])
+    o = ours_from_results(gen_only, need_train=False)
+    expect("ours row, generation only", (o["ms"], o["gen_tokens_per_s"], o["gen_bf16_tokens_per_s"]),
+           (None, 9000.0, 12000.0))
+    try:
+        ours_from_results(gen_only)
+        expect("a training step asked for and missing", "no error", "ValueError")
+    except ValueError:
+        pass
+    rat, best, _ = ratios({}, gens, [dict(o, gen_tokens_per_s=1000.0)] * 3)
+    expect("generation only: no training ratio", (best, sorted(rat)),
+           (None, ["generation_vs_best_torch", "generation_vs_best_torch_bf16"]))
     expect("ours fastest generators", (o["gen_row"], o["gen_tokens_per_s"], o["gen_bf16_tokens_per_s"]),
            ("generate fp32, batch 1, persistent kernel", 9000.0, 12000.0))
     with tempfile.TemporaryDirectory() as d:

@@ -21,8 +21,9 @@ CLUSTER_HD constexpr size_t pad16(size_t b) { return (b + 15) / 16 * 16; }
 
 // The cluster's shape and each block's shared memory (byte offsets). The five weight "bundles" a token
 // walks through (kind 0 qkv, 1 proj, 2 fc, 3 fc2, 4 head): a block's R(kind) rows of the matrix in W,
-// then the LayerNorm's gain and bias before it (qkv, fc, head: 2C floats), then its rows' bias (not the
-// head's). Bundle j of the token (j = 4 l + kind, the head j = 4L) goes to one end of the weight area
+// then, where a LayerNorm comes before the matrix (qkv, fc, head), its gain (C floats) and the rows' sums
+// of their weights times the gain (R floats: decode_cluster.cuh's folded LayerNorm), then the rows' biases
+// (R floats; after a LayerNorm they carry its bias through the matrix, and the head has only that). Bundle j of the token (j = 4 l + kind, the head j = 4L) goes to one end of the weight area
 // when the block has started an even number of bundles in this launch, to the other end when odd: the
 // next bundle is copied while this one is read, as long as both fit (bytes(a) + bytes(b) <= cap); when
 // they do not, the copy waits until this one's GEMV is done.
@@ -38,8 +39,8 @@ struct ClusterPlan {
   // Two copies of the residual stream and of q (x0 written by fc2 and the embedding, read by qkv and the
   // head; x1 written by proj, read by fc; q0 / q1 for even / odd layers): no relaxed barrier then stands
   // between a block's read of a vector and another block's next write into it (decode_cluster.cuh).
-  unsigned xs = 0, xs1 = 0, xn = 0, q = 0, q1 = 0, h = 0, attp = 0, logits = 0, outs = 0, wpart = 0, red = 0,
-           samp = 0, wts = 0;
+  unsigned xs = 0, xs1 = 0, xn = 0, q = 0, q1 = 0, h = 0, attp = 0, logits = 0, outs = 0, wpart = 0, samp = 0,
+           wts = 0;
   unsigned cap = 0, total = 0;  // the weight area's bytes; the dynamic shared memory a block takes
   // Every bundle as the block will hold it, packed on the host (FastDecoder::pack_bundles): bundle j of
   // block b at pack + (j * S + b) * stride, so that one bulk copy moves it (rows past a matrix's end and the
@@ -50,8 +51,10 @@ struct ClusterPlan {
   CLUSTER_HD int I(int kind) const { return kind == 3 ? 4 * C : C; }
   CLUSTER_HD bool ln(int kind) const { return kind == 0 || kind == 2 || kind == 4; }
   CLUSTER_HD size_t w_bytes(int kind) const { return pad16(size_t(R(kind)) * size_t(I(kind)) * size_t(wsize)); }
+  CLUSTER_HD size_t row_bytes(int kind) const { return pad16(size_t(R(kind)) * 4); }  // one float a row
+  CLUSTER_HD size_t gain_bytes() const { return pad16(size_t(C) * 4); }
   CLUSTER_HD size_t bytes(int kind) const {
-    return w_bytes(kind) + (ln(kind) ? size_t(8) * size_t(C) : 0) + (kind == 4 ? 0 : pad16(size_t(R(kind)) * 4));
+    return w_bytes(kind) + (ln(kind) ? gain_bytes() + row_bytes(kind) : 0) + row_bytes(kind);
   }
   CLUSTER_HD unsigned at(int kind, int parity) const {
     return parity == 0 ? wts : unsigned(size_t(wts) + cap - bytes(kind));
@@ -103,7 +106,7 @@ inline ClusterPlan make_cluster_plan(int C, int H, int V, int S, int wsize, size
   p.xs = take(size_t(C) * 4), p.xs1 = take(size_t(C) * 4), p.xn = take(size_t(C) * 4);
   p.q = take(size_t(C) * 4), p.q1 = take(size_t(C) * 4), p.h = take(size_t(4) * C * 4);
   p.attp = take(size_t(H) * p.G * p.wstride * 4), p.logits = take(size_t(V) * 4), p.outs = take(size_t(rmax) * 4);
-  p.wpart = take(size_t(kCWarps) * p.wstride * 4), p.red = take(size_t(kCWarps) * 8);
+  p.wpart = take(size_t(kCWarps) * p.wstride * 4);
   p.samp = take(size_t(V) * 16);  // sample_block's scratch: V doubles, V floats, V ints
   p.wts = unsigned(at);
   p.cap = smem_limit > at ? unsigned((smem_limit - at) / 16 * 16) : 0;

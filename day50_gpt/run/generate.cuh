@@ -350,6 +350,12 @@ struct FastDecoder {
     else
       return __float2bfloat16(f);
   }
+  static float to_float(W w) {
+    if constexpr (std::is_same<W, float>::value)
+      return w;
+    else
+      return __bfloat162float(w);
+  }
   // keep_logits: every position's logits in logits_all [T][V] (the checks read them).
   FastDecoder(const gpt::Config& cfg, const std::vector<float>& p, int max_new, DecodePath pth, int blocks_per_sm = 1,
               bool keep_logits = false)
@@ -498,26 +504,39 @@ struct FastDecoder {
   std::vector<float> host_vec;
   DeviceBuffer bundles;
   // Each bundle (k::dec::ClusterPlan) of each block as its shared memory will hold it: the block's rows of
-  // the matrix (zeros past the matrix's end), the LayerNorm's gain and bias before it, its rows' bias.
+  // the matrix (zeros past the matrix's end); after a LayerNorm (qkv, fc, the head) its gain g, then the
+  // rows' sums S[o] = sum_i W[o,i] g_i; then the rows' biases, which after a LayerNorm with bias b are
+  // c[o] = bias[o] + sum_i W[o,i] b_i (decode_cluster.cuh's folded LayerNorm). W as the decoder holds it
+  // (rounded to bf16 in bf16), the sums in double.
   void pack_bundles(k::dec::ClusterPlan& pl) {
     const int C = c.width, L = c.layers, J = 4 * L + 1;
     size_t stride = 0;
     for (int kk = 0; kk < 5; ++kk) stride = std::max(stride, pl.bytes(kk));
     std::vector<unsigned char> img(size_t(J) * pl.S * stride, 0);
+    std::vector<float> sums, bias;
     for (int j = 0; j < J; ++j) {
       const int kind = j == 4 * L ? 4 : j % 4, l = j / 4, R = pl.R(kind), O = pl.O(kind), I = pl.I(kind);
       const Placed src = placed(kind, size_t(l), size_t(C), size_t(L));
-      const size_t m0 = src.mat, ln0 = src.ln, b0 = src.bias;
+      const float* g = pl.ln(kind) ? host_vec.data() + src.ln : nullptr;  // the LayerNorm's gain, then its bias
       for (int b = 0; b < pl.S; ++b) {
         unsigned char* at = img.data() + (size_t(j) * pl.S + b) * stride;
         const int r0 = b * R, rows = std::max(0, std::min(R, O - r0));
-        if (rows > 0) std::memcpy(at, host_mat.data() + m0 + size_t(r0) * I, size_t(rows) * I * sizeof(W));
-        at += pl.w_bytes(kind);
-        if (pl.ln(kind)) {
-          std::memcpy(at, host_vec.data() + ln0, size_t(8) * C);  // gain and bias, adjacent
-          at += size_t(8) * C;
+        if (rows > 0) std::memcpy(at, host_mat.data() + src.mat + size_t(r0) * I, size_t(rows) * I * sizeof(W));
+        sums.assign(size_t(rows), 0.f), bias.assign(size_t(rows), 0.f);
+        for (int r = 0; r < rows; ++r) {
+          const W* w = host_mat.data() + src.mat + size_t(r0 + r) * I;
+          double S = 0, cb = kind == 4 ? 0.0 : double(host_vec[src.bias + size_t(r0 + r)]);
+          for (int i = 0; g && i < I; ++i)
+            S += double(to_float(w[i])) * g[i], cb += double(to_float(w[i])) * g[C + i];
+          sums[size_t(r)] = float(S), bias[size_t(r)] = float(cb);
         }
-        if (kind != 4 && rows > 0) std::memcpy(at, host_vec.data() + b0 + r0, size_t(rows) * 4);
+        unsigned char* tail = at + pl.w_bytes(kind);
+        if (g) {
+          std::memcpy(tail, g, size_t(C) * 4);
+          std::memcpy(tail + pl.gain_bytes(), sums.data(), sums.size() * 4);
+          tail += pl.gain_bytes() + pl.row_bytes(kind);
+        }
+        std::memcpy(tail, bias.data(), bias.size() * 4);
       }
     }
     bundles.alloc(img.size());

@@ -18,10 +18,13 @@
 //     held every sender at a MEMBAR.GPU until its stores were acknowledged). qkv writes the cache rows to
 //     global memory, which the attention blocks read next: its stage ends with the full cluster.sync();
 //   - the weights stream in one stage ahead: while a stage computes (and waits at the barrier), the copy
-//     engine (TMA, cp.async.bulk) moves the next stage's rows of weights (its biases and LayerNorm gains
-//     with them, packed next to them on the host) from L2 into the other end of the block's weight area.
-//     16 SMs read the 21 MB of bf16 weights each token (1.3 MB each) from L2, which can hold all of them
-//     from one token to the next.
+//     engine (TMA, cp.async.bulk) moves the next stage's rows of weights (their biases and, after a
+//     LayerNorm, their sums with them, packed next to them on the host) from L2 into the other end of
+//     the block's weight area. 16 SMs read the 21 MB of bf16 weights each token (1.3 MB each) from L2,
+//     which can hold all of them from one token to the next;
+//   - a LayerNorm is folded into the GEMV after it (its bias into the rows' biases, on the host): the GEMV
+//     reads the residual stream as it is and each warp finds the mean and variance itself from the inputs
+//     it reads anyway (the folded LayerNorm, below).
 // What it costs: the weights are read from L2 by 16 SMs instead of 132, so the copy of a stage must keep
 // up with the stage (the bench's per-stage times say whether it does), and attention (12 of the 16
 // blocks: 6 heads x 2 halves of the cached positions) has fewer warps to spread the cache's reads over.
@@ -46,7 +49,7 @@ namespace dec {
 constexpr int kCMaxHead = 64;  // head size limit (and a multiple of 16: 4 lanes score a position, float4 each);
                                 // wider heads would hold more of a step's loads in registers than 512 threads have
 constexpr int kCChunk = 8;      // cached positions a warp takes at once (32 lanes / 4 a position)
-constexpr int kCRowGroup = 8;   // rows a warp sums together (each 8 floats of input read once for all 8)
+constexpr int kCRowGroup = 8;   // rows a warp sums together at most (warp_sum8's eight slots)
 
 // The weights' copy: the Tensor Memory Accelerator's bulk copy (cp.async.bulk, sm_90). One thread hands
 // the copy engine a contiguous run of bytes and an mbarrier; the engine moves them while every thread
@@ -113,11 +116,14 @@ __device__ __forceinline__ void cluster_sync_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
 }
 
-// One bundle as this block sees it in shared memory: its rows [r0, r0 + rows) of a matrix with I inputs.
+// One bundle as this block sees it in shared memory: its rows [r0, r0 + rows) of a matrix with I inputs,
+// then (the stages after a LayerNorm: qkv, fc, the head) the LayerNorm's gain and each row's sum of its
+// weights times the gain, then each row's bias (for those stages, carrying the LayerNorm's bias through
+// the matrix; ClusterPlan has the layout).
 template <class W>
 struct View {
   W* w;
-  float *g, *b, *bias;
+  float *g, *sum, *bias;
   int r0, rows, I;
 };
 template <class W>
@@ -126,12 +132,11 @@ __device__ __forceinline__ View<W> view_of(const ClusterPlan& p, int kind, int p
   v.I = p.I(kind);
   v.r0 = rank * p.R(kind);
   v.rows = max(0, min(p.R(kind), p.O(kind) - v.r0));
-  unsigned char* at = smem + p.at(kind, parity);
-  v.w = reinterpret_cast<W*>(at);
-  at += p.w_bytes(kind);
+  unsigned char* at = smem + p.at(kind, parity) + p.w_bytes(kind);
+  v.w = reinterpret_cast<W*>(smem + p.at(kind, parity));
   v.g = p.ln(kind) ? reinterpret_cast<float*>(at) : nullptr;
-  v.b = v.g ? v.g + p.C : nullptr;
-  v.bias = reinterpret_cast<float*>(at + (p.ln(kind) ? size_t(8) * p.C : 0));
+  v.sum = p.ln(kind) ? reinterpret_cast<float*>(at + p.gain_bytes()) : nullptr;
+  v.bias = reinterpret_cast<float*>(at + (p.ln(kind) ? p.gain_bytes() + p.row_bytes(kind) : 0));
   return v;
 }
 // Thread 0 starts the copy of bundle j (of 4L + 1 a token; its kind given) to the given end of the weight
@@ -148,36 +153,20 @@ __device__ __forceinline__ void issue_bundle(const ClusterPlan& p, int j, int ki
     bulk_copy(smem + p.at(kind, parity) + pt.off, p.pack + (size_t(j) * p.S + rank) * p.stride + pt.off, pt.len, bar);
 }
 
-// Two sums over the block at once (one pair of barriers for both).
-__device__ __forceinline__ float2 cblock_sum2(float u, float v, float2* red) {
-  u = warp_sum(u), v = warp_sum(v);
-  __syncthreads();  // red may still be read by the previous call
-  if (threadIdx.x % kWarp == 0) red[threadIdx.x / kWarp] = make_float2(u, v);
-  __syncthreads();
-  float2 s = make_float2(0.f, 0.f);
-#pragma unroll
-  for (int w = 0; w < kCWarps; ++w) s.x += red[w].x, s.y += red[w].y;
-  return s;
-}
-// y = LayerNorm(x) with gain g, bias b (all in this block's shared memory). One pass for both statistics
-// (a block reduction is two barriers and a chain of shared-memory loads: ~1 us of a ~5 us stage when it
-// was done twice, mean then variance), on x - x[0]: the shift keeps the sum of squares from cancelling
-// where the mean is large against the spread (var = E[(x-k)^2] - E[x-k]^2 for any k; k = x[0] is within
-// the data's range). Biased variance, eps 1e-5, as k::layernorm_fwd.
-__device__ __forceinline__ void cluster_layernorm(const float* x, float* y, const float* g, const float* b, int C,
-                                                  float2* red) {
-  const float k = x[0];
-  float s = 0.f, q = 0.f;
-  for (int i = threadIdx.x; i < C; i += kCThreads) {
-    const float d = x[i] - k;
-    s += d, q += d * d;
-  }
-  const float2 t = cblock_sum2(s, q, red);
-  const float md = t.x / C, m = k + md;
-  const float r = rsqrtf(fmaxf(t.y / C - md * md, 0.f) + 1e-5f);
-  for (int i = threadIdx.x; i < C; i += kCThreads) y[i] = (x[i] - m) * r * g[i] + b[i];
-  __syncthreads();
-}
+// The LayerNorm folded into the GEMV that follows it. LayerNorm(x) = (x - m) r g + b (mean m, r = 1 /
+// sqrt(var + eps), gain g, bias b) feeds W, so row o of the product is
+//     sum_i W[o,i] ((x_i - m) r g_i + b_i) = r (sum_i W[o,i] g_i x_i - m S[o]) + c[o]
+// with S[o] = sum_i W[o,i] g_i and c[o] = sum_i W[o,i] b_i (plus the row's own bias), made once on the host
+// (FastDecoder::pack_bundles). The GEMV multiplies g x by W as it reads x: no pass that normalizes x into
+// another vector first, and no block-wide reduction for m and r (two __syncthreads and a chain of shared-
+// memory loads, the last loop of which alone was 3% of the kernel's executed instructions in the ncu
+// profile of the version before): every warp sums x and x^2 itself from the inputs it loads for its
+// products anyway, and reduces them with its rows' sums (warp_sum8, slots 6 and 7). (The gain could go
+// into the weights instead, W g stored; but in bf16 W g rounds otherwise than W does, and the checks hold
+// every decoder to the first generator on the same rounded weights.) What it costs: W g x - m S subtracts
+// two sums of the size of x's mean, which loses bits where the mean is large against the spread, bounded
+// by the checks (--verify compares the logits at every position with the first generator's, which
+// normalizes first).
 // The 8 sums of a[0..7] over the warp at once: each step hands half of the values still held to the lane
 // across (9 shuffles instead of 8 x 5), and lane L ends with the total of a[(L >> 2) & 7] (every lane of a
 // group of 4 holds it). The inputs are consumed.
@@ -202,24 +191,82 @@ __device__ __forceinline__ float warp_sum8(float (&a)[kCRowGroup]) {
   a[0] += __shfl_xor_sync(0xffffffffu, a[0], 2);
   return a[0] + __shfl_xor_sync(0xffffffffu, a[0], 1);
 }
-// Rows [0, rows) of the bundle times xin (I floats), all in shared memory: warp w takes rows w, w + 16, ...,
-// 8 at a time, so that each lane's 8 inputs are read once for 8 rows; the 8 sums are reduced together
-// (warp_sum8) and 8 lanes run epi(r, sum) side by side. I % 8 == 0.
-template <class W, class Epi>
-__device__ __forceinline__ void gemv_local(const W* Wl, const float* xin, int I, int rows, Epi epi) {
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  for (int base = warp; base < rows; base += kCWarps * kCRowGroup) {
-    float acc[kCRowGroup] = {};
-    for (int i = lane * 8; i < I; i += kWarp * 8) {
-      const float4 a = *reinterpret_cast<const float4*>(xin + i), b = *reinterpret_cast<const float4*>(xin + i + 4);
-      const float x8[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-      for (int j = 0; j < kCRowGroup; ++j)
-        if (base + j * kCWarps < rows) acc[j] += dot8<true>(Wl + size_t(base + j * kCWarps) * I + i, x8);
+// 4 weights (16 bytes of fp32, 8 of bf16, in shared memory) times 4 inputs, added to acc.
+__device__ __forceinline__ float dot4(const float* w, const float4 x, float acc) {
+  const float4 a = *reinterpret_cast<const float4*>(w);
+  return fmaf(a.w, x.w, fmaf(a.z, x.z, fmaf(a.y, x.y, fmaf(a.x, x.x, acc))));
+}
+__device__ __forceinline__ float dot4(const __nv_bfloat16* w, const float4 x, float acc) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(w);
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+  return fmaf(hi.y, x.w, fmaf(hi.x, x.z, fmaf(lo.y, x.y, fmaf(lo.x, x.x, acc))));
+}
+// One warp's NR rows of the bundle, rows row0, row0 + 16, ... (NR known when compiling: no test on a row
+// inside the loop and no instruction spent on a row the warp does not have), times xin (I floats, in
+// shared memory): lane l takes inputs 4l .. 4l + 3, then 128 further on, ..., so that for I = 384 every lane
+// takes 3 groups of 4 (8 at a time, as the first version did, left half the lanes idle in its second
+// step). The NR sums are reduced together (warp_sum8), and lanes 0, 4, ... run epi(r, sum, st) side by
+// side. kStats (a LayerNorm folded in, its gain g): the products are W (g x), and the warp also sums x - k
+// and its square (var = E[(x-k)^2] - E[x-k]^2 for any k; k = x[0], within the data's range, keeps the sum
+// of squares from cancelling where the mean is large against the spread) for st = (mean, 1 / sqrt(var +
+// 1e-5)) of x (biased variance, as k::layernorm_fwd); otherwise st is not computed. In the ncu profile of the first version (8 rows a warp
+// always, each tested), the loop's tests and addresses were 13% of the kernel's executed instructions,
+// more than its multiply-adds.
+template <int NR, bool kStats, class W, class Epi>
+__device__ __forceinline__ void gemv_rows(const W* Wl, const float* xin, const float* g, int I, int row0, Epi& epi) {
+  static_assert(NR >= 1 && NR <= kCRowGroup && (!kStats || NR <= kCRowGroup - 2), "slots 6, 7: the statistics");
+  const int lane = threadIdx.x % kWarp;
+  float acc[kCRowGroup] = {};
+  const W* wl = Wl + size_t(row0) * I;
+  const size_t step = size_t(kCWarps) * I;  // from one of the warp's rows to the next
+  const float k = kStats ? xin[0] : 0.f;
+#pragma unroll 1
+  for (int i = lane * 4; i < I; i += kWarp * 4) {
+    float4 x = *reinterpret_cast<const float4*>(xin + i);
+    if constexpr (kStats) {
+      const float a = x.x - k, b = x.y - k, c = x.z - k, d = x.w - k;
+      acc[6] += (a + b) + (c + d);
+      acc[7] = fmaf(a, a, fmaf(b, b, fmaf(c, c, fmaf(d, d, acc[7]))));
+      const float4 gi = *reinterpret_cast<const float4*>(g + i);
+      x = make_float4(x.x * gi.x, x.y * gi.y, x.z * gi.z, x.w * gi.w);
     }
-    const float s = warp_sum8(acc);
-    const int r = base + ((lane >> 2) & 7) * kCWarps;
-    if (lane % 4 == 0 && r < rows) epi(r, s);
+#pragma unroll
+    for (int j = 0; j < NR; ++j) acc[j] = dot4(wl + j * step + i, x, acc[j]);
+  }
+  const float s = warp_sum8(acc);
+  float2 st = make_float2(0.f, 0.f);
+  if constexpr (kStats) {  // lanes 24..27 hold the sum of x - k, 28..31 that of its squares
+    const float sd = __shfl_sync(0xffffffffu, s, 24) / I, sq = __shfl_sync(0xffffffffu, s, 28) / I;
+    st = make_float2(k + sd, rsqrtf(fmaxf(sq - sd * sd, 0.f) + 1e-5f));
+  }
+  const int j = (lane >> 2) & 7;
+  if (lane % 4 == 0 && j < NR) epi(row0 + j * kCWarps, s, st);
+}
+// Rows [0, rows) of the bundle times xin (times g first, with kStats): warp w takes rows w, w + 16, ..., at
+// most kMax of them a pass (kMax = 6 with kStats: the statistics take two of warp_sum8's eight slots), and
+// epi(r, sum, st) runs for each. I % 4 == 0.
+template <int kMax, bool kStats, class W, class Epi>
+__device__ __forceinline__ void gemv_local(const W* Wl, const float* xin, const float* g, int I, int rows, Epi epi) {
+  static_assert(kMax <= kCRowGroup && (!kStats || kMax <= kCRowGroup - 2), "slots 6, 7: the statistics");
+  const int warp = threadIdx.x / kWarp;
+  for (int base = 0; base < rows; base += kCWarps * kMax) {
+    const int r0 = base + warp, left = rows - r0;
+    const int nr = left <= 0 ? 0 : min(kMax, (left + kCWarps - 1) / kCWarps);
+    switch (nr) {  // warp-uniform
+      case 1: gemv_rows<1, kStats>(Wl, xin, g, I, r0, epi); break;
+      case 2: gemv_rows<2, kStats>(Wl, xin, g, I, r0, epi); break;
+      case 3: gemv_rows<3, kStats>(Wl, xin, g, I, r0, epi); break;
+      case 4: gemv_rows<4, kStats>(Wl, xin, g, I, r0, epi); break;
+      case 5: gemv_rows<5, kStats>(Wl, xin, g, I, r0, epi); break;
+      case 6: gemv_rows<6, kStats>(Wl, xin, g, I, r0, epi); break;
+      default:
+        if constexpr (kMax > 6) {
+          if (nr == 7) gemv_rows<7, kStats>(Wl, xin, g, I, r0, epi);
+          if (nr == 8) gemv_rows<8, kStats>(Wl, xin, g, I, r0, epi);
+        }
+        break;
+    }
   }
 }
 // src[0, count) (this block's shared memory) to dst[0, count) in every block of the cluster, itself included.
@@ -250,13 +297,14 @@ __device__ __forceinline__ T* at_(unsigned char* smem, unsigned off) {
   return reinterpret_cast<T*>(smem + off);
 }
 
-// Layer l's qkv stage at position t: [sample the token and embed it,] LayerNorm 1, this block's qkv rows;
+// Layer l's qkv stage at position t: [sample the token and embed it,] this block's qkv rows of LayerNorm 1's
+// output (folded in);
 // q rows go to every block's q, k and v rows into row t of the layer's cache (in global memory).
 template <class W>
 __device__ void cstage_qkv(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
                            const View<W>& v, int l, int t, int count, unsigned char* smem, int rank) {
   const int C = n.C;
-  float *xs = at_<float>(smem, p.xs), *xn = at_<float>(smem, p.xn);
+  float* xs = at_<float>(smem, p.xs);
   if (l == 0) {
     int tok;
     if (n.forced) {
@@ -269,13 +317,12 @@ __device__ void cstage_qkv(const Net<W>& n, const ClusterPlan& p, cooperative_gr
     for (int i = threadIdx.x; i < C; i += kCThreads) xs[i] = ld(e[i]) + n.wpe[size_t(t) * C + i];
     __syncthreads();
   }
-  cluster_layernorm(xs, xn, v.g, v.b, C, at_<float2>(smem, p.red));
   float* krow = n.kc + (size_t(l) * n.T + t) * C;
   float* vrow = n.vc + (size_t(l) * n.T + t) * C;
   float *q = at_<float>(smem, l & 1 ? p.q1 : p.q), *outs = at_<float>(smem, p.outs);
-  gemv_local(v.w, xn, C, v.rows, [&](int r, float s) {
+  gemv_local<kCRowGroup - 2, true>(v.w, xs, v.g, C, v.rows, [&](int r, float s, float2 st) {
     const int o = v.r0 + r;
-    s += v.bias[r];
+    s = st.y * (s - st.x * v.sum[r]) + v.bias[r];  // LayerNorm 1 folded in
     if (o < C)
       outs[r] = s;  // q: to every block below (the attention blocks read their head's part)
     else  // k, v: row t of the cache
@@ -395,7 +442,8 @@ __device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_g
   }
   __syncthreads();
   float* outs = at_<float>(smem, p.outs);
-  gemv_local(v.w, xn, C, v.rows, [&](int r, float s) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
+  gemv_local<kCRowGroup - 2, false>(v.w, xn, nullptr, C, v.rows,
+                                [&](int r, float s, float2) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
   push_to_all(cl, at_<float>(smem, p.xs1) + v.r0, outs, v.rows, p.S, got);
 }
@@ -403,10 +451,10 @@ __device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_g
 template <class W>
 __device__ void cstage_fc(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
                           const View<W>& v, unsigned char* smem, unsigned long long* got) {
-  float *xn = at_<float>(smem, p.xn), *h = at_<float>(smem, p.h);
-  cluster_layernorm(at_<float>(smem, p.xs1), xn, v.g, v.b, n.C, at_<float2>(smem, p.red));
-  float* outs = at_<float>(smem, p.outs);
-  gemv_local(v.w, xn, n.C, v.rows, [&](int r, float s) { outs[r] = gelu(s + v.bias[r]); });
+  float *h = at_<float>(smem, p.h), *outs = at_<float>(smem, p.outs);
+  gemv_local<kCRowGroup - 2, true>(v.w, at_<float>(smem, p.xs1), v.g, n.C, v.rows, [&](int r, float s, float2 st) {
+    outs[r] = gelu(st.y * (s - st.x * v.sum[r]) + v.bias[r]);  // LayerNorm 2 folded in
+  });
   __syncthreads();
   push_to_all(cl, h + v.r0, outs, v.rows, p.S, got);
 }
@@ -416,7 +464,8 @@ __device__ void cstage_fc2(const Net<W>& n, const ClusterPlan& p, cooperative_gr
                            const View<W>& v, unsigned char* smem, unsigned long long* got) {
   const float* x1 = at_<float>(smem, p.xs1);
   float* outs = at_<float>(smem, p.outs);
-  gemv_local(v.w, at_<float>(smem, p.h), 4 * n.C, v.rows, [&](int r, float s) { outs[r] = x1[v.r0 + r] + s + v.bias[r]; });
+  gemv_local<kCRowGroup - 2, false>(v.w, at_<float>(smem, p.h), nullptr, 4 * n.C, v.rows,
+                                [&](int r, float s, float2) { outs[r] = x1[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
   push_to_all(cl, at_<float>(smem, p.xs) + v.r0, outs, v.rows, p.S, got);
 }
@@ -425,10 +474,9 @@ __device__ void cstage_fc2(const Net<W>& n, const ClusterPlan& p, cooperative_gr
 template <class W>
 __device__ void cstage_head(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
                             const View<W>& v, int t, unsigned char* smem, unsigned long long* got) {
-  float *xn = at_<float>(smem, p.xn), *logits = at_<float>(smem, p.logits);
-  cluster_layernorm(at_<float>(smem, p.xs), xn, v.g, v.b, n.C, at_<float2>(smem, p.red));
-  float* outs = at_<float>(smem, p.outs);
-  gemv_local(v.w, xn, n.C, v.rows, [&](int r, float s) {
+  float *logits = at_<float>(smem, p.logits), *outs = at_<float>(smem, p.outs);
+  gemv_local<kCRowGroup - 2, true>(v.w, at_<float>(smem, p.xs), v.g, n.C, v.rows, [&](int r, float s, float2 st) {
+    s = st.y * (s - st.x * v.sum[r]) + v.bias[r];  // the final LayerNorm folded in
     outs[r] = s;
     n.logits[v.r0 + r] = s;
     if (n.logits_all) n.logits_all[size_t(t) * n.V + v.r0 + r] = s;
