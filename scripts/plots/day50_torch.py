@@ -1,4 +1,4 @@
-"""day50_gpt-torch_oracle and day50_gpt-torch_peer: the model against PyTorch (correctness, then speed)."""
+"""day50_gpt-torch_oracle, day50_gpt-torch_peer and its generation-only run: the model against PyTorch (correctness, then speed)."""
 from .text import cell, fmt, goals_table
 
 
@@ -134,7 +134,50 @@ def day50_peer_headline(data):
     return "; ".join(parts) or "–"
 
 
+GEN_RATIOS = (("generation_vs_best_torch", "fp32", "our fp32 generation against PyTorch's fastest fp32 decoder"),
+              ("generation_vs_best_torch_bf16", "bf16", "our bf16 generation against PyTorch's fastest bf16 decoder"))
+
+
+def day50_peer_generation_block(data):
+    """torch_peer.py --generation-only: the decoders alone, each row's tokens/s over the rounds, the ratios."""
+    g = data.get("generation", {})
+    out = [f"Batch-1 generation of {g.get('tokens', '?')} new bytes after the prompt \"{cell(g.get('prompt', ''))}\", same GPU, "
+           f"same model, no training variant in the process (PyTorch {data.get('env', {}).get('torch', '?')}; "
+           f"{data.get('repeats', '?')} interleaved rounds; a PyTorch round is the median of its generations):", "",
+           "| generator | weights | tokens/s (median of the rounds) | min–max | rounds |", "|---|---|---:|---:|---|"]
+    rows = [(f"PyTorch {n}", r) for n, r in (g.get("torch") or {}).items() if isinstance(r, dict)]
+    for key, row_key, dt in (("ours", "ours_row", "fp32"), ("ours_bf16", "ours_bf16_row", "bf16")):
+        if isinstance(g.get(key), dict):
+            rows.append((f"./build/gpt: {g.get(row_key) or '?'}", dict(g[key], dtype=dt)))
+    for name, r in rows:
+        if r.get("tokens_per_s") is None:
+            out.append(f"| {cell(name)} | {r.get('dtype', '?')} | not run | | |")
+            continue
+        rounds = ", ".join(fmt(x) for x in r.get("rounds", []))
+        out.append(f"| {cell(name)} | {r.get('dtype', '?')} | {fmt(r['tokens_per_s'])} | {fmt(r.get('min'))}–{fmt(r.get('max'))} | {rounds} |")
+    rat = data.get("ratios", {})
+    lines = [(label, rat[k]) for k, _, label in GEN_RATIOS if isinstance(rat.get(k), dict) and rat[k].get("median") is not None]
+    if lines:
+        out += ["", "| ratio (per round, then the median) | median | min–max |", "|---|---:|---:|"]
+        out += [f"| {label} | {v['median']:.2f}× | {fmt(v.get('min'), 2)}–{fmt(v.get('max'), 2)}× |" for label, v in lines]
+    return out + goals_table(data, 2)
+
+
+def day50_peer_generation_headline(data):
+    r = data.get("ratios", {})
+    parts = []
+    for key, dt, _ in GEN_RATIOS:
+        v = r.get(key)
+        if isinstance(v, dict) and isinstance(v.get("median"), (int, float)):
+            lo, hi = v.get("min"), v.get("max")
+            spread = f" ({lo:.1f}–{hi:.1f}×)" if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else ""
+            parts.append(f"{dt} {v['median']:.1f}×{spread}")
+    return ("generation " + ", ".join(parts) + " the compiled PyTorch decoder") if parts else "–"
+
+
 VIEWS = {
     "day50_gpt-torch_peer": dict(block=day50_peer_block, plot=None, headline=day50_peer_headline),  # a table, no plot
+    "day50_gpt-torch_peer_generation": dict(block=day50_peer_generation_block, plot=None,
+                                            headline=day50_peer_generation_headline),
     "day50_gpt-torch_oracle": dict(block=day50_oracle_block, plot=day50_oracle_plot, headline=day50_oracle_headline),
 }
