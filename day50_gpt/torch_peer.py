@@ -23,11 +23,11 @@ anywhere from 2,400 to 5,000 tokens/s: host jitter, not the decoder); eager besi
 with bf16 weights too: each ratio is taken within one weight type (ours fp32 against the best fp32
 variant, ours bf16 against the bf16 one), so neither side gains from lower precision.
 
---generation-only times the generation variants alone: no training variant is compiled or run (none of
-their CUDA graphs shares the process with the decoders), so the run takes minutes instead of the full run's
-compilation of five training variants, and can follow a change to the decoders alone; ./build/gpt runs
---bench-part generate each round. Its own results file: results/<gpu>/day50_gpt-torch_peer_generation.json,
-with the generation ratios alone. (The compiled decoder's speed moves from round to round in both modes.)
+--generation-only times the generation variants alone: no training variant is compiled, so none of their
+CUDA graphs shares the process (and Inductor's CUDA-graph trees) with the decoders. Beside the training
+variants the compiled decoder ran slower and unevenly, from round to round (the full run's generation rounds
+against this mode's, both in results/); ./build/gpt runs --bench-part generate each round. Its own results
+file: results/<gpu>/day50_gpt-torch_peer_generation.json, with the generation ratios alone.
 
 Checks: every loss finite; every variant's loss after the same steps on the same batches within 5% of
 eager's plus 1.5x the spread that other dropout masks alone open (eager re-trained with 4 other seeds);

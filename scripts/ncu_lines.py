@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""day50_gpt/dev/ncu_lines.py: Nsight Compute's per-source-line counts of one kernel, as a short table.
+"""scripts/ncu_lines.py: Nsight Compute's per-source-line counts of one kernel, as a short table.
 
 Reads what `ncu -i REPORT --page source --print-source cuda,sass --csv` prints (a report taken with the
 SourceCounters section and a build with -lineinfo, as every lesson builds) and prints, for the source lines
 with the most executed instructions and the most warp-stall samples, each line's share of the kernel's
-totals. The decoder notes (README "Generation at batch 1") read the cluster decoder's profiles this way.
+totals. day50_gpt's notes ("Generation at batch 1") read the cluster decoder's profiles this way.
 
     ncu -i rep.ncu-rep --page source --print-source cuda,sass --csv > lines.csv
-    python3 dev/ncu_lines.py lines.csv [--top 20]
+    python3 scripts/ncu_lines.py lines.csv [--top 20]
 """
 import argparse
 import csv
