@@ -41,7 +41,7 @@ TEST(plan_regions_aligned_disjoint_and_within_the_limit) {
     for (int w : {2, 4}) {
       const ClusterPlan p = plan(S, w);
       const unsigned offs[] = {p.xs,    p.xs1,    p.xn,   p.q,     p.q1,  p.h,   p.attp,
-                               p.logits, p.outs, p.wpart, p.samp, p.wts};
+                               p.logits, p.outs, p.outs1, p.wpart, p.samp, p.wts};
       for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); ++i) {
         EXPECT(offs[i] % 16 == 0);
         if (i) EXPECT(offs[i] > offs[i - 1]);  // in order, each with room (take() pads to 16)
@@ -50,7 +50,8 @@ TEST(plan_regions_aligned_disjoint_and_within_the_limit) {
       EXPECT(p.q - p.xn >= unsigned(kC * 4) && p.q1 - p.q >= unsigned(kC * 4) && p.h - p.q1 >= unsigned(kC * 4));
       EXPECT(p.attp - p.h >= unsigned(4 * kC * 4));
       EXPECT(p.logits - p.attp >= unsigned(kH * p.G * p.wstride * 4));
-      EXPECT(p.wpart - p.outs >= unsigned(4 * std::max({p.Rq, p.Rp, p.Rf, p.R2, p.Rh})));
+      EXPECT(p.outs1 - p.outs >= unsigned(4 * std::max({p.Rq, p.Rp, p.Rf, p.R2, p.Rh})));
+      EXPECT(p.wpart - p.outs1 >= unsigned(4 * std::max({p.Rq, p.Rp, p.Rf, p.R2, p.Rh})));
       EXPECT(p.wts - p.samp >= unsigned(kV * 16));
       EXPECT(p.cap % 16 == 0 && p.total == p.wts + p.cap && p.total <= kLimit);
     }

@@ -39,8 +39,10 @@ struct ClusterPlan {
   // Two copies of the residual stream and of q (x0 written by fc2 and the embedding, read by qkv and the
   // head; x1 written by proj, read by fc; q0 / q1 for even / odd layers): no relaxed barrier then stands
   // between a block's read of a vector and another block's next write into it (decode_cluster.cuh).
-  unsigned xs = 0, xs1 = 0, xn = 0, q = 0, q1 = 0, h = 0, attp = 0, logits = 0, outs = 0, wpart = 0, samp = 0,
-           wts = 0;
+  // outs / outs1: where a weight stage stages its rows before sending them, by the parity of its bundle (the
+  // stage before read the other one while sending: decode_cluster.cuh, View::outs).
+  unsigned xs = 0, xs1 = 0, xn = 0, q = 0, q1 = 0, h = 0, attp = 0, logits = 0, outs = 0, outs1 = 0, wpart = 0,
+           samp = 0, wts = 0;
   unsigned cap = 0, total = 0;  // the weight area's bytes; the dynamic shared memory a block takes
   // Every bundle as the block will hold it, packed on the host (FastDecoder::pack_bundles): bundle j of
   // block b at pack + (j * S + b) * stride, so that one bulk copy moves it (rows past a matrix's end and the
@@ -106,6 +108,7 @@ inline ClusterPlan make_cluster_plan(int C, int H, int V, int S, int wsize, size
   p.xs = take(size_t(C) * 4), p.xs1 = take(size_t(C) * 4), p.xn = take(size_t(C) * 4);
   p.q = take(size_t(C) * 4), p.q1 = take(size_t(C) * 4), p.h = take(size_t(4) * C * 4);
   p.attp = take(size_t(H) * p.G * p.wstride * 4), p.logits = take(size_t(V) * 4), p.outs = take(size_t(rmax) * 4);
+  p.outs1 = take(size_t(rmax) * 4);
   p.wpart = take(size_t(kCWarps) * p.wstride * 4);
   p.samp = take(size_t(V) * 16);  // sample_block's scratch: V doubles, V floats, V ints
   p.wts = unsigned(at);

@@ -111,7 +111,8 @@ __device__ __forceinline__ void st_async(unsigned raddr, float v, unsigned rbar)
 // a block's read of a vector and the next remote write into it there is always a qkv stage's full
 // cluster.sync() (the residual stream has two copies, x0 for qkv and the head, x1 for fc, and q one per
 // layer parity; attp, h and the logits are each read in or before a qkv stage that ends before their next
-// write).
+// write). Nor does it order a block's own reads before its own later writes: the staging of a stage's rows
+// has two copies too (View::outs), so that a __syncthreads() stands between its reads and its next write.
 __device__ __forceinline__ void cluster_sync_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
 }
@@ -120,10 +121,14 @@ __device__ __forceinline__ void cluster_sync_relaxed() {
 // then (the stages after a LayerNorm: qkv, fc, the head) the LayerNorm's gain and each row's sum of its
 // weights times the gain, then each row's bias (for those stages, carrying the LayerNorm's bias through
 // the matrix; ClusterPlan has the layout).
+// outs: where the stage stages its rows before sending them, one of two by the bundle's parity: the stage
+// before (the other parity) read its own while sending, with only a relaxed cluster barrier since, which
+// does not order those reads before these writes; the stage before that ended with a __syncthreads() after
+// its last write, which does.
 template <class W>
 struct View {
   W* w;
-  float *g, *sum, *bias;
+  float *g, *sum, *bias, *outs;
   int r0, rows, I;
 };
 template <class W>
@@ -137,6 +142,7 @@ __device__ __forceinline__ View<W> view_of(const ClusterPlan& p, int kind, int p
   v.g = p.ln(kind) ? reinterpret_cast<float*>(at) : nullptr;
   v.sum = p.ln(kind) ? reinterpret_cast<float*>(at + p.gain_bytes()) : nullptr;
   v.bias = reinterpret_cast<float*>(at + (p.ln(kind) ? p.gain_bytes() + p.row_bytes(kind) : 0));
+  v.outs = reinterpret_cast<float*>(smem + (parity ? p.outs1 : p.outs));
   return v;
 }
 // Thread 0 starts the copy of bundle j (of 4L + 1 a token; its kind given) to the given end of the weight
@@ -155,18 +161,18 @@ __device__ __forceinline__ void issue_bundle(const ClusterPlan& p, int j, int ki
 
 // The LayerNorm folded into the GEMV that follows it. LayerNorm(x) = (x - m) r g + b (mean m, r = 1 /
 // sqrt(var + eps), gain g, bias b) feeds W, so row o of the product is
-//     sum_i W[o,i] ((x_i - m) r g_i + b_i) = r (sum_i W[o,i] g_i x_i - m S[o]) + c[o]
-// with S[o] = sum_i W[o,i] g_i and c[o] = sum_i W[o,i] b_i (plus the row's own bias), made once on the host
-// (FastDecoder::pack_bundles). The GEMV multiplies g x by W as it reads x: no pass that normalizes x into
-// another vector first, and no block-wide reduction for m and r (two __syncthreads and a chain of shared-
-// memory loads, the last loop of which alone was 3% of the kernel's executed instructions in the ncu
-// profile of the version before): every warp sums x and x^2 itself from the inputs it loads for its
-// products anyway, and reduces them with its rows' sums (warp_sum8, slots 6 and 7). (The gain could go
-// into the weights instead, W g stored; but in bf16 W g rounds otherwise than W does, and the checks hold
-// every decoder to the first generator on the same rounded weights.) What it costs: W g x - m S subtracts
-// two sums of the size of x's mean, which loses bits where the mean is large against the spread, bounded
-// by the checks (--verify compares the logits at every position with the first generator's, which
-// normalizes first).
+//     sum_i W[o,i] ((x_i - m) r g_i + b_i) = r (sum_i W[o,i] g_i (x_i - k) - (m - k) S[o]) + c[o]
+// for any k, with S[o] = sum_i W[o,i] g_i and c[o] = sum_i W[o,i] b_i (plus the row's own bias), made once on
+// the host (FastDecoder::pack_bundles). The GEMV multiplies g (x - k) by W as it reads x: no pass that
+// normalizes x into another vector first, and no block-wide reduction for m and r (two __syncthreads and a
+// chain of shared-memory loads, the last loop of which alone was 3% of the kernel's executed instructions
+// in the ncu profile of the version before): every warp sums x - k and its square itself from the inputs it
+// loads for its products anyway, and reduces them with its rows' sums (warp_sum8, slots 6 and 7). k = x[0]:
+// then m - k is of the size of x's spread, and so is what the subtraction takes away. (With k = 0 it would
+// take away m S, of the size of x's mean: where the mean is large against the spread the two sums cancel
+// and the result keeps few bits, as a review's host simulation of this loop showed; the first version did
+// that.) The gain could go into the weights instead, W g stored; but in bf16 W g rounds otherwise than W
+// does, and the checks hold every decoder to the first generator on the same rounded weights.
 // The 8 sums of a[0..7] over the warp at once: each step hands half of the values still held to the lane
 // across (9 shuffles instead of 8 x 5), and lane L ends with the total of a[(L >> 2) & 7] (every lane of a
 // group of 4 holds it). The inputs are consumed.
@@ -207,12 +213,11 @@ __device__ __forceinline__ float dot4(const __nv_bfloat16* w, const float4 x, fl
 // shared memory): lane l takes inputs 4l .. 4l + 3, then 128 further on, ..., so that for I = 384 every lane
 // takes 3 groups of 4 (8 at a time, as the first version did, left half the lanes idle in its second
 // step). The NR sums are reduced together (warp_sum8), and lanes 0, 4, ... run epi(r, sum, st) side by
-// side. kStats (a LayerNorm folded in, its gain g): the products are W (g x), and the warp also sums x - k
-// and its square (var = E[(x-k)^2] - E[x-k]^2 for any k; k = x[0], within the data's range, keeps the sum
-// of squares from cancelling where the mean is large against the spread) for st = (mean, 1 / sqrt(var +
-// 1e-5)) of x (biased variance, as k::layernorm_fwd); otherwise st is not computed. In the ncu profile of the first version (8 rows a warp
-// always, each tested), the loop's tests and addresses were 13% of the kernel's executed instructions,
-// more than its multiply-adds.
+// side. kStats (a LayerNorm folded in, its gain g): the products are W (g (x - k)) with k = x[0], and the
+// warp also sums x - k and its square (var = E[(x-k)^2] - E[x-k]^2) for st = (mean of x - k, 1 / sqrt(var +
+// 1e-5)) (biased variance, as k::layernorm_fwd); otherwise st is not computed. In the ncu profile of the
+// first version (8 rows a warp always, each tested), the loop's tests and addresses were 13% of the
+// kernel's executed instructions, more than its multiply-adds.
 template <int NR, bool kStats, class W, class Epi>
 __device__ __forceinline__ void gemv_rows(const W* Wl, const float* xin, const float* g, int I, int row0, Epi& epi) {
   static_assert(NR >= 1 && NR <= kCRowGroup && (!kStats || NR <= kCRowGroup - 2), "slots 6, 7: the statistics");
@@ -229,7 +234,7 @@ __device__ __forceinline__ void gemv_rows(const W* Wl, const float* xin, const f
       acc[6] += (a + b) + (c + d);
       acc[7] = fmaf(a, a, fmaf(b, b, fmaf(c, c, fmaf(d, d, acc[7]))));
       const float4 gi = *reinterpret_cast<const float4*>(g + i);
-      x = make_float4(x.x * gi.x, x.y * gi.y, x.z * gi.z, x.w * gi.w);
+      x = make_float4(a * gi.x, b * gi.y, c * gi.z, d * gi.w);
     }
 #pragma unroll
     for (int j = 0; j < NR; ++j) acc[j] = dot4(wl + j * step + i, x, acc[j]);
@@ -238,7 +243,7 @@ __device__ __forceinline__ void gemv_rows(const W* Wl, const float* xin, const f
   float2 st = make_float2(0.f, 0.f);
   if constexpr (kStats) {  // lanes 24..27 hold the sum of x - k, 28..31 that of its squares
     const float sd = __shfl_sync(0xffffffffu, s, 24) / I, sq = __shfl_sync(0xffffffffu, s, 28) / I;
-    st = make_float2(k + sd, rsqrtf(fmaxf(sq - sd * sd, 0.f) + 1e-5f));
+    st = make_float2(sd, rsqrtf(fmaxf(sq - sd * sd, 0.f) + 1e-5f));
   }
   const int j = (lane >> 2) & 7;
   if (lane % 4 == 0 && j < NR) epi(row0 + j * kCWarps, s, st);
@@ -319,7 +324,7 @@ __device__ void cstage_qkv(const Net<W>& n, const ClusterPlan& p, cooperative_gr
   }
   float* krow = n.kc + (size_t(l) * n.T + t) * C;
   float* vrow = n.vc + (size_t(l) * n.T + t) * C;
-  float *q = at_<float>(smem, l & 1 ? p.q1 : p.q), *outs = at_<float>(smem, p.outs);
+  float *q = at_<float>(smem, l & 1 ? p.q1 : p.q), *outs = v.outs;
   gemv_local<kCRowGroup - 2, true>(v.w, xs, v.g, C, v.rows, [&](int r, float s, float2 st) {
     const int o = v.r0 + r;
     s = st.y * (s - st.x * v.sum[r]) + v.bias[r];  // LayerNorm 1 folded in
@@ -441,7 +446,7 @@ __device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_g
     xn[i] = o / L;
   }
   __syncthreads();
-  float* outs = at_<float>(smem, p.outs);
+  float* outs = v.outs;
   gemv_local<kCRowGroup - 2, false>(v.w, xn, nullptr, C, v.rows,
                                 [&](int r, float s, float2) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
@@ -451,7 +456,7 @@ __device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_g
 template <class W>
 __device__ void cstage_fc(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
                           const View<W>& v, unsigned char* smem, unsigned long long* got) {
-  float *h = at_<float>(smem, p.h), *outs = at_<float>(smem, p.outs);
+  float *h = at_<float>(smem, p.h), *outs = v.outs;
   gemv_local<kCRowGroup - 2, true>(v.w, at_<float>(smem, p.xs1), v.g, n.C, v.rows, [&](int r, float s, float2 st) {
     outs[r] = gelu(st.y * (s - st.x * v.sum[r]) + v.bias[r]);  // LayerNorm 2 folded in
   });
@@ -463,7 +468,7 @@ template <class W>
 __device__ void cstage_fc2(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
                            const View<W>& v, unsigned char* smem, unsigned long long* got) {
   const float* x1 = at_<float>(smem, p.xs1);
-  float* outs = at_<float>(smem, p.outs);
+  float* outs = v.outs;
   gemv_local<kCRowGroup - 2, false>(v.w, at_<float>(smem, p.h), nullptr, 4 * n.C, v.rows,
                                 [&](int r, float s, float2) { outs[r] = x1[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
@@ -474,7 +479,7 @@ __device__ void cstage_fc2(const Net<W>& n, const ClusterPlan& p, cooperative_gr
 template <class W>
 __device__ void cstage_head(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
                             const View<W>& v, int t, unsigned char* smem, unsigned long long* got) {
-  float *logits = at_<float>(smem, p.logits), *outs = at_<float>(smem, p.outs);
+  float *logits = at_<float>(smem, p.logits), *outs = v.outs;
   gemv_local<kCRowGroup - 2, true>(v.w, at_<float>(smem, p.xs), v.g, n.C, v.rows, [&](int r, float s, float2 st) {
     s = st.y * (s - st.x * v.sum[r]) + v.bias[r];  // the final LayerNorm folded in
     outs[r] = s;
@@ -493,18 +498,21 @@ __global__ void __launch_bounds__(kCThreads, 1) cluster_barrier_only(int iters) 
 #endif
 }
 
-// One stage's bookkeeping, shared by every stage: stamps, the cluster barrier at its end.
+// One stage's bookkeeping, shared by every stage: stamps, the cluster barrier at its end. The trace's address
+// waits in shared memory rather than in two registers of every thread for the whole launch: the kernel is
+// at its 128 registers a thread (512 threads), and the registers it frees keep the GEMV from spilling.
 struct StageClock {
-  unsigned long long* trace;  // null unless this thread stamps (block 0's thread 0, tracing)
-  unsigned stamps, k;         // the launch's stages (the parts follow their stamps); this stage's number
+  unsigned long long* const* slot;  // shared memory: the trace where this block stamps, or null
+  unsigned stamps, k;               // the launch's stages (the parts follow their stamps); this stage's number
+  __device__ __forceinline__ unsigned long long* trace() const { return threadIdx.x == 0 ? *slot : nullptr; }
   __device__ __forceinline__ void mark(int part) const {  // 0 copy handed over, 1 weights there, 2 work done
-    if (trace) trace[1 + stamps + 3 * size_t(k) + part] = global_ns();
+    if (unsigned long long* t = trace()) t[1 + stamps + 3 * size_t(k) + part] = global_ns();
   }
   // Every block's pushes (and the cache rows) of this stage are visible to every block after it.
   __device__ __forceinline__ void end(cooperative_groups::cluster_group& cl) {
     mark(2);
     cl.sync();
-    if (trace) trace[1 + k] = global_ns();
+    if (unsigned long long* t = trace()) t[1 + k] = global_ns();
     ++k;
   }
   // The end of a stage whose pushes are st.async (none writes global memory another block reads later
@@ -513,7 +521,7 @@ struct StageClock {
     mark(2);
     cluster_sync_relaxed();
     mbar_wait<true>(got, parity);
-    if (trace) trace[1 + k] = global_ns();
+    if (unsigned long long* t = trace()) t[1 + k] = global_ns();
     ++k;
   }
 };
@@ -557,7 +565,9 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
   // With the trace on, after the barrier stamps (as the persistent kernel's): for stage k of the launch,
   // when the next bundle's copy was handed over (trace[1 + steps * stages + 3k]), when this one's weights
   // were there (... + 3k + 1) and when the work was done, before the barrier (... + 3k + 2).
-  StageClock clk{stamp ? n.trace : nullptr, unsigned(steps) * unsigned(stages), 0};
+  __shared__ unsigned long long* trace_slot;
+  if (threadIdx.x == 0) trace_slot = stamp ? n.trace : nullptr;  // published by the cl.sync() below
+  StageClock clk{&trace_slot, unsigned(steps) * unsigned(stages), 0};
   if (stamp) n.trace[0] = global_ns();
   if (threadIdx.x == 0) {
     mbar_init(bar), mbar_init(bar + 1), mbar_init(got), mbar_init(got + 1);
