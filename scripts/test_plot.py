@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot  # noqa: E402
 from plots import test_notes  # noqa: E402
 from plots import day50_multi  # noqa: E402
+from plots import day50_torch  # noqa: E402
 from plots.text import env_line  # noqa: E402
 from plots.draw import read_loss_log  # noqa: E402
 from plots.load import InputError, folder_of, gpu_label  # noqa: E402
@@ -107,6 +108,24 @@ def main():
             expect(False, "a bad loss-log line is refused")
         except InputError as e:
             expect("train.log:4" in str(e), "a bad loss-log line is refused with its line number")
+        gen = {"env": {"torch": "2.11"}, "repeats": 3,
+               "generation": {"tokens": 200, "prompt": "The GPU ",
+                              "torch": {"compile reduce-overhead fp32": {"dtype": "fp32", "tokens_per_s": 4000.0, "min": 3000.0,
+                                                                         "max": 5000.0, "rounds": [3000.0, 4000.0, 5000.0]},
+                                        "eager fp32": {"dtype": "fp32", "error": "x"}},
+                              "ours": {"tokens_per_s": 10000.0, "min": 9990.0, "max": 10010.0, "rounds": [9990.0, 10000.0, 10010.0]},
+                              "ours_row": "generate fp32, cluster"},
+               "ratios": {"generation_vs_best_torch": {"median": 2.5, "min": 2.0, "max": 3.33}},
+               "goals": [{"goal": "batch-1 generation >= 3x", "value": 2.5, "met": False}]}
+        text = "\n".join(day50_torch.day50_peer_generation_block(gen))
+        expect("| PyTorch compile reduce-overhead fp32 | fp32 | 4,000 | 3,000–5,000 | 3,000, 4,000, 5,000 |" in text
+               and "| ./build/gpt: generate fp32, cluster | fp32 | 10,000 |" in text
+               and "| PyTorch eager fp32 | fp32 | not run | | |" in text
+               and "| our fp32 generation against PyTorch's fastest fp32 decoder | 2.50× | 2.00–3.33× |" in text
+               and "**missed**" in text and "bf16 generation" not in text,
+               "day50 generation-only peer: every decoder's rounds, a failed variant shown, only the ratios measured")
+        expect(day50_torch.day50_peer_generation_headline(gen) == "generation fp32 2.5× (2.0–3.3×) the compiled PyTorch decoder"
+               and day50_torch.day50_peer_generation_headline({}) == "–", "day50 generation-only peer headline")
         top = open(os.path.join(root, "README.md")).read()
         expect("copy 4,000 GB/s, FP32 FMA 60.0 TFLOP/s" in top, "summary headline day01")
         expect("best FP32 SIMT 25.0 TFLOP/s = 50.0% of cuBLAS" in top, "summary headline day10")
