@@ -9,6 +9,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot  # noqa: E402
+import ncu_lines  # noqa: E402
 from plots import test_notes  # noqa: E402
 from plots import day50_multi  # noqa: E402
 from plots import day50_torch  # noqa: E402
@@ -126,6 +127,17 @@ def main():
                "day50 generation-only peer: every decoder's rounds, a failed variant shown, only the ratios measured")
         expect(day50_torch.day50_peer_generation_headline(gen) == "generation fp32 2.5× (2.0–3.3×) the compiled PyTorch decoder"
                and day50_torch.day50_peer_generation_headline({}) == "–", "day50 generation-only peer headline")
+        # ncu_lines.py: what `ncu --page source --print-source cuda,sass --csv` prints, two files, a SASS row, a "-" row
+        csv_path = os.path.join(root, "lines.csv")
+        with open(csv_path, "w") as f:
+            f.write('"File Path","/x/k.cuh"\n"Line No","Source","Address","Source","Warp Stall Sampling (All Samples)",'
+                    '"Warp Stall Sampling (Not-issued Samples)","# Samples","Instructions Executed","Thread Instructions Executed"\n'
+                    '"10","a = b;","-","-","30","1","30","100","3200"\n"","","0x10","  FFMA R1","30","1","30","100","3200"\n'
+                    '"11","// none","-","-","-","-","-","-","-"\n'
+                    '"File Path","/y/h.cuh"\n"5","c = d;","-","-","10","0","10","300","9600"\n')
+        rows = ncu_lines.load(csv_path)
+        expect(rows == [("k.cuh", 10, "a = b;", 30.0, 100.0), ("h.cuh", 5, "c = d;", 10.0, 300.0)],
+               "ncu_lines: source lines with counts, by file, SASS rows and lines without counts left out")
         top = open(os.path.join(root, "README.md")).read()
         expect("copy 4,000 GB/s, FP32 FMA 60.0 TFLOP/s" in top, "summary headline day01")
         expect("best FP32 SIMT 25.0 TFLOP/s = 50.0% of cuBLAS" in top, "summary headline day10")
