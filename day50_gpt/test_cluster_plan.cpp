@@ -52,6 +52,7 @@ TEST(plan_regions_aligned_disjoint_and_within_the_limit) {
       EXPECT(p.logits - p.attp >= unsigned(kH * p.G * p.wstride * 4));
       EXPECT(p.outs1 - p.outs >= unsigned(4 * std::max({p.Rq, p.Rp, p.Rf, p.R2, p.Rh})));
       EXPECT(p.wpart - p.outs1 >= unsigned(4 * std::max({p.Rq, p.Rp, p.Rf, p.R2, p.Rh})));
+      EXPECT(p.samp - p.wpart >= unsigned((k::dec::kCWarps + 1) * p.wstride * 4));  // the partials, then the merge
       EXPECT(p.wts - p.samp >= unsigned(kV * 16));
       EXPECT(p.cap % 16 == 0 && p.total == p.wts + p.cap && p.total <= kLimit);
     }

@@ -25,8 +25,9 @@ variant, ours bf16 against the bf16 one), so neither side gains from lower preci
 
 --generation-only times the generation variants alone: no training variant is compiled, so none of their
 CUDA graphs shares the process (and Inductor's CUDA-graph trees) with the decoders. Beside the training
-variants the compiled decoder ran slower and unevenly, from round to round (the full run's generation rounds
-against this mode's, both in results/); ./build/gpt runs --bench-part generate each round. Its own results
+variants the compiled decoder ran slower and more unevenly from round to round than alone, where its rounds
+spread too (the full run's generation rounds against this mode's, both in results/); ./build/gpt runs
+--bench-part generate each round. Its own results
 file: results/<gpu>/day50_gpt-torch_peer_generation.json, with the generation ratios alone.
 
 Checks: every loss finite; every variant's loss after the same steps on the same batches within 5% of
@@ -586,7 +587,8 @@ def run(a):
         print("device memory, each training variant alone in a process of its own:", flush=True)
     alone = {key: memory_alone(a, key) for key in a.train_list}
     total = 1 + (a.warmup + a.steps) * (a.rounds + 1)
-    batches = tg.GpuBatches(a.data, a.batch, a.context, total, a.seed)
+    # the training batches on the GPU (none for --generation-only, which trains nothing)
+    batches = tg.GpuBatches(a.data, a.batch, a.context, total, a.seed) if a.train_list else None
     if a.train_list:
         print("training variants (each compiled once, then warmed up):", flush=True)
     train, rows = {}, {}

@@ -23,7 +23,8 @@ CLUSTER_HD constexpr size_t pad16(size_t b) { return (b + 15) / 16 * 16; }
 // walks through (kind 0 qkv, 1 proj, 2 fc, 3 fc2, 4 head): a block's R(kind) rows of the matrix in W,
 // then, where a LayerNorm comes before the matrix (qkv, fc, head), its gain (C floats) and the rows' sums
 // of their weights times the gain (R floats: decode_cluster.cuh's folded LayerNorm), then the rows' biases
-// (R floats; after a LayerNorm they carry its bias through the matrix, and the head has only that). Bundle j of the token (j = 4 l + kind, the head j = 4L) goes to one end of the weight area
+// (R floats; after a LayerNorm they carry its bias through the matrix, and the head has only that).
+// Bundle j of the token (j = 4 l + kind, the head j = 4L) goes to one end of the weight area
 // when the block has started an even number of bundles in this launch, to the other end when odd: the
 // next bundle is copied while this one is read, as long as both fit (bytes(a) + bytes(b) <= cap); when
 // they do not, the copy waits until this one's GEMV is done.
@@ -109,7 +110,7 @@ inline ClusterPlan make_cluster_plan(int C, int H, int V, int S, int wsize, size
   p.q = take(size_t(C) * 4), p.q1 = take(size_t(C) * 4), p.h = take(size_t(4) * C * 4);
   p.attp = take(size_t(H) * p.G * p.wstride * 4), p.logits = take(size_t(V) * 4), p.outs = take(size_t(rmax) * 4);
   p.outs1 = take(size_t(rmax) * 4);
-  p.wpart = take(size_t(kCWarps) * p.wstride * 4);
+  p.wpart = take(size_t(kCWarps + 1) * p.wstride * 4);  // the warps' attention partials, then the block's merge
   p.samp = take(size_t(V) * 16);  // sample_block's scratch: V doubles, V floats, V ints
   p.wts = unsigned(at);
   p.cap = smem_limit > at ? unsigned((smem_limit - at) / 16 * 16) : 0;

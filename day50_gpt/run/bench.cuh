@@ -218,6 +218,9 @@ struct GenTiming {
   int blocks = 0;
   json::Value stage_us;  // persistent kernel: mean microseconds per stage of each kind (barrier included)
   double resident_kb = 0;  // weights in shared memory: KiB of them a block holds (block 0's, the most)
+  // The cluster decoder's stamped run is another build of the kernel (decode_cluster<W, true>): how many of
+  // its bytes differ from the timed run's (-1: no stamped run).
+  long stamped_bytes_differ = -1;
 };
 
 // One more run of a persistent decoder with the per-stage time stamps on: the mean time of each kind
@@ -297,7 +300,13 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   g.text = prompt;
   for (int t : d.bytes(n)) g.text.push_back(char(t));
   g.weight_bytes = d.weight_bytes(), g.blocks = d.blocks, g.resident_kb = d.resident ? d.resident_bytes() / 1024.0 : 0;
-  if (v.path != DecodePath::kStages && !v.per_token) g.stage_us = stage_breakdown(d, pr, n);
+  if (v.path != DecodePath::kStages && !v.per_token) {
+    const std::vector<int> timed = d.bytes(n);
+    g.stage_us = stage_breakdown(d, pr, n);
+    const std::vector<int> stamped = d.bytes(n);
+    g.stamped_bytes_differ = 0;
+    for (size_t i = 0; i < timed.size(); ++i) g.stamped_bytes_differ += stamped[i] != timed[i];
+  }
   return g;
 }
 
@@ -537,6 +546,9 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
     if (!v.bf)
       res.add(verify::fact(std::string(v.name) + ": the current generator's bytes", g.text == s.text, "exact", "",
                            size_t(n), size_t(n) - same));
+    if (v.path == DecodePath::kCluster && g.stamped_bytes_differ >= 0)  // the same draws, the same decoder
+      res.add(verify::fact(std::string(v.name) + ": the stamped run's bytes equal the timed run's",
+                           g.stamped_bytes_differ == 0, "exact", "", size_t(n), size_t(g.stamped_bytes_differ)));
     std::printf("%-66s %10.0f %9.4f %7.1f%% %7d  %s\n", v.name, row.tokens_per_s, row.ms,
                 row.extra.find("pct_of_memory_floor")->number(), g.blocks,
                 g.text == s.text ? "= current" : (std::to_string(same) + " equal, then differ").c_str());

@@ -551,7 +551,9 @@ struct FastDecoder {
     const int C = c.width, H = c.heads, hs = C / H;
     if (path != DecodePath::kCluster || !clusters_enabled() || C % 8 != 0 || hs % 16 != 0 || hs > k::dec::kCMaxHead)
       return false;
-    const void* fn = reinterpret_cast<const void*>(&k::dec::decode_cluster<W>);
+    // Two builds of the kernel, the same but for the stamps (kTrace): both get the launch attributes.
+    const void* fn = reinterpret_cast<const void*>(&k::dec::decode_cluster<W, false>);
+    const void* fn_traced = reinterpret_cast<const void*>(&k::dec::decode_cluster<W, true>);
     cudaFuncAttributes fa{};
     if (!cluster_runnable(fn, fa)) return false;
     int dev = 0, optin = 0;
@@ -562,10 +564,14 @@ struct FastDecoder {
       const k::dec::ClusterPlan pl =
           k::dec::make_cluster_plan(C, H, c.vocab, S, int(sizeof(W)), size_t(optin) - fa.sharedSizeBytes);
       if (!pl.valid()) continue;
-      CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.total)));
-      if (S > 8) CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      for (const void* f : {fn, fn_traced}) {
+        CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.total)));
+        if (S > 8) CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      }
       cudaLaunchAttribute attr[1];
-      if (clusters_that_fit(k::dec::decode_cluster<W>, cluster_launch(S, pl.total, stream, attr)) < 1) continue;
+      if (clusters_that_fit(k::dec::decode_cluster<W, false>, cluster_launch(S, pl.total, stream, attr)) < 1 ||
+          clusters_that_fit(k::dec::decode_cluster<W, true>, cluster_launch(S, pl.total, stream, attr)) < 1)
+        continue;
       plan = pl, cluster_ok = true, blocks = S, smem = pl.total;
       pack_bundles(plan);
       return true;
@@ -576,7 +582,14 @@ struct FastDecoder {
     if (!cluster_ok) throw std::runtime_error("FastDecoder: this GPU or build cannot run the cluster decoder");
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = cluster_launch(plan.S, plan.total, stream, attr);
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_cluster<W>, n, plan, start, count0, steps));
+    // The build without stamps where nothing is stamped; except in fp32, where in development it ran ~2%
+    // slower than the build with them (stamping nothing: n.trace null), in every one of 3 interleaved runs
+    // (bf16 ~6% faster): ptxas places the two builds' registers otherwise (results/nvidia-h200/day50_decode/,
+    // its README).
+    if (n.trace || std::is_same<W, float>::value)
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_cluster<W, true>, n, plan, start, count0, steps));
+    else
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_cluster<W, false>, n, plan, start, count0, steps));
   }
   // One launch of the persistent or the cluster kernel.
   void launch(const k::dec::Net<W>& n, int start, int count0, int steps) {

@@ -281,12 +281,20 @@ __device__ __forceinline__ void gemv_local(const W* Wl, const float* xin, const 
 // thread i to block i / count, as a first version did, spent an integer division on every store.)
 // got: null for plain stores (made visible by the full cluster.sync() that ends the stage); else the
 // stage's mbarrier, which each st.async counts its bytes off in the receiving block.
+// The warp's first block (w % S), its part (w / S) and the parts a block's numbers are split into
+// (kCWarps / S, at least 1) are counted by subtraction: S is a run-time value, and the three integer
+// divisions they were (~20 dependent instructions each, on every warp at the end of every stage, between
+// its GEMV and its sends) drew ~4% of the kernel's warp-stall samples in the profile of step 6
+// (results/nvidia-h200/day50_decode/ncu_cluster_fp32_after.txt, the lines of this function).
 __device__ __forceinline__ void push_to_all(cooperative_groups::cluster_group& cl, float* dst, const float* src,
                                             int count, int S, unsigned long long* got = nullptr) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int group = max(1, kCWarps / S), part = warp / S;  // S > 16: every warp part 0 of blocks w, w + 16, ...
+  int first = warp, part = 0, group = 0;  // S > 16: every warp part 0 of blocks w, w + 16, ...
+  while (first >= S) first -= S, ++part;  // warp < 16: at most 16 / S - 1 steps
+  for (int c = S; c <= kCWarps; c += S) ++group;
+  group = max(group, 1);
   if (part >= group) return;
-  for (int b = warp % S; b < S; b += kCWarps) {
+  for (int b = first; b < S; b += kCWarps) {
     if (got) {
       const unsigned d = cluster_addr(dst, unsigned(b)), rbar = cluster_addr(got, unsigned(b));
       for (int e = lane + kWarp * part; e < count; e += kWarp * group) st_async(d + 4u * unsigned(e), src[e], rbar);
@@ -339,8 +347,8 @@ __device__ void cstage_qkv(const Net<W>& n, const ClusterPlan& p, cooperative_gr
 
 // Attention of position t over cached positions 0..t (see the file's head for the split).
 template <class W>
-__device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, int l, int t, unsigned char* smem, int rank,
-                                 unsigned long long* got) {
+__device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl, int l,
+                                 int t, unsigned char* smem, int rank, unsigned long long* got) {
   const int C = n.C, H = n.H, hs = C / H, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int j = lane / 4, gq = lane % 4;  // this lane's position in the 8, its quarter of the score's dimensions
   const float* q = at_<float>(smem, l & 1 ? p.q1 : p.q);
@@ -407,8 +415,11 @@ __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, int l, i
     if (lane == 0) wp[hs] = mw, wp[hs + 1] = lw;
     __syncthreads();
     // The block's warps merged: (o, m, l) of this part (m = -inf, l = 0 where the part is empty).
-    // Thread d (< hs) merges dimension d, threads hs and hs + 1 the maximum and the sum; each sends its
-    // number to the S blocks itself.
+    // Thread d (< hs) merges dimension d, threads hs and hs + 1 the maximum and the sum, into this block's
+    // staging slot (after the warps' partials); then push_to_all sends the hs + 2 numbers, every warp to
+    // one block. (A first version had each of the hs + 2 threads send its number to the S blocks itself:
+    // S stores one after another on each of 3 warps while the other 13 waited.)
+    float* merged = wpart + kCWarps * p.wstride;
     for (int d = threadIdx.x; d < hs + 2; d += kCThreads) {
       float M = -INFINITY;
       for (int w = 0; w < kCWarps; ++w) M = fmaxf(M, wpart[w * p.wstride + hs]);
@@ -418,11 +429,11 @@ __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, int l, i
         const float e = ww[hs] == -INFINITY ? 0.f : __expf(ww[hs] - M);
         L += e * ww[hs + 1], o += e * ww[min(d, hs - 1)];
       }
-      const float val = d < hs ? o : d == hs ? M : L;
-      for (int b = 0; b < p.S; ++b)
-        st_async(cluster_addr(attp + item * p.wstride + d, unsigned(b)), val, cluster_addr(got, unsigned(b)));
+      merged[d] = d < hs ? o : d == hs ? M : L;
     }
-    __syncthreads();  // wpart is rewritten by the next item
+    __syncthreads();
+    push_to_all(cl, attp + item * p.wstride, merged, hs + 2, p.S, got);
+    __syncthreads();  // wpart and merged are rewritten by the next item
   }
 }
 
@@ -501,10 +512,17 @@ __global__ void __launch_bounds__(kCThreads, 1) cluster_barrier_only(int iters) 
 // One stage's bookkeeping, shared by every stage: stamps, the cluster barrier at its end. The trace's address
 // waits in shared memory rather than in two registers of every thread for the whole launch: the kernel is
 // at its 128 registers a thread (512 threads), and the registers it frees keep the GEMV from spilling.
+// kTrace false (the timed launches, n.trace null): no stamp is compiled in at all. Asking at every stamp
+// whether to stamp cost every warp a few instructions, and warp 0 a shared-memory round trip, four times a
+// stage, in the launches that stamp nothing.
+template <bool kTrace>
 struct StageClock {
   unsigned long long* const* slot;  // shared memory: the trace where this block stamps, or null
   unsigned stamps, k;               // the launch's stages (the parts follow their stamps); this stage's number
-  __device__ __forceinline__ unsigned long long* trace() const { return threadIdx.x == 0 ? *slot : nullptr; }
+  __device__ __forceinline__ unsigned long long* trace() const {
+    if constexpr (kTrace) return threadIdx.x == 0 ? *slot : nullptr;
+    return nullptr;
+  }
   __device__ __forceinline__ void mark(int part) const {  // 0 copy handed over, 1 weights there, 2 work done
     if (unsigned long long* t = trace()) t[1 + stamps + 3 * size_t(k) + part] = global_ns();
   }
@@ -532,10 +550,10 @@ struct StageClock {
 // which every thread finished before the cluster barrier behind us), all of it when the two fit together;
 // when they do not, the bytes that overlap this one follow once this one's work is done. `body(view)` is
 // the stage.
-template <int KIND, class W, class Body>
+template <int KIND, class W, class Clock, class Body>
 __device__ __forceinline__ void weight_stage(const ClusterPlan& p, int j, int kn, bool next, unsigned& g,
-                                             unsigned char* smem, int rank, unsigned long long* bar,
-                                             StageClock& clk, Body body) {
+                                             unsigned char* smem, int rank, unsigned long long* bar, Clock& clk,
+                                             Body body) {
   const int jn = KIND == 4 ? 0 : j + 1, pn = int(g + 1) & 1;
   if (next) issue_bundle(p, jn, kn, KIND, pn, false, smem, rank, bar + pn);
   clk.mark(0);
@@ -550,9 +568,9 @@ __device__ __forceinline__ void weight_stage(const ClusterPlan& p, int j, int kn
 }
 
 // Tokens at positions start .. start + steps - 1, draws count0 .. (as decode_persistent). One cluster of
-// p.S blocks, the grid. 5L + 1 cluster barriers a token; block 0 stamps n.trace after each, as the
-// persistent kernel does.
-template <class W>
+// p.S blocks, the grid. 5L + 1 cluster barriers a token; with kTrace, block 0 stamps n.trace after each, as
+// the persistent kernel does (FastDecoder launches kTrace true where n.trace is set).
+template <class W, bool kTrace = false>
 __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, ClusterPlan p, int start, int count0,
                                                                int steps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -561,13 +579,13 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
   __shared__ unsigned long long got[2];  // the st.async stages' inputs: stage a of them waits on got[a & 1]
   cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
   const int rank = int(cl.block_rank()), L = n.L, stages = 5 * L + 1;
-  const bool stamp = n.trace && rank == 0 && threadIdx.x == 0;
+  const bool stamp = kTrace && n.trace && rank == 0 && threadIdx.x == 0;
   // With the trace on, after the barrier stamps (as the persistent kernel's): for stage k of the launch,
   // when the next bundle's copy was handed over (trace[1 + steps * stages + 3k]), when this one's weights
   // were there (... + 3k + 1) and when the work was done, before the barrier (... + 3k + 2).
   __shared__ unsigned long long* trace_slot;
   if (threadIdx.x == 0) trace_slot = stamp ? n.trace : nullptr;  // published by the cl.sync() below
-  StageClock clk{&trace_slot, unsigned(steps) * unsigned(stages), 0};
+  StageClock<kTrace> clk{&trace_slot, unsigned(steps) * unsigned(stages), 0};
   if (stamp) n.trace[0] = global_ns();
   if (threadIdx.x == 0) {
     mbar_init(bar), mbar_init(bar + 1), mbar_init(got), mbar_init(got + 1);
@@ -597,7 +615,7 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
       clk.end(cl);
       clk.mark(0), clk.mark(1);  // attention reads no bundle: its copy and wait parts are empty
       expect(g - 1, n.H * p.G * 2 + n.C * p.G);  // H x G partials of hs + 2 numbers
-      cstage_attention(n, p, l, t, smem, rank, got + ((g - 1) & 1));
+      cstage_attention(n, p, cl, l, t, smem, rank, got + ((g - 1) & 1));
       end_async(g - 1);
       expect(g, n.C);
       weight_stage<1, W>(p, j + 1, 2, true, g, smem, rank, bar, clk,

@@ -279,20 +279,40 @@ __device__ __forceinline__ int sample_block(const float* logits, int V, double t
   for (int i = threadIdx.x; i < V; i += blockDim.x)
     ls[i] = kShared ? logits[i] : __ldcg(logits + i), who[i] = 0;  // who: in range even for NaNs
   __syncthreads();
-  for (int i = threadIdx.x; i < V; i += blockDim.x) {
-    const float li = ls[i];
+  // Rank of logit i: the j with l_j > l_i, or l_j = l_i and j < i (ties to the lower index, as the original).
+  // Counts ls[j0, j1) against (li, i); 16-byte shared loads where the range allows (ls starts 8V bytes in,
+  // so j0 % 4 == 0 keeps them aligned): a quarter of the load instructions.
+  auto count_above = [&](float li, int i, int j0, int j1) {
     int rank = 0;
-    if (V % 4 == 0) {  // 16-byte shared loads (ls starts 8V bytes in): a quarter of the load instructions
+    if (j0 % 4 == 0 && j1 % 4 == 0) {
       const float4* l4 = reinterpret_cast<const float4*>(ls);
-      for (int j = 0; j < V; j += 4) {
+#pragma unroll 2
+      for (int j = j0; j < j1; j += 4) {
         const float4 q = l4[j / 4];
         rank += (q.x > li || (q.x == li && j < i)) + (q.y > li || (q.y == li && j + 1 < i)) +
                 (q.z > li || (q.z == li && j + 2 < i)) + (q.w > li || (q.w == li && j + 3 < i));
       }
     } else {
-      for (int j = 0; j < V; ++j) rank += ls[j] > li || (ls[j] == li && j < i);
+      for (int j = j0; j < j1; ++j) rank += ls[j] > li || (ls[j] == li && j < i);
     }
-    if (rank < k) who[rank] = i;
+    return rank;
+  };
+  if (int(blockDim.x) >= 2 * V && V % 2 == 0) {
+    // Two threads an element (the cluster decoder: 512 threads, V = 256), neighbouring lanes, each counting
+    // one half of the j's, their counts added with one shuffle. With one thread an element only V / 32
+    // warps worked, each through all V logits, and the loop's dependent steps had too few warps to hide
+    // behind: in the cluster decoder's profile (results/nvidia-h200/day50_decode/, the version before) the
+    // loop's lines and the idle warps' wait at the barrier after it were ~3.5% of the warp-stall samples.
+    const int i = threadIdx.x >> 1, half = threadIdx.x & 1;
+    const float li = i < V ? ls[i] : 0.f;
+    int rank = i < V ? count_above(li, i, half * (V / 2), (half + 1) * (V / 2)) : 0;
+    rank += __shfl_xor_sync(0xffffffffu, rank, 1);  // every lane takes part (blockDim is a multiple of 32)
+    if (i < V && half == 0 && rank < k) who[rank] = i;
+  } else {
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+      const int rank = count_above(ls[i], i, 0, V);
+      if (rank < k) who[rank] = i;
+    }
   }
   __syncthreads();
   const double top = ls[who[0]];
