@@ -218,7 +218,8 @@ def test_day50_tolerance():
     expect("| PyTorch bf16 compile | 11.70 (10.50–13.20) | 1,400,000 | 1,638 MiB |" in t and "broken" not in t
            and "| our bf16 step against PyTorch's fastest | 2.20× | 2.10–2.30× |" in t, "day50 peer: the new format, a broken row left out")
     expect(day50_torch.day50_peer_headline(peer) ==
-           "bf16 2.20× (2.10–2.30×) best of 1 PyTorch variant timed; generation 8.7× (8.5–9.0×) best PyTorch",
+           "bf16 2.20× (2.10–2.30×) best of 1 PyTorch variant timed; generation 8.7× (8.5–9.0×) best PyTorch, "
+           "beside its training variants",
            "day50 peer headline, new ratios with the rounds' spread, the training variants timed counted")
     expect(day50_torch.day50_peer_headline({}) == "–", "day50 peer headline without ratios")
     d = {"config": {}, "quality": {"data": "data/shakespeare.txt", "steps": 5000, "seconds": 300.0, "val_loss_min": 1.51,
