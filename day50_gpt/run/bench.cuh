@@ -302,6 +302,8 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   g.weight_bytes = d.weight_bytes(), g.blocks = d.blocks, g.resident_kb = d.resident ? d.resident_bytes() / 1024.0 : 0;
   if (v.path != DecodePath::kStages && !v.per_token) {
     const std::vector<int> timed = d.bytes(n);
+    // poisoned first, so that a stamped run that wrote nothing cannot pass on the timed run's bytes
+    CUDA_CHECK(cudaMemsetAsync(d.out.as(), 0xff, size_t(n) * sizeof(int), d.stream));
     g.stage_us = stage_breakdown(d, pr, n);
     const std::vector<int> stamped = d.bytes(n);
     g.stamped_bytes_differ = 0;

@@ -554,8 +554,9 @@ struct FastDecoder {
     // Two builds of the kernel, the same but for the stamps (kTrace): both get the launch attributes.
     const void* fn = reinterpret_cast<const void*>(&k::dec::decode_cluster<W, false>);
     const void* fn_traced = reinterpret_cast<const void*>(&k::dec::decode_cluster<W, true>);
-    cudaFuncAttributes fa{};
-    if (!cluster_runnable(fn, fa)) return false;
+    cudaFuncAttributes fa{}, fa_traced{};
+    if (!cluster_runnable(fn, fa) || !cluster_runnable(fn_traced, fa_traced)) return false;
+    fa.sharedSizeBytes = std::max(fa.sharedSizeBytes, fa_traced.sharedSizeBytes);  // the plan fits both builds
     int dev = 0, optin = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));

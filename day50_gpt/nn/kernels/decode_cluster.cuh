@@ -290,7 +290,7 @@ __device__ __forceinline__ void push_to_all(cooperative_groups::cluster_group& c
                                             int count, int S, unsigned long long* got = nullptr) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   int first = warp, part = 0, group = 0;  // S > 16: every warp part 0 of blocks w, w + 16, ...
-  while (first >= S) first -= S, ++part;  // warp < 16: at most 16 / S - 1 steps
+  while (first >= S) first -= S, ++part;  // warp < 16: at most 15 / S steps
   for (int c = S; c <= kCWarps; c += S) ++group;
   group = max(group, 1);
   if (part >= group) return;
@@ -416,8 +416,8 @@ __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, cooperat
     __syncthreads();
     // The block's warps merged: (o, m, l) of this part (m = -inf, l = 0 where the part is empty).
     // Thread d (< hs) merges dimension d, threads hs and hs + 1 the maximum and the sum, into this block's
-    // staging slot (after the warps' partials); then push_to_all sends the hs + 2 numbers, every warp to
-    // one block. (A first version had each of the hs + 2 threads send its number to the S blocks itself:
+    // staging slot (after the warps' partials); then push_to_all sends the hs + 2 numbers (with 16 blocks,
+    // every warp to one block). (A first version had each of the hs + 2 threads send its number to the S blocks itself:
     // S stores one after another on each of 3 warps while the other 13 waited.)
     float* merged = wpart + kCWarps * p.wstride;
     for (int d = threadIdx.x; d < hs + 2; d += kCThreads) {
@@ -512,7 +512,8 @@ __global__ void __launch_bounds__(kCThreads, 1) cluster_barrier_only(int iters) 
 // One stage's bookkeeping, shared by every stage: stamps, the cluster barrier at its end. The trace's address
 // waits in shared memory rather than in two registers of every thread for the whole launch: the kernel is
 // at its 128 registers a thread (512 threads), and the registers it frees keep the GEMV from spilling.
-// kTrace false (the timed launches, n.trace null): no stamp is compiled in at all. Asking at every stamp
+// kTrace false (bf16's timed launches, n.trace null; fp32's launch the stamped build, launch_cluster
+// says why): no stamp is compiled in at all. Asking at every stamp
 // whether to stamp cost every warp a few instructions, and warp 0 a shared-memory round trip, four times a
 // stage, in the launches that stamp nothing.
 template <bool kTrace>
@@ -569,7 +570,7 @@ __device__ __forceinline__ void weight_stage(const ClusterPlan& p, int j, int kn
 
 // Tokens at positions start .. start + steps - 1, draws count0 .. (as decode_persistent). One cluster of
 // p.S blocks, the grid. 5L + 1 cluster barriers a token; with kTrace, block 0 stamps n.trace after each, as
-// the persistent kernel does (FastDecoder launches kTrace true where n.trace is set).
+// the persistent kernel does (FastDecoder launches kTrace true where n.trace is set, and always in fp32).
 template <class W, bool kTrace = false>
 __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, ClusterPlan p, int start, int count0,
                                                                int steps) {
