@@ -93,6 +93,9 @@ def test_grammar():
     expect(text.throttle_note({"env": {"clocks_end": {"hw_power_brake": True}}}) == "timings unreliable: HW power brake active"
            and text.throttle_note({"env": {"clocks_end": {"hw_power_brake": False}}, "throttled": ""}) == "",
            "throttle: the clock flags count when the file has no 'throttled' string")
+    expect(text.throttle_note({"env": {"clocks_end": {"sw_power_cap": True}}, "throttled": ""}) == ""
+           and text.throttle_note({"env": {"clocks_end": {"sw_power_cap": True}}}) == "",
+           "throttle: the SW power cap (the normal state under load) is not a slowdown, and an empty verdict is final")
     expect(raises(lambda: ev("pow(2, 3)"), "unknown function"), "grammar: only min, max, abs, len")
     expect(raises(lambda: ev("1 / 0"), "division by zero"), "grammar: division by zero is an error, not a crash")
     r = expr.render
@@ -218,9 +221,17 @@ def test_day50_tolerance():
     expect("| PyTorch bf16 compile | 11.70 (10.50–13.20) | 1,400,000 | 1,638 MiB |" in t and "broken" not in t
            and "| our bf16 step against PyTorch's fastest | 2.20× | 2.10–2.30× |" in t, "day50 peer: the new format, a broken row left out")
     expect(day50_torch.day50_peer_headline(peer) ==
-           "bf16 2.20× (2.10–2.30×) best of 1 PyTorch variant timed; generation 8.7× (8.5–9.0×) best PyTorch, "
-           "beside its training variants",
+           "bf16 2.20× (2.10–2.30×) best of 1 PyTorch variant timed; generation 8.7× (8.5–9.0×) best PyTorch",
            "day50 peer headline, new ratios with the rounds' spread, the training variants timed counted")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if head:  # a clone with its history: which order a file's run timed PyTorch's decoders in, from its commit
+        older = dict(peer, env={"commit": "2b3ccd736364191295a282dee5addb1f8308d7c9"})
+        newer = dict(peer, env={"commit": head})
+        expect(day50_torch.day50_peer_headline(older).endswith("best PyTorch, beside its training variants")
+               and day50_torch.day50_peer_headline(newer).endswith("best PyTorch, timed before the training variants")
+               and "(its decoders beside the training variants)" in "\n".join(day50_torch.day50_peer_block(older))
+               and day50_torch.generation_alone({"mode": "generation"}) is True,
+               "day50 peer: the generation ratio labelled by the order its run timed the decoders in")
     expect(day50_torch.day50_peer_headline({}) == "–", "day50 peer headline without ratios")
     d = {"config": {}, "quality": {"data": "data/shakespeare.txt", "steps": 5000, "seconds": 300.0, "val_loss_min": 1.51,
                                    "val_loss_final": 1.52, "sample": "ROMEO:"},

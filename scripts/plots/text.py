@@ -62,11 +62,11 @@ def checks_line(data):
 def throttle_note(data):
     """"timings unreliable: <why>" when the GPU slowed itself during the run, else ""."""
     why = data.get("throttled")
-    if isinstance(why, str) and why:
-        return f"timings unreliable: {why}"
-    # No summary string (a file written before it existed, or by hand): the clock flags themselves.
-    flags = {"hw_slowdown": "HW slowdown", "hw_power_brake": "HW power brake", "thermal": "thermal throttling",
-             "sw_power_cap": "SW power cap"}
+    if isinstance(why, str):  # the program's own verdict ("" when every reading was fine)
+        return f"timings unreliable: {why}" if why else ""
+    # No summary string (a file written before it existed, or by hand): the clock flags themselves. Not the
+    # SW power cap: the normal state of a GPU under full load (common/clocks.h), which the programs never flag.
+    flags = {"hw_slowdown": "HW slowdown", "hw_power_brake": "HW power brake", "thermal": "thermal throttling"}
     seen = [text for key, text in flags.items()
             for c in (data.get("env", {}).get("clocks_begin"), data.get("env", {}).get("clocks_end"))
             if isinstance(c, dict) and c.get(key) is True]
