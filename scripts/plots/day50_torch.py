@@ -138,7 +138,8 @@ def day50_peer_block(data):
     tail = []
     if isinstance(data.get("ratios", {}).get("generation_vs_best_torch"), dict) and generation_alone(data) is False:
         tail = ["", "The generation ratio and its goal row are this run's, where PyTorch's decoders shared the process with "
-                "the training variants; the generation-only run (below) times them alone, their strongest setting.", ""]
+                "the training variants; a generation-only run (`--generation-only`) times them with no training variant in its process, "
+                "their strongest setting.", ""]
     elif isinstance(data.get("ratios", {}).get("generation_vs_best_torch"), dict) and generation_alone(data):
         tail = ["", "The generation rounds ran first, before any training variant existed in the process, each round "
                 "PyTorch's decoders then ./build/gpt --bench --bench-part generate; the training rounds followed.", ""]
