@@ -1,4 +1,5 @@
 """day50_gpt-torch_oracle, day50_gpt-torch_peer and its generation-only run: the model against PyTorch (correctness, then speed)."""
+import functools
 import os
 import subprocess
 
@@ -17,8 +18,12 @@ def generation_alone(data):
     if data.get("mode") == "generation":
         return True
     commit = data.get("env", {}).get("commit")
-    if not isinstance(commit, str) or not commit or commit == "unknown":
-        return None
+    return _descends_from_gen_first(commit) if isinstance(commit, str) and commit and commit != "unknown" else None
+
+
+@functools.lru_cache(maxsize=None)
+def _descends_from_gen_first(commit):
+    """One git call per commit, however many labels of a file ask."""
     try:
         r = subprocess.run(["git", "-C", ROOT, "merge-base", "--is-ancestor", GEN_FIRST_SINCE, commit],
                            capture_output=True, timeout=30)
@@ -135,14 +140,13 @@ def day50_peer_block(data):
     if g and isinstance(o.get("generate"), dict):
         out += ["", f"Generation at batch 1 with a KV cache (fp32): PyTorch eager {fmt(g.get('tokens_per_s'))} tokens/s, "
                 f"./build/gpt {fmt(o['generate'].get('tokens_per_s'))} tokens/s."]
-    tail = []
-    if isinstance(data.get("ratios", {}).get("generation_vs_best_torch"), dict) and generation_alone(data) is False:
-        tail = ["", "The generation ratio and its goal row are this run's, where PyTorch's decoders shared the process with "
-                "the training variants; a generation-only run (`--generation-only`) times them with no training variant in its process, "
-                "their strongest setting.", ""]
-    elif isinstance(data.get("ratios", {}).get("generation_vs_best_torch"), dict) and generation_alone(data):
-        tail = ["", "The generation rounds ran first, before any training variant existed in the process, each round "
-                "PyTorch's decoders then ./build/gpt --bench --bench-part generate; the training rounds followed.", ""]
+    alone = generation_alone(data) if isinstance(data.get("ratios", {}).get("generation_vs_best_torch"), dict) else None
+    tail = {False: ["", "The generation ratio and its goal row are this run's, where PyTorch's decoders shared the process with "
+                    "the training variants; a generation-only run (`--generation-only`) times them with no training variant "
+                    "in its process, their strongest setting.", ""],
+            True: ["", "The generation rounds ran first, before any training variant existed in the process, each round "
+                   "PyTorch's decoders then ./build/gpt --bench --bench-part generate; the training rounds followed.", ""]
+            }.get(alone, [])
     return out + ratio_lines(data) + goals_table(data, 2) + tail
 
 
@@ -162,7 +166,7 @@ def day50_peer_headline(data):
                               ("fp32_vs_torch_fp32_eager", "fp32 {}× eager", 2),
                               # how the run timed PyTorch's decoders: alone first, or beside the training variants
                               ("generation_vs_best_torch", "generation {}× best PyTorch" +
-                               (f", {_gen_label(data)}" if _gen_label(data) else ""), 1),
+                               (f", {label}" if (label := _gen_label(data)) else ""), 1),
                               ("generation_vs_torch_eager", "generation {}× eager", 1)):
         v = _ratio(r, key)
         if v is None:
