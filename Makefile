@@ -9,6 +9,8 @@
 #   make sanitize   compute-sanitizer (memcheck, racecheck, initcheck) over every --verify (GPU machine)
 #   make test-asan  the host tests again under AddressSanitizer + UndefinedBehaviorSanitizer (no GPU needed)
 #   make fuzz       the long fuzz run: FUZZ_CASES (default 100000) hostile inputs per kind, log in build/fuzz.log
+#   make trace      day50's training step traced kernel by kernel inside its CUDA graph (GPU machine):
+#                   results/<gpu>/day50_gpt-trace.json (scripts/trace_kernels.py, scripts/ktrace.cpp)
 #   make dayNN_x    build one lesson (same as make -C dayNN_x)
 #   make clean
 # Options: ARCH=sm_90, CUDA_HOME=..., CUDNN_HOME=... (see common/toolchain.mk)
@@ -23,9 +25,9 @@ endif
 
 LESSONS := $(patsubst %/Makefile,%,$(sort $(wildcard day*/Makefile)))
 
-.PHONY: all run test bench plots check-notes sanitize clean $(LESSONS) common-tests test-asan fuzz
+.PHONY: all run test bench plots check-notes sanitize clean $(LESSONS) common-tests test-asan fuzz tools trace
 
-all: $(LESSONS) common-tests
+all: $(LESSONS) common-tests tools
 
 $(LESSONS):
 	@$(MAKE) --no-print-directory -C $@
@@ -51,6 +53,29 @@ check-notes:
 
 sanitize:
 	@bash scripts/sanitize.sh
+
+# The kernel tracer (scripts/ktrace.cpp): a library the driver loads into a program (CUDA_INJECTION64_PATH)
+# to record every kernel's start and end through CUPTI, which comes with the CUDA toolkit (lib64/ or
+# extras/CUPTI/). Where CUPTI is missing the tracer is left out, with a note: nothing else needs it.
+CUPTI_LIB := $(firstword $(wildcard $(CUDA_LIBDIR)/libcupti.so $(CUDA_HOME)/extras/CUPTI/lib64/libcupti.so))
+CUPTI_INC := $(firstword $(dir $(wildcard $(CUDA_HOME)/include/cupti.h $(CUDA_HOME)/extras/CUPTI/include/cupti.h)))
+ifneq ($(and $(CUPTI_LIB),$(CUPTI_INC)),)
+tools: build/libktrace.so
+build/libktrace.so: scripts/ktrace.cpp
+	@mkdir -p build
+	g++ -O2 -std=c++17 -Wall -Wextra -shared -fPIC -I$(CUPTI_INC) -o $@ $< -L$(dir $(CUPTI_LIB)) -lcupti \
+	  -Wl,-rpath,$(dir $(CUPTI_LIB))
+else
+tools:
+	@echo "note: CUPTI not found under $(CUDA_HOME): the kernel tracer (make trace) is not built"
+endif
+
+# day50's default training step and the same step on one stream, 200 steps each, the last 60 summarised.
+trace: all
+	python3 scripts/trace_kernels.py --lesson day50_gpt --marker adamw --window 60 \
+	  --json "results/{gpu}/day50_gpt-trace.json" \
+	  --variant "default=" --variant "one stream=--dw-stream off" \
+	  -- day50_gpt/build/gpt --steps 5000 --until 200 --val-every 1000 --log-every 100
 
 # Every folder's HOST_TESTS rebuilt into its build/asan/ with both sanitizers (any report ends the
 # test with an error) and run; the fuzz tests with fewer cases (ASan makes each case slower).

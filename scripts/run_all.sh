@@ -59,6 +59,15 @@ else
   report SKIP "scripts/test_plot.py" "python3 not found"
 fi
 
+# The kernel tracer's summary (scripts/trace_kernels.py: host-only parts, and its bad input).
+if command -v python3 >/dev/null; then
+  python3 scripts/trace_kernels.py --self-test >"$LOG/trace_kernels.log" 2>&1; rc=$?
+  if [ $rc -eq 0 ]; then report PASS "scripts/trace_kernels.py --self-test" "$(tail -n1 "$LOG/trace_kernels.log")"
+  else report FAIL "scripts/trace_kernels.py --self-test" "$(grep -m1 FAIL "$LOG/trace_kernels.log")"; fi
+else
+  report SKIP "scripts/trace_kernels.py --self-test" "python3 not found"
+fi
+
 # The notes against the committed results files: every generated table and inline figure (make check-notes).
 if command -v python3 >/dev/null; then
   make -s --no-print-directory check-notes >"$LOG/check-notes.log" 2>&1; rc=$?

@@ -1,0 +1,108 @@
+// scripts/ktrace.cpp: a kernel tracer for any CUDA program, loaded by the driver (CUDA_INJECTION64_PATH)
+// without changing or rebuilding the program. scripts/trace_kernels.py runs it and reads what it writes.
+//
+// Why it exists. A CUDA graph replays a step's kernels with no host code between them, so events placed
+// between phases cannot see inside it, and a phase timed alone runs without the other stream's kernels
+// beside it. CUPTI's activity API (part of the CUDA toolkit) records, for every kernel the GPU ran, its
+// start and end on the GPU's clock and its stream, graph launches included: that is the step as it ran.
+//
+// What it records: every kernel (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: kernels are not serialised, so
+// the trace sees two streams overlap), memset and memcpy, as CSV lines "start_ns,duration_ns,stream,
+// graph,name" into the file KTRACE_OUT names (default ktrace.csv), written when the program exits. graph
+// is the id of the CUDA graph a kernel was launched from (0: launched on its own). Names are as the
+// compiler mangled them; trace_kernels.py demangles and groups them.
+//
+// Build (the top-level Makefile does): g++ -shared -fPIC -I$CUDA/include scripts/ktrace.cpp -lcupti
+#include <cupti.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+struct Rec {
+  unsigned long long start, end;
+  unsigned stream, graph;
+  std::string name;
+};
+std::vector<Rec>& recs() {
+  static std::vector<Rec> r;
+  return r;
+}
+std::mutex& mu() {
+  static std::mutex m;
+  return m;
+}
+bool g_failed = false;
+
+void report(const char* what, CUptiResult r) {
+  const char* s = nullptr;
+  cuptiGetResultString(r, &s);
+  std::fprintf(stderr, "ktrace: %s failed: %s\n", what, s ? s : "?");
+  g_failed = true;
+}
+
+constexpr size_t kBufferBytes = size_t(8) << 20;
+void CUPTIAPI buffer_requested(uint8_t** buf, size_t* size, size_t* max_records) {
+  *buf = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buf ? kBufferBytes : 0;
+  *max_records = 0;  // as many as fit
+}
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t valid) {
+  std::lock_guard<std::mutex> lock(mu());
+  CUpti_Activity* r = nullptr;
+  while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
+    // Newer record versions only append fields, so these structs read the fields every version has.
+    if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel9*>(r);
+      recs().push_back({k->start, k->end, k->streamId, k->graphId, k->name ? k->name : "?"});
+    } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
+      recs().push_back({m->start, m->end, m->streamId, m->graphId, "[memset]"});
+    } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
+      recs().push_back({m->start, m->end, m->streamId, m->graphId, "[memcpy]"});
+    }
+  }
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped)
+    std::fprintf(stderr, "ktrace: %zu records dropped\n", dropped), g_failed = true;
+  std::free(buf);
+}
+
+void write_out() {
+  const CUptiResult r = cuptiActivityFlushAll(1);
+  if (r != CUPTI_SUCCESS) report("cuptiActivityFlushAll", r);
+  const char* path = std::getenv("KTRACE_OUT");
+  if (!path || !*path) path = "ktrace.csv";
+  std::lock_guard<std::mutex> lock(mu());
+  FILE* f = std::fopen(path, "w");
+  if (!f) {
+    std::fprintf(stderr, "ktrace: cannot write %s\n", path);
+    return;
+  }
+  std::fprintf(f, "start_ns,duration_ns,stream,graph,name\n");
+  for (const Rec& x : recs()) {
+    std::string n = x.name;
+    for (char& c : n)
+      if (c == ',' || c == '"' || c == '\n') c = ';';  // one field, whatever the name holds
+    std::fprintf(f, "%llu,%llu,%u,%u,%s\n", x.start, x.end - x.start, x.stream, x.graph, n.c_str());
+  }
+  // The last line says whether every record arrived: the reader refuses a trace without it.
+  std::fprintf(f, "# ktrace %s %zu records\n", g_failed ? "incomplete" : "complete", recs().size());
+  std::fclose(f);
+}
+}  // namespace
+
+// The driver calls this once, when the program initialises CUDA.
+extern "C" int InitializeInjection() {
+  CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+  if (r != CUPTI_SUCCESS) return report("cuptiActivityRegisterCallbacks", r), 0;
+  for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMSET,
+                               CUPTI_ACTIVITY_KIND_MEMCPY})
+    if ((r = cuptiActivityEnable(k)) != CUPTI_SUCCESS) report("cuptiActivityEnable", r);
+  std::atexit(write_out);
+  return 1;
+}

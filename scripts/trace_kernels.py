@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""scripts/trace_kernels.py: where a program's repeated step spends its GPU time, kernel by kernel and stream
+by stream, measured inside the CUDA graph that runs it.
+
+    python3 scripts/trace_kernels.py [--marker REGEX] [--window N] [--json PATH] [--lesson NAME]
+                                     [--variant 'NAME=EXTRA ARGS' ...] -- PROGRAM ARGS...
+    python3 scripts/trace_kernels.py --self-test      (host only: what `make test` runs)
+    make trace                                        (day50_gpt's training step, both stream layouts)
+
+It runs PROGRAM once per variant (its ARGS, then the variant's extra ones) with scripts/ktrace.cpp loaded by
+the driver (build/libktrace.so, built by `make`), which records every kernel's start and end on the GPU.
+The step is found by a marker kernel that runs once per step (--marker, a regular expression: day50's
+AdamW); the last --window steps are summarised:
+  period         the time from one marker to the next (the step as the GPU runs it, median over the window);
+  busy           the time at least one kernel ran (the union of all streams), and idle = period - busy;
+  per stream     the sum of its kernels' durations: the stream the marker runs on is "main", others "side";
+  per kernel     its time per step, calls per step and mean duration, on its stream;
+  per category   kernels grouped by what they do (a table per lesson, below).
+A kernel's duration here is what it took beside whatever ran with it: two streams share the SMs and the
+memory, so the same kernel can take longer in the step than alone (the notes compare with the variant
+that runs everything on one stream).
+
+Exit: 0 pass, 1 a check failed, 2 bad input (before any GPU work), 77 the program skipped (no GPU).
+Results file (--json, {gpu} replaced by the GPU's slug): env (from the program's first line), config, runs
+(per variant: period, busy, streams, kernels, categories), bench (the same as flat rows), checks, passed.
+"""
+import argparse
+import collections
+import csv
+import datetime
+import json
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+PROG = "trace_kernels.py"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIB = os.path.join(ROOT, "build", "libktrace.so")
+
+# What each lesson's kernels do, first match wins (regular expressions on the demangled name).
+CATEGORIES = {
+    "day50_gpt": [
+        ("LayerNorm backward", r"layernorm_bwd|ln_partials_finish|ln_param_partials"),
+        ("LayerNorm forward (with the residual add)", r"layernorm_fwd|residual_layernorm"),
+        ("attention backward (ours)", r"flash::|dqkv_kernel"),
+        ("attention forward (cuDNN)", r"sdpa|fprop|cudnn"),
+        ("matmuls: our fused-epilogue GEMM", r"sm90::.*gemm_kernel"),
+        ("matmuls: cuBLAS / cuBLASLt", r"nvjet|cutlass|xmma|gemm|splitKreduce|cublas"),
+        ("AdamW, gradient norm", r"adamw|sum_squares|block_sum"),
+        ("embedding, loss", r"embed|softmax_xent|gather_batch|onehot"),
+        ("other (transposes, memsets, copies)", r"."),
+    ],
+}
+
+
+class InputError(Exception):
+    pass
+
+
+def fail_input(msg):
+    print(f"{PROG}: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+# ---- reading a trace ---------------------------------------------------------------------------------
+def read_trace(path):
+    """The records of a ktrace CSV as (start_ns, duration_ns, stream, graph, name), and whether the tracer said
+    it was complete (its last line)."""
+    recs, complete = [], False
+    with open(path, newline="") as f:
+        lines = f.read().splitlines()
+    if not lines or not lines[0].startswith("start_ns,"):
+        raise InputError(f"{path}: not a ktrace file")
+    for row in csv.reader(lines[1:]):
+        if not row:
+            continue
+        if row[0].startswith("# ktrace"):
+            complete = row[0].startswith("# ktrace complete")
+            continue
+        if len(row) < 5:
+            raise InputError(f"{path}: a line with {len(row)} fields")
+        recs.append((int(row[0]), int(row[1]), int(row[2]), int(row[3]), ",".join(row[4:])))
+    recs.sort()
+    return recs, complete
+
+
+def demangle(names):
+    """Demangled names (c++filt where it is installed; else as they are)."""
+    names = list(names)
+    exe = shutil.which("c++filt")
+    if not exe or not names:
+        return {n: n for n in names}
+    try:
+        out = subprocess.run([exe], input="\n".join(names), capture_output=True, text=True, timeout=60).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return {n: n for n in names}
+    return {n: (d if d else n) for n, d in zip(names, out)} if len(out) == len(names) else {n: n for n in names}
+
+
+def short_name(name):
+    """A kernel's name without its argument list, namespaces like (anonymous namespace) and void/return types."""
+    n = re.sub(r"\(anonymous namespace\)::", "", name)
+    depth, cut = 0, len(n)
+    for i, c in enumerate(n):  # the argument list: the first '(' outside template brackets
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+        elif c == "(" and depth == 0:
+            cut = i
+            break
+    n = n[:cut]
+    n = re.sub(r"^void ", "", n)
+    n = n.replace("__nv_bfloat16", "bf16")
+    return n[:160]
+
+
+def union_ns(intervals):
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + (cur_e - cur_s if cur_e is not None else 0)
+
+
+def category_of(lesson, name):
+    for cat, rx in CATEGORIES.get(lesson, [("all kernels", r".")]):
+        if re.search(rx, name):
+            return cat
+    return "other"
+
+
+def summarize(recs, marker, window, lesson, names=None):
+    """The last `window` steps of a trace (marker kernel to marker kernel, graph launches only): a dict, or an
+    InputError where the trace holds too few steps."""
+    names = names or demangle(sorted({r[4] for r in recs}))
+    graphed = [r for r in recs if r[3] != 0]
+    marks = [r for r in graphed if re.search(marker, names.get(r[4], r[4]))]
+    if len(marks) < window + 1:
+        raise InputError(f"{len(marks)} marker kernels ({marker!r}) in graph launches; {window + 1} needed")
+    marks = marks[-(window + 1):]
+    main = marks[-1][2]
+    t0, t1 = marks[0][0], marks[-1][0]
+    win = [r for r in recs if t0 < r[0] <= t1]
+    periods = [(b[0] - a[0]) / 1e3 for a, b in zip(marks, marks[1:])]
+    busy = union_ns((r[0], r[0] + r[1]) for r in win) / 1e3 / window
+    period = statistics.median(periods)
+    per = collections.defaultdict(lambda: [0, 0])  # (role, stream, short name) -> [ns, calls]
+    for r in win:
+        role = "main" if r[2] == main else "side"
+        per[(role, r[2], short_name(names.get(r[4], r[4])))][0] += r[1]
+        per[(role, r[2], short_name(names.get(r[4], r[4])))][1] += 1
+    kernels = [dict(stream=role, stream_id=sid, name=n, us_per_step=ns / 1e3 / window, calls_per_step=c / window,
+                    us_per_call=ns / 1e3 / c, category=category_of(lesson, n))
+               for (role, sid, n), (ns, c) in per.items()]
+    kernels.sort(key=lambda k: -k["us_per_step"])
+    streams = []
+    for sid in sorted({k["stream_id"] for k in kernels}, key=lambda s: (s != main, s)):
+        ks = [k for k in kernels if k["stream_id"] == sid]
+        streams.append(dict(role="main" if sid == main else "side", id=sid, kernel_us_per_step=sum(k["us_per_step"] for k in ks),
+                            kernels_per_step=sum(k["calls_per_step"] for k in ks)))
+    cats = collections.OrderedDict()
+    for cat, _ in CATEGORIES.get(lesson, [("all kernels", r".")]):
+        for role in ("main", "side"):
+            ks = [k for k in kernels if k["category"] == cat and k["stream"] == role]
+            if ks:
+                cats[(role, cat)] = dict(stream=role, name=cat, us_per_step=sum(k["us_per_step"] for k in ks),
+                                         calls_per_step=sum(k["calls_per_step"] for k in ks))
+    return dict(steps=window, period_us=period, period_min_us=min(periods), period_max_us=max(periods), busy_us=busy,
+                idle_us=period - busy, main_stream=main, streams=streams, categories=list(cats.values()),
+                kernels=kernels, markers_seen=len(marks))
+
+
+# ---- the program's environment (its first line: common/env.cuh) --------------------------------------------
+ENV_LINE = re.compile(r"^GPU (?P<gpu>.+?) \(cc (?P<cc>[\d.]+), (?P<sms>\d+) SMs, SM clock max (?P<clk>\d+) MHz\) \| "
+                      r"driver (?P<driver>\S+) \| CUDA (?P<cuda>\S+) \| cuBLAS (?P<cublas>\S+) \| cuDNN (?P<cudnn>\S+) \| "
+                      r"code (?P<code>\S+)(?P<dirty> \(dirty\))?")
+
+
+def slug(name):
+    s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return s or "unknown-gpu"
+
+
+def env_from(stdout):
+    for line in stdout.splitlines():
+        m = ENV_LINE.match(line.strip())
+        if m:
+            commit = m["code"]
+            try:  # the program prints a prefix: the full hash where git knows it
+                r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "--quiet", commit + "^{commit}"],
+                                   capture_output=True, text=True, timeout=30)
+                if r.returncode == 0 and r.stdout.strip():
+                    commit = r.stdout.strip()
+            except (OSError, subprocess.SubprocessError):
+                pass
+            return dict(gpu=m["gpu"], gpu_slug=slug(m["gpu"]), compute_capability=m["cc"], sm_count=int(m["sms"]),
+                        sm_clock_max_mhz=int(m["clk"]), driver=m["driver"], cuda_runtime=m["cuda"], cublas=m["cublas"],
+                        cudnn_loaded=m["cudnn"], commit=commit, dirty=bool(m["dirty"]),
+                        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return None
+
+
+def add_check(checks, name, passed, **extra):
+    checks.append(dict(name=name, passed=bool(passed), **extra))
+
+
+# ---- the run ------------------------------------------------------------------------------------------
+def parse_args(argv):
+    if "--" in argv:
+        i = argv.index("--")
+        own, cmd = argv[:i], argv[i + 1:]
+    else:
+        own, cmd = argv, []
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    ap.add_argument("--marker", default="adamw", help="a kernel that runs once per step (regular expression)")
+    ap.add_argument("--window", type=int, default=60, help="steps summarised, the last ones of the run")
+    ap.add_argument("--json", default="", help="the results file ({gpu}: the GPU's slug)")
+    ap.add_argument("--lesson", default="day50_gpt", help="the lesson (its kernel categories, and the results file's)")
+    ap.add_argument("--variant", action="append", default=[], help="'NAME=EXTRA ARGS': one run each (default: one run)")
+    ap.add_argument("--self-test", action="store_true", help="test the host-only parts and exit")
+    a = ap.parse_args(own)
+    a.cmd = cmd
+    return a
+
+
+def check_inputs(a):
+    """Every input judged before the program runs (exit 2 with one line)."""
+    if a.window < 2 or a.window > 100000:
+        fail_input(f"--window {a.window}: give 2 to 100000 steps")
+    try:
+        re.compile(a.marker)
+    except re.error as e:
+        fail_input(f"--marker {a.marker!r}: not a regular expression ({e})")
+    if a.lesson not in CATEGORIES:
+        fail_input(f"--lesson {a.lesson!r}: one of {', '.join(sorted(CATEGORIES))}")
+    variants = []
+    for v in a.variant or ["default="]:
+        if "=" not in v or not v.split("=", 1)[0].strip():
+            fail_input(f"--variant {v!r}: give NAME=EXTRA ARGS")
+        name, extra = v.split("=", 1)
+        try:
+            variants.append((name.strip(), shlex.split(extra)))
+        except ValueError as e:
+            fail_input(f"--variant {v!r}: {e}")
+    if len({n for n, _ in variants}) != len(variants):
+        fail_input("--variant: two variants with one name")
+    if not a.cmd:
+        fail_input("no program: give it after --")
+    if not (os.path.isfile(a.cmd[0]) and os.access(a.cmd[0], os.X_OK)):
+        fail_input(f"{a.cmd[0]}: not an executable file (build it first: make)")
+    if not os.path.isfile(LIB):
+        fail_input(f"{LIB}: not built (make builds it where CUDA's CUPTI is installed)")
+    if a.json:
+        d = os.path.dirname(os.path.abspath(a.json.replace("{gpu}", "x"))) or "."
+        base = d
+        while not os.path.exists(base):
+            base = os.path.dirname(base)
+        if not os.path.isdir(base) or not os.access(base, os.W_OK):
+            fail_input(f"--json {a.json}: cannot write under {base}")
+    return variants
+
+
+def run_variant(a, name, extra, tmp):
+    out = os.path.join(tmp, re.sub(r"[^A-Za-z0-9]+", "_", name) + ".csv")
+    env = dict(os.environ, CUDA_INJECTION64_PATH=LIB, KTRACE_OUT=out)
+    cmd = a.cmd + extra
+    print(f"== {name}: {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(a.cmd[0])) + "/..")
+    return p, out
+
+
+def main(argv):
+    a = parse_args(argv)
+    if a.self_test:
+        return self_test()
+    variants = check_inputs(a)
+    checks, runs, env = [], [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, extra in variants:
+            p, out = run_variant(a, name, extra, tmp)
+            if p.returncode == 77:
+                print(f"SKIP: {PROG}: the program skipped ({(p.stdout.strip().splitlines() or ['?'])[-1]})")
+                return 77
+            env = env or env_from(p.stdout)
+            add_check(checks, f"{name}: the program passed (exit 0)", p.returncode == 0, exit=p.returncode,
+                      tail=(p.stdout + p.stderr).strip().splitlines()[-3:])
+            if not os.path.isfile(out):
+                add_check(checks, f"{name}: the tracer wrote its file", False)
+                continue
+            recs, complete = read_trace(out)
+            add_check(checks, f"{name}: the tracer recorded every kernel (no record dropped)", complete, records=len(recs))
+            try:
+                s = summarize(recs, a.marker, a.window, a.lesson)
+            except InputError as e:
+                add_check(checks, f"{name}: {a.window} steps found", False, error=str(e))
+                continue
+            add_check(checks, f"{name}: {a.window} steps found, one marker each on one stream",
+                      s["markers_seen"] == a.window + 1)
+            add_check(checks, f"{name}: busy time <= the step's period", s["busy_us"] <= s["period_us"] * 1.001 + 1,
+                      busy_us=s["busy_us"], period_us=s["period_us"])
+            runs.append(dict(name=name, args=extra, **s))
+    passed = bool(checks) and all(c["passed"] for c in checks)
+    bench = []
+    for r in runs:
+        bench.append(dict(name=f"{r['name']}: step", ms=r["period_us"] / 1e3, period_us=r["period_us"], busy_us=r["busy_us"],
+                          idle_us=r["idle_us"], steps=r["steps"]))
+        for st in r["streams"]:
+            bench.append(dict(name=f"{r['name']}: {st['role']} stream", us_per_step=st["kernel_us_per_step"],
+                              kernels_per_step=st["kernels_per_step"]))
+        for c in r["categories"]:
+            bench.append(dict(name=f"{r['name']}: {c['stream']}: {c['name']}", us_per_step=c["us_per_step"],
+                              calls_per_step=c["calls_per_step"]))
+        for k in r["kernels"]:
+            bench.append(dict(name=f"{r['name']}: {k['stream']} kernel: {k['name']}", us_per_step=k["us_per_step"],
+                              calls_per_step=k["calls_per_step"], us_per_call=k["us_per_call"]))
+    res = dict(lesson=a.lesson, program="scripts/trace_kernels.py", mode="trace", env=env or {},
+               config=dict(command=a.cmd, marker=a.marker, window=a.window, variants=[dict(name=n, args=e) for n, e in variants]),
+               runs=runs, bench=bench, checks=checks, passed=passed)
+    for r in runs:
+        print(f"\n{r['name']}: step {r['period_us']:.1f} us (median of {r['steps']}), busy {r['busy_us']:.1f} us, idle {r['idle_us']:.1f} us")
+        for st in r["streams"]:
+            print(f"  {st['role']:4s} stream {st['id']}: kernels {st['kernel_us_per_step']:8.1f} us per step, {st['kernels_per_step']:.0f} launches")
+        for c in r["categories"]:
+            print(f"  {c['stream']:4s} {c['name']:44s} {c['us_per_step']:8.1f} us per step ({c['calls_per_step']:.0f} calls)")
+    if a.json and env:
+        path = a.json.replace("{gpu}", env["gpu_slug"])
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(res, f, indent=1)
+        print(f"wrote {path}")
+    failed = [c["name"] for c in checks if not c["passed"]]
+    for n in failed:
+        print(f"  FAIL {n}")
+    print(f"RESULT: {'PASS' if passed else 'FAIL'} ({len(checks)} checks, {len(failed)} failed)")
+    return 0 if passed else 1
+
+
+# ---- --self-test: the host-only parts (no GPU) ----------------------------------------------------------
+def self_test():
+    fails = []
+
+    def expect(name, got, want):
+        if got != want:
+            fails.append(f"{name}: got {got!r}, want {want!r}")
+
+    # Two streams, three steps of 100 us: main runs LN (40 us) then AdamW (10 us); the side stream a GEMM
+    # (30 us) overlapping the LN by 20 us. Graph id 1; an eager kernel (graph 0) before must be ignored.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "t.csv")
+        lines = ["start_ns,duration_ns,stream,graph,name", "0,5000,7,0,_Z6warmupv"]
+        for i in range(4):
+            t = 100000 + i * 100000
+            lines += [f"{t + 10000},40000,7,1,_ZN1k19layernorm_bwd_fusedIfEEvPKf",
+                      f"{t + 30000},30000,9,1,nvjet_sm90_tss_128x128_splitK",
+                      f"{t + 80000},10000,7,1,_ZN1k13adamw_clippedIfEEvPf,x"]
+        lines.append("# ktrace complete 13 records")
+        open(path, "w").write("\n".join(lines) + "\n")
+        recs, complete = read_trace(path)
+        expect("complete", complete, True)
+        expect("records", len(recs), 13)
+        expect("comma in a name kept", recs[-1][4], "_ZN1k13adamw_clippedIfEEvPf,x")
+        names = {r[4]: r[4].replace("_ZN1k19layernorm_bwd_fusedIfEEvPKf", "void k::layernorm_bwd_fused<float>(float const*)")
+                 .replace("_ZN1k13adamw_clippedIfEEvPf,x", "void k::adamw_clipped<float>(float*)") for r in recs}
+        s = summarize(recs, "adamw", 3, "day50_gpt", names)
+        expect("period", s["period_us"], 100.0)
+        expect("busy", s["busy_us"], 60.0)  # LN 10..50 and GEMM 30..60: 50 us together; AdamW 80..90: 10
+        expect("idle", s["idle_us"], 40.0)
+        expect("main stream", s["main_stream"], 7)
+        expect("streams", [(x["role"], round(x["kernel_us_per_step"], 6)) for x in s["streams"]], [("main", 50.0), ("side", 30.0)])
+        cats = {(c["stream"], c["name"]): c["us_per_step"] for c in s["categories"]}
+        expect("LN category", cats.get(("main", "LayerNorm backward")), 40.0)
+        expect("GEMM category", cats.get(("side", "matmuls: cuBLAS / cuBLASLt")), 30.0)
+        expect("AdamW category", cats.get(("main", "AdamW, gradient norm")), 10.0)
+        expect("kernel short name", s["kernels"][0]["name"], "k::layernorm_bwd_fused<float>")
+        try:
+            summarize(recs, "adamw", 4, "day50_gpt", names)
+            fails.append("a window longer than the trace was accepted")
+        except InputError:
+            pass
+        open(path, "w").write("\n".join(lines[:-1]) + "\n")
+        expect("incomplete without the closing line", read_trace(path)[1], False)
+        open(path, "w").write("nonsense\n")
+        try:
+            read_trace(path)
+            fails.append("a file that is not a trace was read")
+        except InputError:
+            pass
+    expect("short name", short_name("void sm90::(anonymous namespace)::gemm_kernel<1, 6, false>(int, int, CUtensorMap_st)"),
+           "sm90::gemm_kernel<1, 6, false>")
+    expect("short name, template parens", short_name("void f<(int)3>(int)"), "f<(int)3>")
+    expect("union", union_ns([(0, 10), (5, 15), (20, 30)]), 25)
+    e = env_from("GPU NVIDIA H200 (cc 9.0, 132 SMs, SM clock max 1980 MHz) | driver 580.1 | CUDA 13.0 | cuBLAS 13.1.0 | "
+                 "cuDNN 9.14.0 | code zzzz00000000 (dirty)\nmore")
+    expect("env", (e["gpu_slug"], e["sm_count"], e["commit"], e["dirty"]), ("nvidia-h200", 132, "zzzz00000000", True))
+    expect("env absent", env_from("no such line"), None)
+    expect("category fallback", category_of("day50_gpt", "k::transpose<bf16>"), "other (transposes, memsets, copies)")
+    # bad input: each exits 2 before running anything
+    for bad in (["--window", "1", "--", "/bin/true"], ["--marker", "(", "--", "/bin/true"], ["--lesson", "day99", "--", "/bin/true"],
+                ["--variant", "noequals", "--", "/bin/true"], ["--variant", "a=", "--variant", "a=x", "--", "/bin/true"],
+                [], ["--", "/no/such/program"], ["--json", "/proc/no-such-dir/x.json", "--", "/bin/true"]):
+        r = subprocess.run([sys.executable, os.path.abspath(__file__)] + bad, capture_output=True, text=True, timeout=60)
+        lines = r.stderr.strip().splitlines()
+        if r.returncode != 2 or len(lines) != 1:
+            fails.append(f"bad input {bad}: exit {r.returncode}, {len(lines)} lines")
+    for f in fails:
+        print("FAIL", f)
+    print(f"{PROG} self-test: {'PASS' if not fails else 'FAIL'} ({len(fails)} failed)")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
