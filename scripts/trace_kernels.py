@@ -258,15 +258,18 @@ def check_inputs(a):
         fail_input("no program: give it after --")
     if not (os.path.isfile(a.cmd[0]) and os.access(a.cmd[0], os.X_OK)):
         fail_input(f"{a.cmd[0]}: not an executable file (build it first: make)")
+    a.cmd[0] = os.path.abspath(a.cmd[0])  # it runs from its lesson's folder (the parent of its build/)
     if not os.path.isfile(LIB):
         fail_input(f"{LIB}: not built (make builds it where CUDA's CUPTI is installed)")
-    if a.json:
-        d = os.path.dirname(os.path.abspath(a.json.replace("{gpu}", "x"))) or "."
-        base = d
-        while not os.path.exists(base):
-            base = os.path.dirname(base)
-        if not os.path.isdir(base) or not os.access(base, os.W_OK):
-            fail_input(f"--json {a.json}: cannot write under {base}")
+    if a.json:  # the results folder made and written to now, so that a bad path stops before the GPU works
+        # where {gpu} is in the path, the folder above it (the GPU's own folder is made once its name is known)
+        d = os.path.dirname(os.path.abspath(a.json.split("{gpu}")[0] + "x"))
+        try:
+            os.makedirs(d, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=d):
+                pass
+        except OSError as e:
+            fail_input(f"--json {a.json}: cannot write there ({e.strerror or e})")
     return variants
 
 
@@ -275,7 +278,7 @@ def run_variant(a, name, extra, tmp):
     env = dict(os.environ, CUDA_INJECTION64_PATH=LIB, KTRACE_OUT=out)
     cmd = a.cmd + extra
     print(f"== {name}: {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(a.cmd[0])) + "/..")
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(a.cmd[0])))
     return p, out
 
 
