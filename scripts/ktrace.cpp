@@ -54,9 +54,9 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
   std::lock_guard<std::mutex> lock(mu());
   CUpti_Activity* r = nullptr;
   while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
-    // Newer record versions only append fields, so these structs read the fields every version has.
+    // The record types of this toolkit's CUPTI (cupti_activity.h), which the driver fills in.
     if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
-      const auto* k = reinterpret_cast<const CUpti_ActivityKernel9*>(r);
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
       recs().push_back({k->start, k->end, k->streamId, k->graphId, k->name ? k->name : "?"});
     } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(r);

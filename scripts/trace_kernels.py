@@ -72,7 +72,7 @@ def read_trace(path):
     """The records of a ktrace CSV as (start_ns, duration_ns, stream, graph, name), and whether the tracer said
     it was complete (its last line)."""
     recs, complete = [], False
-    with open(path, newline="") as f:
+    with open(path, newline="", errors="replace") as f:
         lines = f.read().splitlines()
     if not lines or not lines[0].startswith("start_ns,"):
         raise InputError(f"{path}: not a ktrace file")
