@@ -50,6 +50,15 @@ void CUPTIAPI buffer_requested(uint8_t** buf, size_t* size, size_t* max_records)
   *size = *buf ? kBufferBytes : 0;
   *max_records = 0;  // as many as fit
 }
+// A kernel's name as CUPTI holds it, checked: printable ASCII (mangled names are), else the record is
+// counted as broken (the tracer then says "incomplete": a name read after its memory was freed).
+std::string name_of(const char* p) {
+  if (!p) return "?";
+  std::string n(p);
+  for (char c : n)
+    if (c < 0x20 || c > 0x7e) return g_failed = true, std::string("?");
+  return n;
+}
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t valid) {
   std::lock_guard<std::mutex> lock(mu());
   CUpti_Activity* r = nullptr;
@@ -57,7 +66,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
     // The record types of this toolkit's CUPTI (cupti_activity.h), which the driver fills in.
     if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
-      recs().push_back({k->start, k->end, k->streamId, k->graphId, k->name ? k->name : "?"});
+      recs().push_back({k->start, k->end, k->streamId, k->graphId, name_of(k->name)});
     } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
       recs().push_back({m->start, m->end, m->streamId, m->graphId, "[memset]"});
@@ -70,6 +79,15 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
   if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped)
     std::fprintf(stderr, "ktrace: %zu records dropped\n", dropped), g_failed = true;
   std::free(buf);
+}
+
+// The records still in CUPTI's buffers are copied out while the context lives: the kernels' names belong
+// to it (a flush at exit, after the runtime has torn the context down, read freed names on the H200).
+void CUPTIAPI on_resource(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void*) {
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE && id == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+    const CUptiResult r = cuptiActivityFlushAll(1);
+    if (r != CUPTI_SUCCESS) report("cuptiActivityFlushAll", r);
+  }
 }
 
 void write_out() {
@@ -103,6 +121,13 @@ extern "C" int InitializeInjection() {
   for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMSET,
                                CUPTI_ACTIVITY_KIND_MEMCPY})
     if ((r = cuptiActivityEnable(k)) != CUPTI_SUCCESS) report("cuptiActivityEnable", r);
+  CUpti_SubscriberHandle sub;
+  if ((r = cuptiSubscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(on_resource), nullptr)) != CUPTI_SUCCESS ||
+      (r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)) !=
+          CUPTI_SUCCESS)
+    report("cuptiSubscribe", r);
+  // Buffers handed over every 100 ms as well, so that little is left for the last flush.
+  if ((r = cuptiActivityFlushPeriod(100)) != CUPTI_SUCCESS) report("cuptiActivityFlushPeriod", r);
   std::atexit(write_out);
   return 1;
 }
