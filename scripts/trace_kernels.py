@@ -45,7 +45,8 @@ LIB = os.path.join(ROOT, "build", "libktrace.so")
 # What each lesson's kernels do, first match wins (regular expressions on the demangled name).
 CATEGORIES = {
     "day50_gpt": [
-        ("LayerNorm backward", r"layernorm_bwd|ln_partials_finish|ln_param_partials"),
+        ("LayerNorm backward", r"layernorm_bwd"),
+        ("column sums: bias and LayerNorm-parameter gradients", r"ln_partials_finish|ln_param_partials|bias_partials|colsum"),
         ("LayerNorm forward (with the residual add)", r"layernorm_fwd|residual_layernorm"),
         ("attention backward (ours)", r"flash::|dqkv_kernel"),
         ("attention forward (cuDNN)", r"sdpa|fprop|cudnn"),

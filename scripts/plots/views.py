@@ -1,12 +1,12 @@
 """Which view draws which results file; the lesson blocks and the README summary table."""
 import os
 
-from . import day01, day10, day20, day30, day40, day50, day50_multi, day50_torch
+from . import day01, day10, day20, day30, day40, day50, day50_multi, day50_torch, day50_trace
 from .load import folder_of, gpu_label
 from .text import bench_table, checks_line, env_line, throttle_note
 
 VIEWS = {}
-for _m in (day01, day10, day20, day30, day40, day50, day50_torch, day50_multi):
+for _m in (day01, day10, day20, day30, day40, day50, day50_torch, day50_multi, day50_trace):
     VIEWS.update(_m.VIEWS)
 
 SUMMARY_HEADER = ["| lesson | GPU | checks | headline | date | from the current code? |", "|---|---|---|---|---|---|"]

@@ -1,0 +1,79 @@
+"""day50_gpt-trace.json (scripts/trace_kernels.py, `make trace`): the training step kernel by kernel inside its CUDA
+graph, with the weight gradients on a second stream (the default) and on one stream."""
+from .text import cell, fmt
+
+TOP = 12  # the largest kernels listed
+
+
+def _runs(data):
+    return {r.get("name"): r for r in data.get("runs", []) if isinstance(r, dict)}
+
+
+def _stream(run, role):
+    return sum(s.get("kernel_us_per_step", 0) for s in run.get("streams", []) if s.get("role") == role)
+
+
+def _launches(run, role):
+    return sum(s.get("kernels_per_step", 0) for s in run.get("streams", []) if s.get("role") == role)
+
+
+def day50_trace_block(data):
+    runs = _runs(data)
+    c = data.get("config", {})
+    out = [f"The bf16 training step as the GPU ran it: the last {c.get('window', '?')} steps of a training run, marker kernel "
+           f"`{cell(c.get('marker', '?'))}` (once per step). A kernel's time is what it took beside whatever ran with it. "
+           "\"main\" is the stream the step's chain runs on, \"side\" the weight gradients' stream.", "",
+           "| run | step µs (median, min–max) | busy µs | idle µs | main stream: kernels µs, launches | side stream: kernels µs, launches |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for name, r in runs.items():
+        side = _stream(r, "side")
+        out.append(f"| {cell(name)} | {fmt(r.get('period_us'))} ({fmt(r.get('period_min_us'))}–{fmt(r.get('period_max_us'))}) | "
+                   f"{fmt(r.get('busy_us'))} | {fmt(r.get('idle_us'))} | {fmt(_stream(r, 'main'))}, {_launches(r, 'main'):.0f} | "
+                   + (f"{fmt(side)}, {_launches(r, 'side'):.0f} |" if side else "– |"))
+    names = list(runs)
+    cats = []
+    for r in runs.values():
+        for x in r.get("categories", []):
+            if x.get("name") not in cats:
+                cats.append(x.get("name"))
+    cols = [(n, role) for n in names for role in ("main", "side")
+            if any(x.get("stream") == role for x in runs[n].get("categories", []))]
+    out += ["", "| what (µs per step) | " + " | ".join(f"{cell(n)}: {role}" for n, role in cols) + " |",
+            "|---|" + "---:|" * len(cols)]
+    for cat in cats:
+        vals = []
+        for n, role in cols:
+            hit = [x for x in runs[n].get("categories", []) if x.get("name") == cat and x.get("stream") == role]
+            vals.append(fmt(hit[0].get("us_per_step")) if hit else "")
+        out.append(f"| {cell(cat)} | " + " | ".join(vals) + " |")
+    if names:
+        first = runs[names[0]]
+        others = names[1:]
+        out += ["", f"The {TOP} largest kernels of the run \"{cell(names[0])}\"" +
+                (", each beside its mean duration in " + ", ".join(f"\"{cell(n)}\"" for n in others) if others else "") + ":", "",
+                "| kernel | stream | µs per step | calls per step | µs per call | " +
+                " | ".join(f"µs per call, {cell(n)}" for n in others) + (" |" if others else ""),
+                "|---|---|---:|---:|---:|" + "---:|" * len(others)]
+        for k in first.get("kernels", [])[:TOP]:
+            alt = []
+            for n in others:
+                hit = [x for x in runs[n].get("kernels", []) if x.get("name") == k.get("name")]
+                alt.append(fmt(sum(x["us_per_step"] for x in hit) / sum(x["calls_per_step"] for x in hit), 2) if hit else "–")
+            out.append(f"| `{cell(k.get('name'))}` | {k.get('stream')} | {fmt(k.get('us_per_step'))} | {fmt(k.get('calls_per_step'))} | "
+                       f"{fmt(k.get('us_per_call'), 2)} |" + "".join(f" {a} |" for a in alt))
+    return out
+
+
+def day50_trace_headline(data):
+    runs = _runs(data)
+    parts = []
+    for name, r in runs.items():
+        side = _stream(r, "side")
+        parts.append(f"{name}: step {fmt(r.get('period_us'))} µs, main-stream kernels {fmt(_stream(r, 'main'))} µs"
+                     + (f", side {fmt(side)} µs" if side else ""))
+    return "; ".join(parts) if parts else "–"
+
+
+VIEWS = {
+    "day50_gpt-trace": dict(block=day50_trace_block, plot=None, headline=day50_trace_headline),
+}
