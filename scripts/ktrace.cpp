@@ -13,13 +13,23 @@
 // compiler mangled them; trace_kernels.py demangles and groups them.
 //
 // Build (the top-level Makefile does): g++ -shared -fPIC -I$CUDA/include scripts/ktrace.cpp -lcupti
+//
+// The record layouts are those of the CUPTI it is compiled against (CUDA 13.0's: Kernel10, Memcpy6,
+// Memset4); a CUPTI of another version at run time may lay records out otherwise, so the tracer then
+// records nothing and says so rather than misread them.
 #include <cupti.h>
+#include <cupti_version.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#if !defined(CUPTI_API_VERSION) || CUPTI_API_VERSION < 130000
+#error "scripts/ktrace.cpp reads CUPTI 13's activity records: build it with the CUDA 13 toolkit"
+#endif
 
 namespace {
 struct Rec {
@@ -27,15 +37,17 @@ struct Rec {
   unsigned stream, graph;
   std::string name;
 };
+// Never freed: the records are written by an atexit handler, and a function-local static built after
+// that handler was registered would be destroyed before it runs.
 std::vector<Rec>& recs() {
-  static std::vector<Rec> r;
-  return r;
+  static std::vector<Rec>* r = new std::vector<Rec>();
+  return *r;
 }
 std::mutex& mu() {
-  static std::mutex m;
-  return m;
+  static std::mutex* m = new std::mutex();
+  return *m;
 }
-bool g_failed = false;
+std::atomic<bool> g_failed{false};  // CUPTI's buffer thread and the exit path both set it
 
 void report(const char* what, CUptiResult r) {
   const char* s = nullptr;
@@ -59,24 +71,31 @@ std::string name_of(const char* p) {
     if (c < 0x20 || c > 0x7e) return g_failed = true, std::string("?");
   return n;
 }
-void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t valid) {
+void add(unsigned long long start, unsigned long long end, unsigned stream, unsigned graph, std::string name) {
+  if (end < start) {  // CUPTI reports an end of 0 when it could not time a record
+    g_failed = true;
+    return;
+  }
+  recs().push_back({start, end, stream, graph, std::move(name)});
+}
+void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buf, size_t, size_t valid) {
   std::lock_guard<std::mutex> lock(mu());
   CUpti_Activity* r = nullptr;
   while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
     // The record types of this toolkit's CUPTI (cupti_activity.h), which the driver fills in.
     if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
-      recs().push_back({k->start, k->end, k->streamId, k->graphId, name_of(k->name)});
+      add(k->start, k->end, k->streamId, k->graphId, name_of(k->name));
     } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
-      recs().push_back({m->start, m->end, m->streamId, m->graphId, "[memset]"});
+      add(m->start, m->end, m->streamId, m->graphId, "[memset]");
     } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
-      recs().push_back({m->start, m->end, m->streamId, m->graphId, "[memcpy]"});
+      add(m->start, m->end, m->streamId, m->graphId, "[memcpy]");
     }
   }
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped)
+  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
     std::fprintf(stderr, "ktrace: %zu records dropped\n", dropped), g_failed = true;
   std::free(buf);
 }
@@ -109,15 +128,25 @@ void write_out() {
     std::fprintf(f, "%llu,%llu,%u,%u,%s\n", x.start, x.end - x.start, x.stream, x.graph, n.c_str());
   }
   // The last line says whether every record arrived: the reader refuses a trace without it.
-  std::fprintf(f, "# ktrace %s %zu records\n", g_failed ? "incomplete" : "complete", recs().size());
+  std::fprintf(f, "# ktrace %s %zu records\n", g_failed.load() ? "incomplete" : "complete", recs().size());
   std::fclose(f);
 }
 }  // namespace
 
 // The driver calls this once, when the program initialises CUDA.
 extern "C" int InitializeInjection() {
-  CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-  if (r != CUPTI_SUCCESS) return report("cuptiActivityRegisterCallbacks", r), 0;
+  recs(), mu();  // built before the exit handler is registered (see recs)
+  std::atexit(write_out);
+  uint32_t version = 0;
+  CUptiResult r = cuptiGetVersion(&version);
+  if (r != CUPTI_SUCCESS || version / 100 != CUPTI_API_VERSION / 100) {
+    std::fprintf(stderr, "ktrace: CUPTI's API version here is %u, the tracer was built for %d: not tracing\n",
+                 unsigned(version), CUPTI_API_VERSION);
+    g_failed = true;
+    return 1;
+  }
+  r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+  if (r != CUPTI_SUCCESS) return report("cuptiActivityRegisterCallbacks", r), 1;
   for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMSET,
                                CUPTI_ACTIVITY_KIND_MEMCPY})
     if ((r = cuptiActivityEnable(k)) != CUPTI_SUCCESS) report("cuptiActivityEnable", r);
@@ -128,6 +157,5 @@ extern "C" int InitializeInjection() {
     report("cuptiSubscribe", r);
   // Buffers handed over every 100 ms as well, so that little is left for the last flush.
   if ((r = cuptiActivityFlushPeriod(100)) != CUPTI_SUCCESS) report("cuptiActivityFlushPeriod", r);
-  std::atexit(write_out);
   return 1;
 }

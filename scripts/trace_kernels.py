@@ -85,7 +85,10 @@ def read_trace(path):
             continue
         if len(row) < 5:
             raise InputError(f"{path}: a line with {len(row)} fields")
-        recs.append((int(row[0]), int(row[1]), int(row[2]), int(row[3]), ",".join(row[4:])))
+        try:
+            recs.append((int(row[0]), int(row[1]), int(row[2]), int(row[3]), ",".join(row[4:])))
+        except ValueError:
+            raise InputError(f"{path}: a line whose first four fields are not integers: {','.join(row)[:80]!r}")
     recs.sort()
     return recs, complete
 
@@ -155,6 +158,7 @@ def summarize(recs, marker, window, lesson, names=None):
     periods = [(b[0] - a[0]) / 1e3 for a, b in zip(marks, marks[1:])]
     busy = union_ns((r[0], r[0] + r[1]) for r in win) / 1e3 / window
     period = statistics.median(periods)
+    mean_period = (t1 - t0) / 1e3 / window
     per = collections.defaultdict(lambda: [0, 0])  # (role, stream, short name) -> [ns, calls]
     for r in win:
         role = "main" if r[2] == main else "side"
@@ -168,7 +172,10 @@ def summarize(recs, marker, window, lesson, names=None):
     for sid in sorted({k["stream_id"] for k in kernels}, key=lambda s: (s != main, s)):
         ks = [k for k in kernels if k["stream_id"] == sid]
         streams.append(dict(role="main" if sid == main else "side", id=sid, kernel_us_per_step=sum(k["us_per_step"] for k in ks),
-                            kernels_per_step=sum(k["calls_per_step"] for k in ks)))
+                            kernels_per_step=sum(k["calls_per_step"] for k in ks),
+                            # its kernels' union: less than their sum where they overlap on one stream (a
+                            # programmatic dependent launch starts before the kernel it follows has ended)
+                            busy_us_per_step=union_ns((r[0], r[0] + r[1]) for r in win if r[2] == sid) / 1e3 / window))
     cats = collections.OrderedDict()
     for cat, _ in CATEGORIES.get(lesson, [("all kernels", r".")]):
         for role in ("main", "side"):
@@ -176,9 +183,10 @@ def summarize(recs, marker, window, lesson, names=None):
             if ks:
                 cats[(role, cat)] = dict(stream=role, name=cat, us_per_step=sum(k["us_per_step"] for k in ks),
                                          calls_per_step=sum(k["calls_per_step"] for k in ks))
-    return dict(steps=window, period_us=period, period_min_us=min(periods), period_max_us=max(periods), busy_us=busy,
-                idle_us=period - busy, main_stream=main, streams=streams, categories=list(cats.values()),
-                kernels=kernels, markers_seen=len(marks))
+    return dict(steps=window, period_us=period, period_mean_us=mean_period, period_min_us=min(periods),
+                period_max_us=max(periods), busy_us=busy, idle_us=mean_period - busy, main_stream=main, streams=streams,
+                categories=list(cats.values()), kernels=kernels, markers_seen=len(marks),
+                marker_streams=sorted({m[2] for m in marks}))
 
 
 # ---- the program's environment (its first line: common/env.cuh) --------------------------------------------
@@ -216,13 +224,18 @@ def add_check(checks, name, passed, **extra):
 
 
 # ---- the run ------------------------------------------------------------------------------------------
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message):  # argparse prints its usage first: one line instead, exit 2
+        fail_input(message)
+
+
 def parse_args(argv):
     if "--" in argv:
         i = argv.index("--")
         own, cmd = argv[:i], argv[i + 1:]
     else:
         own, cmd = argv, []
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    ap = OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
     ap.add_argument("--marker", default="adamw", help="a kernel that runs once per step (regular expression)")
     ap.add_argument("--window", type=int, default=60, help="steps summarised, the last ones of the run")
     ap.add_argument("--json", default="", help="the results file ({gpu}: the GPU's slug)")
@@ -238,6 +251,8 @@ def check_inputs(a):
     """Every input judged before the program runs (exit 2 with one line)."""
     if a.window < 2 or a.window > 100000:
         fail_input(f"--window {a.window}: give 2 to 100000 steps")
+    if not a.marker:
+        fail_input("--marker '': give a kernel that runs once per step")
     try:
         re.compile(a.marker)
     except re.error as e:
@@ -262,6 +277,8 @@ def check_inputs(a):
     a.cmd[0] = os.path.abspath(a.cmd[0])  # it runs from its lesson's folder (the parent of its build/)
     if not os.path.isfile(LIB):
         fail_input(f"{LIB}: not built (make builds it where CUDA's CUPTI is installed)")
+    if a.json and (a.json.endswith("/") or os.path.isdir(a.json) or not os.path.basename(a.json)):
+        fail_input(f"--json {a.json}: give a file's path, not a folder's")
     if a.json:  # the results folder made and written to now, so that a bad path stops before the GPU works
         # where {gpu} is in the path, the folder above it (the GPU's own folder is made once its name is known)
         d = os.path.dirname(os.path.abspath(a.json.split("{gpu}")[0] + "x"))
@@ -296,20 +313,29 @@ def main(argv):
                 print(f"SKIP: {PROG}: the program skipped ({(p.stdout.strip().splitlines() or ['?'])[-1]})")
                 return 77
             env = env or env_from(p.stdout)
+            add_check(checks, f"{name}: the program printed its environment line (GPU, versions, code)", env is not None)
             add_check(checks, f"{name}: the program passed (exit 0)", p.returncode == 0, exit=p.returncode,
                       tail=(p.stdout + p.stderr).strip().splitlines()[-3:])
             if not os.path.isfile(out):
                 add_check(checks, f"{name}: the tracer wrote its file", False)
                 continue
-            recs, complete = read_trace(out)
+            try:
+                recs, complete = read_trace(out)
+            except InputError as e:
+                add_check(checks, f"{name}: the tracer's file reads", False, error=str(e))
+                continue
             add_check(checks, f"{name}: the tracer recorded every kernel (no record dropped)", complete, records=len(recs))
             try:
                 s = summarize(recs, a.marker, a.window, a.lesson)
             except InputError as e:
                 add_check(checks, f"{name}: {a.window} steps found", False, error=str(e))
                 continue
-            add_check(checks, f"{name}: {a.window} steps found, one marker each on one stream",
-                      s["markers_seen"] == a.window + 1)
+            add_check(checks, f"{name}: the marker kernel ran on one stream", len(s["marker_streams"]) == 1,
+                      streams=s["marker_streams"])
+            # once per step: two markers a step would show as periods alternating short and long
+            add_check(checks, f"{name}: the steps' periods agree (each within 0.5x-2x of their median)",
+                      s["period_min_us"] >= 0.5 * s["period_us"] and s["period_max_us"] <= 2 * s["period_us"],
+                      min_us=s["period_min_us"], median_us=s["period_us"], max_us=s["period_max_us"])
             add_check(checks, f"{name}: busy time <= the step's period", s["busy_us"] <= s["period_us"] * 1.001 + 1,
                       busy_us=s["busy_us"], period_us=s["period_us"])
             runs.append(dict(name=name, args=extra, **s))
@@ -391,6 +417,24 @@ def self_test():
             fails.append("a window longer than the trace was accepted")
         except InputError:
             pass
+        expect("main stream busy", round(s["streams"][0]["busy_us_per_step"], 6), 50.0)
+        expect("marker streams", s["marker_streams"], [7])
+        # two markers a step (the second 15 us after the first): the periods alternate 15 and 85 us
+        twice = lines[:-1] + [f"{100000 + i * 100000 + 95000},1000,7,1,_ZN1k13adamw_clippedIfEEvPf,x" for i in range(4)]
+        open(path, "w").write("\n".join(twice) + "\n# ktrace complete\n")
+        r2, _ = read_trace(path)
+        s2 = summarize(r2, "adamw", 4, "day50_gpt", names)
+        expect("two markers a step: the spread shows", s2["period_min_us"] < 0.5 * s2["period_us"], True)
+        # the marker on two streams
+        other = [ln.replace(",7,1,_ZN1k13adamw", ",9,1,_ZN1k13adamw") if f"{200000 + 80000}," in ln else ln for ln in lines]
+        open(path, "w").write("\n".join(other) + "\n")
+        expect("marker on two streams", summarize(read_trace(path)[0], "adamw", 3, "day50_gpt", names)["marker_streams"], [7, 9])
+        open(path, "w").write("start_ns,duration_ns,stream,graph,name\nx,1,2,3,k\n")
+        try:
+            read_trace(path)
+            fails.append("a line with a non-integer field was read")
+        except InputError:
+            pass
         open(path, "w").write("\n".join(lines[:-1]) + "\n")
         expect("incomplete without the closing line", read_trace(path)[1], False)
         open(path, "w").write("nonsense\n")
@@ -411,7 +455,10 @@ def self_test():
     # bad input: each exits 2 before running anything
     for bad in (["--window", "1", "--", "/bin/true"], ["--marker", "(", "--", "/bin/true"], ["--lesson", "day99", "--", "/bin/true"],
                 ["--variant", "noequals", "--", "/bin/true"], ["--variant", "a=", "--variant", "a=x", "--", "/bin/true"],
-                [], ["--", "/no/such/program"], ["--json", "/proc/no-such-dir/x.json", "--", "/bin/true"]):
+                [], ["--", "/no/such/program"], ["--json", "/proc/no-such-dir/x.json", "--", "/bin/true"],
+                ["--marker", "", "--", "/bin/true"], ["--json", tempfile.gettempdir(), "--", "/bin/true"],
+                ["--json", "results/{gpu}/", "--", "/bin/true"], ["--window", "x", "--", "/bin/true"],
+                ["--bogus", "--", "/bin/true"]):
         r = subprocess.run([sys.executable, os.path.abspath(__file__)] + bad, capture_output=True, text=True, timeout=60)
         lines = r.stderr.strip().splitlines()
         if r.returncode != 2 or len(lines) != 1:

@@ -13,6 +13,10 @@ def _stream(run, role):
     return sum(s.get("kernel_us_per_step", 0) for s in run.get("streams", []) if s.get("role") == role)
 
 
+def _busy(run, role):
+    return sum(s.get("busy_us_per_step", 0) for s in run.get("streams", []) if s.get("role") == role)
+
+
 def _launches(run, role):
     return sum(s.get("kernels_per_step", 0) for s in run.get("streams", []) if s.get("role") == role)
 
@@ -23,13 +27,17 @@ def day50_trace_block(data):
     out = [f"The bf16 training step as the GPU ran it: the last {c.get('window', '?')} steps of a training run, marker kernel "
            f"`{cell(c.get('marker', '?'))}` (once per step). A kernel's time is what it took beside whatever ran with it. "
            "\"main\" is the stream the step's chain runs on, \"side\" the weight gradients' stream.", "",
-           "| run | step µs (median, min–max) | busy µs | idle µs | main stream: kernels µs, launches | side stream: kernels µs, launches |",
+           "\"kernels\" adds up a stream's kernel durations; \"busy\" is the time at least one of them ran (less where a kernel "
+           "starts before the one it follows has ended: a programmatic dependent launch).", "",
+           "| run | step µs (median, min–max) | busy µs (any stream) | idle µs | main stream: kernels µs, busy µs, launches | "
+           "side stream: kernels µs, busy µs, launches |",
            "|---|---:|---:|---:|---:|---:|"]
     for name, r in runs.items():
         side = _stream(r, "side")
         out.append(f"| {cell(name)} | {fmt(r.get('period_us'))} ({fmt(r.get('period_min_us'))}–{fmt(r.get('period_max_us'))}) | "
-                   f"{fmt(r.get('busy_us'))} | {fmt(r.get('idle_us'))} | {fmt(_stream(r, 'main'))}, {_launches(r, 'main'):.0f} | "
-                   + (f"{fmt(side)}, {_launches(r, 'side'):.0f} |" if side else "– |"))
+                   f"{fmt(r.get('busy_us'))} | {fmt(r.get('idle_us'))} | {fmt(_stream(r, 'main'))}, {fmt(_busy(r, 'main'))}, "
+                   f"{_launches(r, 'main'):.0f} | "
+                   + (f"{fmt(side)}, {fmt(_busy(r, 'side'))}, {_launches(r, 'side'):.0f} |" if side else "– |"))
     names = list(runs)
     cats = []
     for r in runs.values():
