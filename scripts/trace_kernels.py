@@ -16,6 +16,8 @@ AdamW); the last --window steps are summarised:
   per stream     the sum of its kernels' durations: the stream the marker runs on is "main", others "side";
   per kernel     its time per step, calls per step and mean duration, on its stream;
   per category   kernels grouped by what they do (a table per lesson, below).
+The stream is the one the GPU ran the kernel on: for a CUDA graph, one its executor picked, which need not
+be the stream the kernel was captured on (with more than two branches it may spread one chain over several).
 A kernel's duration here is what it took beside whatever ran with it: two streams share the SMs and the
 memory, so the same kernel can take longer in the step than alone (the notes compare with the variant
 that runs everything on one stream).
