@@ -11,6 +11,8 @@
 #   make fuzz       the long fuzz run: FUZZ_CASES (default 100000) hostile inputs per kind, log in build/fuzz.log
 #   make trace      day50's training step traced kernel by kernel inside its CUDA graph (GPU machine):
 #                   results/<gpu>/day50_gpt-trace.json (scripts/trace_kernels.py, scripts/ktrace.cpp)
+#   make trace-peer the same for day50's PyTorch peer (torch_peer.py, needs torch): its compiled steps,
+#                   results/<gpu>/day50_gpt-trace_torch.json
 #   make dayNN_x    build one lesson (same as make -C dayNN_x)
 #   make clean
 # Options: ARCH=sm_90, CUDA_HOME=..., CUDNN_HOME=... (see common/toolchain.mk)
@@ -25,7 +27,7 @@ endif
 
 LESSONS := $(patsubst %/Makefile,%,$(sort $(wildcard day*/Makefile)))
 
-.PHONY: all run test bench plots check-notes sanitize clean $(LESSONS) common-tests test-asan fuzz tools trace
+.PHONY: all run test bench plots check-notes sanitize clean $(LESSONS) common-tests test-asan fuzz tools trace trace-peer
 
 all: $(LESSONS) common-tests tools
 
@@ -111,3 +113,13 @@ fuzz:
 clean:
 	@for d in $(LESSONS) common/tests; do $(MAKE) --no-print-directory -C $$d clean; done
 	rm -rf build
+
+# The PyTorch peer's training step (day50_gpt/torch_peer.py, PyTorch only, one round) traced the same way, for
+# its two CUDA-graph variants; the marker is the loss's forward, once a step inside the forward's graph.
+# (torch_peer.py always runs eager first: its losses are the others' reference.)
+trace-peer: tools
+	python3 scripts/trace_kernels.py --lesson day50_gpt-torch --marker nll_loss_forward --window 60 \
+	  --json "results/{gpu}/day50_gpt-trace_torch.json" --keep-trace build/trace-peer \
+	  --variant "reduce-overhead=--train-variants eager,reduce-overhead" \
+	  --variant "max-autotune=--train-variants eager,max-autotune" \
+	  -- python3 day50_gpt/torch_peer.py --skip-ours --gen-variants "" --rounds 1

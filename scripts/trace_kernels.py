@@ -30,6 +30,7 @@ import argparse
 import collections
 import csv
 import datetime
+import gzip
 import json
 import os
 import re
@@ -57,6 +58,16 @@ CATEGORIES = {
         ("AdamW, gradient norm", r"adamw|sum_squares|block_sum"),
         ("embedding, loss", r"embed|softmax_xent|gather_batch|onehot"),
         ("other (transposes, memsets, copies)", r"."),
+    ],
+    # day50's PyTorch peer (torch_peer.py): Inductor's Triton kernels, cuBLAS, PyTorch's attention and fused AdamW
+    "day50_gpt-torch": [
+        ("attention backward", r"flash_bwd|bwd_kernel|bprop|attention_backward|dq_dk_dv|dot_do_o|convert_dq"),
+        ("attention forward", r"flash_fwd|fprop|fmha|sdpa|attention"),
+        ("matmuls: Triton templates (max-autotune)", r"triton_tem_"),
+        ("matmuls: cuBLAS / cuBLASLt / CUTLASS", r"nvjet|xmma|gemm|cutlass|splitKreduce|cublas"),
+        ("Triton fused kernels (LayerNorm, GELU, dropout, loss, casts)", r"triton_"),
+        ("fused AdamW, gradient clipping", r"multi_tensor|adam|lpnorm|norm_kernel|foreach"),
+        ("other (copies, memsets, PyTorch's own kernels)", r"."),
     ],
 }
 
@@ -221,6 +232,33 @@ def env_from(stdout):
     return None
 
 
+def env_repo():
+    """The environment where the program prints no line of common/env.cuh's (a Python peer): the GPU from
+    nvidia-smi, the code from the repository (git, or .repo-commit on a machine the tree was copied to)."""
+    env = dict(source="nvidia-smi and the repository (the program printed no environment line)",
+               date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=60).stdout.strip().splitlines()
+        if out:
+            name, driver = [x.strip() for x in out[0].split(",")[:2]]
+            env.update(gpu=name, gpu_slug=slug(name), driver=driver)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
+    try:
+        r = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+        if r.returncode == 0:
+            d = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=30)
+            env.update(commit=r.stdout.strip(), dirty=bool(d.stdout.strip()))
+        else:
+            commit, dirty = open(os.path.join(ROOT, ".repo-commit")).read().split()[:2]
+            env.update(commit=commit, dirty=dirty != "0")
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
+    return env if "gpu_slug" in env else None
+
+
 def add_check(checks, name, passed, **extra):
     checks.append(dict(name=name, passed=bool(passed), **extra))
 
@@ -243,6 +281,10 @@ def parse_args(argv):
     ap.add_argument("--json", default="", help="the results file ({gpu}: the GPU's slug)")
     ap.add_argument("--lesson", default="day50_gpt", help="the lesson (its kernel categories, and the results file's)")
     ap.add_argument("--variant", action="append", default=[], help="'NAME=EXTRA ARGS': one run each (default: one run)")
+    ap.add_argument("--cwd", default="", help="where the program runs (default: its lesson's folder for a program "
+                    "in a lesson's build/, else here)")
+    ap.add_argument("--keep-trace", default="", help="keep each run's raw trace here (NAME.csv.gz, NAME.json)")
+    ap.add_argument("--from-trace", default="", help="summarise the traces --keep-trace kept here; run nothing")
     ap.add_argument("--self-test", action="store_true", help="test the host-only parts and exit")
     a = ap.parse_args(own)
     a.cmd = cmd
@@ -272,13 +314,31 @@ def check_inputs(a):
             fail_input(f"--variant {v!r}: {e}")
     if len({n for n, _ in variants}) != len(variants):
         fail_input("--variant: two variants with one name")
-    if not a.cmd:
-        fail_input("no program: give it after --")
-    if not (os.path.isfile(a.cmd[0]) and os.access(a.cmd[0], os.X_OK)):
-        fail_input(f"{a.cmd[0]}: not an executable file (build it first: make)")
-    a.cmd[0] = os.path.abspath(a.cmd[0])  # it runs from its lesson's folder (the parent of its build/)
-    if not os.path.isfile(LIB):
-        fail_input(f"{LIB}: not built (make builds it where CUDA's CUPTI is installed)")
+    if a.from_trace:
+        if not os.path.isdir(a.from_trace):
+            fail_input(f"--from-trace {a.from_trace}: not a folder")
+        for n, _ in variants:
+            if not os.path.isfile(trace_path(a.from_trace, n, ".csv.gz")):
+                fail_input(f"--from-trace: no trace of the run '{n}' ({trace_path(a.from_trace, n, '.csv.gz')})")
+    else:
+        if not a.cmd:
+            fail_input("no program: give it after --")
+        exe = a.cmd[0] if os.sep in a.cmd[0] else shutil.which(a.cmd[0]) or a.cmd[0]
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            fail_input(f"{a.cmd[0]}: not an executable file (build it first: make)")
+        a.cmd[0] = os.path.abspath(exe)
+        if not os.path.isfile(LIB):
+            fail_input(f"{LIB}: not built (make builds it where CUDA's CUPTI is installed)")
+        if a.cwd and not os.path.isdir(a.cwd):
+            fail_input(f"--cwd {a.cwd}: not a folder")
+        # a lesson's program runs from its lesson's folder (the parent of its build/), as `make` runs it
+        build = os.path.dirname(a.cmd[0])
+        a.cwd = a.cwd or (os.path.dirname(build) if os.path.basename(build) == "build" else os.getcwd())
+        if a.keep_trace:
+            try:
+                os.makedirs(a.keep_trace, exist_ok=True)
+            except OSError as e:
+                fail_input(f"--keep-trace {a.keep_trace}: {e.strerror or e}")
     if a.json and (a.json.endswith("/") or os.path.isdir(a.json) or not os.path.basename(a.json)):
         fail_input(f"--json {a.json}: give a file's path, not a folder's")
     if a.json:  # the results folder made and written to now, so that a bad path stops before the GPU works
@@ -293,13 +353,35 @@ def check_inputs(a):
     return variants
 
 
+def trace_path(folder, name, ext):
+    return os.path.join(folder, re.sub(r"[^A-Za-z0-9]+", "_", name) + ext)
+
+
 def run_variant(a, name, extra, tmp):
-    out = os.path.join(tmp, re.sub(r"[^A-Za-z0-9]+", "_", name) + ".csv")
+    """Runs the program under the tracer: (exit code, its output, the trace's path, the environment)."""
+    out = trace_path(tmp, name, ".csv")
     env = dict(os.environ, CUDA_INJECTION64_PATH=LIB, KTRACE_OUT=out)
     cmd = a.cmd + extra
     print(f"== {name}: {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(a.cmd[0])))
-    return p, out
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=a.cwd)
+    text = p.stdout + p.stderr
+    e = env_from(p.stdout) or (env_repo() if p.returncode != 77 else None)
+    if a.keep_trace and os.path.isfile(out):
+        with open(out, "rb") as f, gzip.open(trace_path(a.keep_trace, name, ".csv.gz"), "wb") as g:
+            shutil.copyfileobj(f, g)
+        with open(trace_path(a.keep_trace, name, ".json"), "w") as f:
+            json.dump(dict(name=name, command=cmd, exit=p.returncode, env=e, tail=text.strip().splitlines()[-20:]), f, indent=1)
+    return p.returncode, text, out, e
+
+
+def kept_variant(a, name, tmp):
+    """A run --keep-trace kept: the same as run_variant's answer, read back."""
+    with open(trace_path(a.from_trace, name, ".json")) as f:
+        meta = json.load(f)
+    out = trace_path(tmp, name, ".csv")
+    with gzip.open(trace_path(a.from_trace, name, ".csv.gz"), "rb") as g, open(out, "wb") as f:
+        shutil.copyfileobj(g, f)
+    return meta.get("exit", 1), "\n".join(meta.get("tail", [])), out, meta.get("env")
 
 
 def main(argv):
@@ -310,14 +392,18 @@ def main(argv):
     checks, runs, env = [], [], None
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in variants:
-            p, out = run_variant(a, name, extra, tmp)
-            if p.returncode == 77:
-                print(f"SKIP: {PROG}: the program skipped ({(p.stdout.strip().splitlines() or ['?'])[-1]})")
+            try:
+                code, text, out, e = kept_variant(a, name, tmp) if a.from_trace else run_variant(a, name, extra, tmp)
+            except (OSError, ValueError) as err:  # a kept run that cannot be read back
+                fail_input(f"--from-trace: the run '{name}': {err}")
+            if code == 77:
+                print(f"SKIP: {PROG}: the program skipped ({(text.strip().splitlines() or ['?'])[-1]})")
                 return 77
-            env = env or env_from(p.stdout)
-            add_check(checks, f"{name}: the program printed its environment line (GPU, versions, code)", env is not None)
-            add_check(checks, f"{name}: the program passed (exit 0)", p.returncode == 0, exit=p.returncode,
-                      tail=(p.stdout + p.stderr).strip().splitlines()[-3:])
+            env = env or e
+            add_check(checks, f"{name}: the environment was recorded (GPU, versions, code)", e is not None,
+                      source=(e or {}).get("source", "the program's first line"))
+            add_check(checks, f"{name}: the program passed (exit 0)", code == 0, exit=code,
+                      tail=text.strip().splitlines()[-3:])
             if not os.path.isfile(out):
                 add_check(checks, f"{name}: the tracer wrote its file", False)
                 continue
@@ -355,8 +441,8 @@ def main(argv):
         for k in r["kernels"]:
             bench.append(dict(name=f"{r['name']}: {k['stream']} kernel: {k['name']}", us_per_step=k["us_per_step"],
                               calls_per_step=k["calls_per_step"], us_per_call=k["us_per_call"]))
-    res = dict(lesson=a.lesson, program="scripts/trace_kernels.py", mode="trace", env=env or {},
-               config=dict(command=a.cmd, marker=a.marker, window=a.window, variants=[dict(name=n, args=e) for n, e in variants]),
+    res = dict(lesson=a.lesson.split("-")[0], program="scripts/trace_kernels.py", mode="trace", env=env or {},
+               config=dict(command=a.cmd, from_trace=bool(a.from_trace), marker=a.marker, window=a.window, variants=[dict(name=n, args=e) for n, e in variants]),
                runs=runs, bench=bench, checks=checks, passed=passed)
     for r in runs:
         print(f"\n{r['name']}: step {r['period_us']:.1f} us (median of {r['steps']}), busy {r['busy_us']:.1f} us, idle {r['idle_us']:.1f} us")
@@ -441,6 +527,32 @@ def self_test():
                 fails.append(f"{what} was read")
             except InputError:
                 pass
+    # --keep-trace's files read back (--from-trace): the run's summary and its results file, no program run
+    with tempfile.TemporaryDirectory() as tmp:
+        kept = os.path.join(tmp, "kept")
+        os.makedirs(kept)
+        rows = ["start_ns,duration_ns,stream,graph,name"]
+        for i in range(5):
+            t = i * 100000
+            rows += [f"{t},40000,7,1,k_ln", f"{t + 50000},10000,7,1,k_adamw"]
+        with gzip.open(trace_path(kept, "default", ".csv.gz"), "wt") as f:
+            f.write("\n".join(rows) + "\n# ktrace complete 10 records\n")
+        e = dict(gpu="Test GPU", gpu_slug="test-gpu", commit="abc", dirty=False, date="2026-01-01T00:00:00Z")
+        with open(trace_path(kept, "default", ".json"), "w") as f:
+            json.dump(dict(name="default", command=["x"], exit=0, env=e, tail=["RESULT: PASS"]), f)
+        out = os.path.join(tmp, "r", "{gpu}", "t.json")
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--from-trace", kept, "--window", "3", "--json", out],
+                           capture_output=True, text=True, timeout=60)
+        expect("from-trace exit", r.returncode, 0)
+        try:
+            d = json.load(open(out.replace("{gpu}", "test-gpu")))
+            expect("from-trace period", d["runs"][0]["period_us"], 100.0)
+            expect("from-trace env", d["env"]["gpu_slug"], "test-gpu")
+        except (OSError, ValueError, KeyError, IndexError) as err:
+            fails.append(f"from-trace results file: {err}")
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--from-trace", kept, "--variant", "other="],
+                           capture_output=True, text=True, timeout=60)
+        expect("from-trace without that run's trace: exit 2", r.returncode, 2)
     expect("short name", short_name("void sm90::(anonymous namespace)::gemm_kernel<1, 6, false>(int, int, CUtensorMap_st)"),
            "sm90::gemm_kernel<1, 6, false>")
     expect("short name, template parens", short_name("void f<(int)3>(int)"), "f<(int)3>")
