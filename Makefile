@@ -12,7 +12,7 @@
 #   make trace      day50's training step traced kernel by kernel inside its CUDA graph (GPU machine):
 #                   results/<gpu>/day50_gpt-trace.json (scripts/trace_kernels.py, scripts/ktrace.cpp)
 #   make trace-peer the same for day50's PyTorch peer (torch_peer.py, needs torch): its compiled steps,
-#                   results/<gpu>/day50_gpt-trace_torch.json
+#                   results/<gpu>/day50_gpt-trace_torch_{reduce_overhead,max_autotune}.json
 #   make dayNN_x    build one lesson (same as make -C dayNN_x)
 #   make clean
 # Options: ARCH=sm_90, CUDA_HOME=..., CUDNN_HOME=... (see common/toolchain.mk)
@@ -115,11 +115,16 @@ clean:
 	rm -rf build
 
 # The PyTorch peer's training step (day50_gpt/torch_peer.py, PyTorch only, one round) traced the same way, for
-# its two CUDA-graph variants; the marker is the loss's forward, once a step inside the forward's graph.
-# (torch_peer.py always runs eager first: its losses are the others' reference.)
+# its two CUDA-graph variants, one results file each. The marker is the loss's forward, once a step inside the
+# forward's graph (Inductor names its kernels after the operations they fuse; backward kernels name
+# nll_loss_forward too, so the forward's reduction is named in full). torch_peer.py always runs eager first:
+# its losses are the others' reference. A cold max-autotune compile takes minutes.
+TRACE_PEER := python3 scripts/trace_kernels.py --lesson day50_gpt-torch --window 60 \
+	  --marker "^triton_red_fused__log_softmax__to_copy_nll_loss_forward"
 trace-peer: tools
-	python3 scripts/trace_kernels.py --lesson day50_gpt-torch --marker nll_loss_forward --window 60 \
-	  --json "results/{gpu}/day50_gpt-trace_torch.json" --keep-trace build/trace-peer \
+	$(TRACE_PEER) --json "results/{gpu}/day50_gpt-trace_torch_reduce_overhead.json" \
 	  --variant "reduce-overhead=--train-variants eager,reduce-overhead" \
+	  -- python3 day50_gpt/torch_peer.py --skip-ours --gen-variants "" --rounds 1
+	$(TRACE_PEER) --json "results/{gpu}/day50_gpt-trace_torch_max_autotune.json" \
 	  --variant "max-autotune=--train-variants eager,max-autotune" \
 	  -- python3 day50_gpt/torch_peer.py --skip-ours --gen-variants "" --rounds 1

@@ -245,17 +245,18 @@ def env_repo():
             env.update(gpu=name, gpu_slug=slug(name), driver=driver)
     except (OSError, subprocess.SubprocessError, ValueError):
         pass
-    try:
-        r = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
-        if r.returncode == 0:
+    try:  # .repo-commit first, as the build's stamp reads it: a tree copied to a GPU machine may carry an old .git
+        commit, dirty = open(os.path.join(ROOT, ".repo-commit")).read().split()[:2]
+        env.update(commit=commit, dirty=dirty != "0")
+    except (OSError, ValueError):
+        try:
+            r = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
             d = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
                                text=True, timeout=30)
-            env.update(commit=r.stdout.strip(), dirty=bool(d.stdout.strip()))
-        else:
-            commit, dirty = open(os.path.join(ROOT, ".repo-commit")).read().split()[:2]
-            env.update(commit=commit, dirty=dirty != "0")
-    except (OSError, subprocess.SubprocessError, ValueError):
-        pass
+            if r.returncode == 0 and d.returncode == 0:
+                env.update(commit=r.stdout.strip(), dirty=bool(d.stdout.strip()))
+        except (OSError, subprocess.SubprocessError):
+            pass
     return env if "gpu_slug" in env else None
 
 

@@ -21,12 +21,13 @@ def _launches(run, role):
     return sum(s.get("kernels_per_step", 0) for s in run.get("streams", []) if s.get("role") == role)
 
 
-def day50_trace_block(data):
+def day50_trace_block(data, who="The bf16 training step"):
     runs = _runs(data)
     c = data.get("config", {})
-    out = [f"The bf16 training step as the GPU ran it: the last {c.get('window', '?')} steps of a training run, marker kernel "
-           f"`{cell(c.get('marker', '?'))}` (once per step). A kernel's time is what it took beside whatever ran with it. "
-           "\"main\" is the stream the step's chain runs on, \"side\" the weight gradients' stream.", "",
+    two = any(_stream(r, "side") for r in runs.values())
+    out = [f"{who} as the GPU ran it: the last {c.get('window', '?')} steps of a training run, marker kernel "
+           f"`{cell(c.get('marker', '?'))}` (once per step). A kernel's time is what it took beside whatever ran with it."
+           + (" \"main\" is the stream the step's chain runs on, \"side\" the weight gradients' stream." if two else ""), "",
            "\"kernels\" adds up a stream's kernel durations; \"busy\" is the time at least one of them ran (less where a kernel "
            "starts before the one it follows has ended: a programmatic dependent launch).", "",
            "| run | step µs (median, min–max) | busy µs (any stream) | idle µs | main stream: kernels µs, busy µs, launches | "
@@ -82,6 +83,12 @@ def day50_trace_headline(data):
     return "; ".join(parts) if parts else "–"
 
 
+def day50_trace_torch_block(data):
+    return day50_trace_block(data, "PyTorch's bf16 training step (`torch_peer.py`, PyTorch's variants only, one round)")
+
+
 VIEWS = {
     "day50_gpt-trace": dict(block=day50_trace_block, plot=None, headline=day50_trace_headline),
+    "day50_gpt-trace_torch_reduce_overhead": dict(block=day50_trace_torch_block, plot=None, headline=day50_trace_headline),
+    "day50_gpt-trace_torch_max_autotune": dict(block=day50_trace_torch_block, plot=None, headline=day50_trace_headline),
 }
