@@ -31,6 +31,7 @@ import collections
 import csv
 import datetime
 import gzip
+import zlib
 import json
 import os
 import re
@@ -61,12 +62,19 @@ CATEGORIES = {
     ],
     # day50's PyTorch peer (torch_peer.py): Inductor's Triton kernels, cuBLAS, PyTorch's attention and fused AdamW
     "day50_gpt-torch": [
-        ("attention backward", r"flash_bwd|bwd_kernel|bprop|attention_backward|dq_dk_dv|dot_do_o|convert_dq"),
+        ("attention backward", r"flash_bwd|bwd_kernel|bprop|attention_backward|dq_dk_dv|dot_do_o|convert_dq|cutlassB"),
         ("attention forward", r"flash_fwd|fprop|fmha|sdpa|attention"),
+        # Inductor's kernels that gather dQ, dK, dV into one [B*T][3C] gradient and sum its columns (the qkv
+        # bias gradient): work our flash backward does inside its own kernel
+        ("attention backward's packing: dQ, dK, dV into one tensor, the qkv bias gradient (Triton)",
+         r"triton_\w*_fused_cat_(sum_)?transpose"),
         ("matmuls: Triton templates (max-autotune)", r"triton_tem_"),
         ("matmuls: cuBLAS / cuBLASLt / CUTLASS", r"nvjet|xmma|gemm|cutlass|splitKreduce|cublas"),
         ("Triton fused kernels (LayerNorm, GELU, dropout, loss, casts)", r"triton_"),
-        ("fused AdamW, gradient clipping", r"multi_tensor|adam|lpnorm|norm_kernel|foreach"),
+        # at::native's sum reductions, 26 a step here: the LayerNorms' weight and bias gradients (13 x 2)
+        ("column sums (PyTorch's reduce_kernel: parameter gradients)", r"reduce_kernel.*sum|ReduceOp<.*sum"),
+        ("LayerNorm (PyTorch's own kernels)", r"layer_norm"),
+        ("fused AdamW, gradient clipping", r"multi_tensor|adam|lpnorm|NormTwoOps|norm_two|foreach"),
         ("other (copies, memsets, PyTorch's own kernels)", r"."),
     ],
 }
@@ -156,6 +164,30 @@ def category_of(lesson, name):
     return "other"
 
 
+def categorize(kernels, lesson):
+    """Per stream role, each category's kernels added up (the lesson's table order)."""
+    cats = []
+    for cat, _ in CATEGORIES.get(lesson, [("all kernels", r".")]):
+        for role in ("main", "side"):
+            ks = [k for k in kernels if k["category"] == cat and k["stream"] == role]
+            if ks:
+                cats.append(dict(stream=role, name=cat, us_per_step=sum(k["us_per_step"] for k in ks),
+                                 calls_per_step=sum(k["calls_per_step"] for k in ks)))
+    return cats
+
+
+def recategorize(data, lesson):
+    """A results file's runs with their kernels sorted again by this script's table (the measured kernel
+    times are kept as they are)."""
+    for r in data.get("runs", []):
+        for k in r.get("kernels", []):
+            k["category"] = category_of(lesson, k["name"])
+        r["categories"] = categorize(r.get("kernels", []), lesson)
+    data["bench"] = bench_rows(data.get("runs", []))
+    data.setdefault("config", {})["recategorized_by"] = summariser()
+    return data
+
+
 def summarize(recs, marker, window, lesson, names=None):
     """The last `window` steps of a trace (marker kernel to marker kernel, graph launches only): a dict, or an
     InputError where the trace holds too few steps."""
@@ -189,16 +221,10 @@ def summarize(recs, marker, window, lesson, names=None):
                             # its kernels' union: less than their sum where they overlap on one stream (a
                             # programmatic dependent launch starts before the kernel it follows has ended)
                             busy_us_per_step=union_ns((r[0], r[0] + r[1]) for r in win if r[2] == sid) / 1e3 / window))
-    cats = collections.OrderedDict()
-    for cat, _ in CATEGORIES.get(lesson, [("all kernels", r".")]):
-        for role in ("main", "side"):
-            ks = [k for k in kernels if k["category"] == cat and k["stream"] == role]
-            if ks:
-                cats[(role, cat)] = dict(stream=role, name=cat, us_per_step=sum(k["us_per_step"] for k in ks),
-                                         calls_per_step=sum(k["calls_per_step"] for k in ks))
+    cats = categorize(kernels, lesson)
     return dict(steps=window, period_us=period, period_mean_us=mean_period, period_min_us=min(periods),
                 period_max_us=max(periods), busy_us=busy, idle_us=mean_period - busy, main_stream=main, streams=streams,
-                categories=list(cats.values()), kernels=kernels, markers_seen=len(marks),
+                categories=cats, kernels=kernels, markers_seen=len(marks),
                 marker_streams=sorted({m[2] for m in marks}))
 
 
@@ -245,19 +271,59 @@ def env_repo():
             env.update(gpu=name, gpu_slug=slug(name), driver=driver)
     except (OSError, subprocess.SubprocessError, ValueError):
         pass
-    try:  # .repo-commit first, as the build's stamp reads it: a tree copied to a GPU machine may carry an old .git
-        commit, dirty = open(os.path.join(ROOT, ".repo-commit")).read().split()[:2]
-        env.update(commit=commit, dirty=dirty != "0")
+    try:  # .repo-commit first, as the build reads it (common/toolchain.mk): a copy may carry a stale .git
+        commit, dirty = open(os.path.join(ROOT, ".repo-commit")).readline().split()[:2]
+        if not (re.fullmatch(r"[0-9a-f]{40,}", commit) and dirty in ("0", "1")):
+            raise ValueError(".repo-commit: not '<hash> <0|1>'")
+        env.update(commit=commit, dirty=dirty == "1")
     except (OSError, ValueError):
-        try:
-            r = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
-            d = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, timeout=30)
-            if r.returncode == 0 and d.returncode == 0:
-                env.update(commit=r.stdout.strip(), dirty=bool(d.stdout.strip()))
+        try:  # dirty as the build counts it: results files and notes do not make code dirty
+            r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "-q", "HEAD"], capture_output=True, text=True,
+                               timeout=30)
+            d = subprocess.run(["git", "-C", ROOT, "diff", "--quiet", "HEAD", "--", ".", ":(exclude)results",
+                                ":(exclude,glob)**/*.md"], capture_output=True, timeout=30)
+            if r.returncode == 0 and d.returncode in (0, 1):
+                env.update(commit=r.stdout.strip(), dirty=d.returncode == 1)
         except (OSError, subprocess.SubprocessError):
             pass
+    try:  # where PyTorch is installed, the versions a PyTorch program ran with
+        r = subprocess.run([sys.executable, "-c", "import json, torch; p = torch.cuda.get_device_properties(0); "
+                            "print(json.dumps(dict(torch=torch.__version__, cuda_runtime=torch.version.cuda, "
+                            "cudnn_loaded=torch.backends.cudnn.version(), sm_count=p.multi_processor_count)))"],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode == 0:
+            env.update(json.loads(r.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        pass
     return env if "gpu_slug" in env else None
+
+
+def bench_rows(runs):
+    """The runs as flat rows (what the notes' markers select by name)."""
+    bench = []
+    for r in runs:
+        bench.append(dict(name=f"{r['name']}: step", ms=r["period_us"] / 1e3, period_us=r["period_us"], busy_us=r["busy_us"],
+                          idle_us=r["idle_us"], steps=r["steps"]))
+        for st in r["streams"]:
+            bench.append(dict(name=f"{r['name']}: {st['role']} stream", us_per_step=st["kernel_us_per_step"],
+                              kernels_per_step=st["kernels_per_step"]))
+        for c in r["categories"]:
+            bench.append(dict(name=f"{r['name']}: {c['stream']}: {c['name']}", us_per_step=c["us_per_step"],
+                              calls_per_step=c["calls_per_step"]))
+        for k in r["kernels"]:
+            bench.append(dict(name=f"{r['name']}: {k['stream']} kernel: {k['name']}", us_per_step=k["us_per_step"],
+                              calls_per_step=k["calls_per_step"], us_per_call=k["us_per_call"]))
+    return bench
+
+
+def summariser():
+    """Where --from-trace summarised a kept trace: this script's commit (the summary's code)."""
+    try:
+        r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "-q", "HEAD"], capture_output=True, text=True,
+                           timeout=30)
+        return dict(script="scripts/trace_kernels.py", commit=r.stdout.strip() or None)
+    except (OSError, subprocess.SubprocessError):
+        return dict(script="scripts/trace_kernels.py", commit=None)
 
 
 def add_check(checks, name, passed, **extra):
@@ -286,6 +352,8 @@ def parse_args(argv):
                     "in a lesson's build/, else here)")
     ap.add_argument("--keep-trace", default="", help="keep each run's raw trace here (NAME.csv.gz, NAME.json)")
     ap.add_argument("--from-trace", default="", help="summarise the traces --keep-trace kept here; run nothing")
+    ap.add_argument("--recategorize", default="", help="a results file of this script: sort its kernels again by "
+                    "this script's categories (--lesson's) into --json; run nothing")
     ap.add_argument("--self-test", action="store_true", help="test the host-only parts and exit")
     a = ap.parse_args(own)
     a.cmd = cmd
@@ -313,9 +381,11 @@ def check_inputs(a):
             variants.append((name.strip(), shlex.split(extra)))
         except ValueError as e:
             fail_input(f"--variant {v!r}: {e}")
-    if len({n for n, _ in variants}) != len(variants):
-        fail_input("--variant: two variants with one name")
+    if len({re.sub(r"[^A-Za-z0-9]+", "_", n) for n, _ in variants}) != len(variants):
+        fail_input("--variant: two variants with one name (names differing only in punctuation or spaces count as one)")
     if a.from_trace:
+        if a.cmd or a.keep_trace or a.cwd:
+            fail_input("--from-trace runs nothing: give no program, --keep-trace or --cwd with it")
         if not os.path.isdir(a.from_trace):
             fail_input(f"--from-trace {a.from_trace}: not a folder")
         for n, _ in variants:
@@ -366,37 +436,66 @@ def run_variant(a, name, extra, tmp):
     print(f"== {name}: {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=a.cwd)
     text = p.stdout + p.stderr
-    e = env_from(p.stdout) or (env_repo() if p.returncode != 77 else None)
+    # a lesson's program prints its own line (common/env.cuh), which the check below asks for; another
+    # program (a Python peer) gets the environment from nvidia-smi, PyTorch and the repository
+    lesson_program = os.path.basename(os.path.dirname(a.cmd[0])) == "build"
+    e = env_from(p.stdout) or (env_repo() if p.returncode != 77 and not lesson_program else None)
     if a.keep_trace and os.path.isfile(out):
         with open(out, "rb") as f, gzip.open(trace_path(a.keep_trace, name, ".csv.gz"), "wb") as g:
             shutil.copyfileobj(f, g)
         with open(trace_path(a.keep_trace, name, ".json"), "w") as f:
             json.dump(dict(name=name, command=cmd, exit=p.returncode, env=e, tail=text.strip().splitlines()[-20:]), f, indent=1)
-    return p.returncode, text, out, e
+    return p.returncode, text, out, e, cmd
 
 
 def kept_variant(a, name, tmp):
-    """A run --keep-trace kept: the same as run_variant's answer, read back."""
-    with open(trace_path(a.from_trace, name, ".json")) as f:
-        meta = json.load(f)
-    out = trace_path(tmp, name, ".csv")
-    with gzip.open(trace_path(a.from_trace, name, ".csv.gz"), "rb") as g, open(out, "wb") as f:
-        shutil.copyfileobj(g, f)
-    return meta.get("exit", 1), "\n".join(meta.get("tail", [])), out, meta.get("env")
+    """A run --keep-trace kept: the same as run_variant's answer (and the command and arguments it ran),
+    read back. Unreadable files are bad input."""
+    try:
+        with open(trace_path(a.from_trace, name, ".json")) as f:
+            meta = json.load(f)
+        if not isinstance(meta, dict) or not isinstance(meta.get("env", {}), (dict, type(None))) \
+                or not isinstance(meta.get("command", []), list) or not isinstance(meta.get("exit", 1), int):
+            raise ValueError("its .json is not a kept run's record")
+        out = trace_path(tmp, name, ".csv")
+        with gzip.open(trace_path(a.from_trace, name, ".csv.gz"), "rb") as g, open(out, "wb") as f:
+            shutil.copyfileobj(g, f)
+    except (OSError, ValueError, EOFError, zlib.error) as err:
+        fail_input(f"--from-trace: the run '{name}': {err}")
+    return meta.get("exit", 1), "\n".join(str(x) for x in meta.get("tail", [])), out, meta.get("env"), meta.get("command", [])
+
+
+def recategorize_file(a):
+    if a.cmd or a.from_trace or a.keep_trace or a.cwd or a.variant:
+        fail_input("--recategorize runs nothing: give it with --lesson and --json only")
+    if a.lesson not in CATEGORIES or not a.json:
+        fail_input("--recategorize needs --lesson (one of " + ", ".join(sorted(CATEGORIES)) + ") and --json")
+    try:
+        with open(a.recategorize) as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or data.get("program") != "scripts/trace_kernels.py":
+            raise ValueError("not a results file of scripts/trace_kernels.py")
+    except (OSError, ValueError) as e:
+        fail_input(f"--recategorize {a.recategorize}: {e}")
+    data = recategorize(data, a.lesson)
+    with open(a.json, "w") as f:
+        json.dump(data, f, indent=1)
+    print(f"wrote {a.json}")
+    return 0 if data.get("passed") else 1
 
 
 def main(argv):
     a = parse_args(argv)
     if a.self_test:
         return self_test()
+    if a.recategorize:
+        return recategorize_file(a)
     variants = check_inputs(a)
-    checks, runs, env = [], [], None
+    checks, runs, env, commands = [], [], None, []
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in variants:
-            try:
-                code, text, out, e = kept_variant(a, name, tmp) if a.from_trace else run_variant(a, name, extra, tmp)
-            except (OSError, ValueError) as err:  # a kept run that cannot be read back
-                fail_input(f"--from-trace: the run '{name}': {err}")
+            code, text, out, e, ran = kept_variant(a, name, tmp) if a.from_trace else run_variant(a, name, extra, tmp)
+            commands.append(ran)
             if code == 77:
                 print(f"SKIP: {PROG}: the program skipped ({(text.strip().splitlines() or ['?'])[-1]})")
                 return 77
@@ -427,23 +526,12 @@ def main(argv):
                       min_us=s["period_min_us"], median_us=s["period_us"], max_us=s["period_max_us"])
             add_check(checks, f"{name}: busy time <= the step's period", s["busy_us"] <= s["period_us"] * 1.001 + 1,
                       busy_us=s["busy_us"], period_us=s["period_us"])
-            runs.append(dict(name=name, args=extra, **s))
+            runs.append(dict(name=name, args=extra, command=ran, **s))
     passed = bool(checks) and all(c["passed"] for c in checks)
-    bench = []
-    for r in runs:
-        bench.append(dict(name=f"{r['name']}: step", ms=r["period_us"] / 1e3, period_us=r["period_us"], busy_us=r["busy_us"],
-                          idle_us=r["idle_us"], steps=r["steps"]))
-        for st in r["streams"]:
-            bench.append(dict(name=f"{r['name']}: {st['role']} stream", us_per_step=st["kernel_us_per_step"],
-                              kernels_per_step=st["kernels_per_step"]))
-        for c in r["categories"]:
-            bench.append(dict(name=f"{r['name']}: {c['stream']}: {c['name']}", us_per_step=c["us_per_step"],
-                              calls_per_step=c["calls_per_step"]))
-        for k in r["kernels"]:
-            bench.append(dict(name=f"{r['name']}: {k['stream']} kernel: {k['name']}", us_per_step=k["us_per_step"],
-                              calls_per_step=k["calls_per_step"], us_per_call=k["us_per_call"]))
+    bench = bench_rows(runs)
     res = dict(lesson=a.lesson.split("-")[0], program="scripts/trace_kernels.py", mode="trace", env=env or {},
-               config=dict(command=a.cmd, from_trace=bool(a.from_trace), marker=a.marker, window=a.window, variants=[dict(name=n, args=e) for n, e in variants]),
+               config=dict(command=a.cmd or (commands[0] if commands else []), from_trace=bool(a.from_trace),
+                           summarised_by=summariser() if a.from_trace else None, marker=a.marker, window=a.window, variants=[dict(name=n, args=e) for n, e in variants]),
                runs=runs, bench=bench, checks=checks, passed=passed)
     for r in runs:
         print(f"\n{r['name']}: step {r['period_us']:.1f} us (median of {r['steps']}), busy {r['busy_us']:.1f} us, idle {r['idle_us']:.1f} us")
@@ -554,6 +642,26 @@ def self_test():
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--from-trace", kept, "--variant", "other="],
                            capture_output=True, text=True, timeout=60)
         expect("from-trace without that run's trace: exit 2", r.returncode, 2)
+        for bad in (["--from-trace", kept, "--", "/bin/true"], ["--from-trace", kept, "--keep-trace", tmp]):
+            r = subprocess.run([sys.executable, os.path.abspath(__file__)] + bad, capture_output=True, text=True, timeout=60)
+            expect(f"from-trace with {bad[2]}: exit 2", r.returncode, 2)
+        with open(trace_path(kept, "default", ".csv.gz"), "r+b") as f:  # damaged: cut short
+            f.truncate(20)
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--from-trace", kept], capture_output=True, text=True,
+                           timeout=60)
+        expect("from-trace of a damaged trace: exit 2, one line", (r.returncode, len(r.stderr.strip().splitlines())), (2, 1))
+        # --recategorize: the kept results file sorted again, its kernels' times untouched
+        back = os.path.join(tmp, "re.json")
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--recategorize", out.replace("{gpu}", "test-gpu"),
+                            "--lesson", "day50_gpt-torch", "--json", back], capture_output=True, text=True, timeout=60)
+        expect("recategorize exit", r.returncode, 0)
+        try:
+            d2 = json.load(open(back))
+            expect("recategorize: times kept", d2["runs"][0]["period_us"], 100.0)
+            expect("recategorize: by the new table", d2["runs"][0]["kernels"][0]["category"],
+                   category_of("day50_gpt-torch", d2["runs"][0]["kernels"][0]["name"]))
+        except (OSError, ValueError, KeyError, IndexError) as err:
+            fails.append(f"recategorize: {err}")
     expect("short name", short_name("void sm90::(anonymous namespace)::gemm_kernel<1, 6, false>(int, int, CUtensorMap_st)"),
            "sm90::gemm_kernel<1, 6, false>")
     expect("short name, template parens", short_name("void f<(int)3>(int)"), "f<(int)3>")
@@ -563,6 +671,16 @@ def self_test():
     expect("env", (e["gpu_slug"], e["sm_count"], e["commit"], e["dirty"]), ("nvidia-h200", 132, "zzzz00000000", True))
     expect("env absent", env_from("no such line"), None)
     expect("category fallback", category_of("day50_gpt", "k::transpose<bf16>"), "other (transposes, memsets, copies)")
+    for name, want in (("fmha_cutlassB_bf16_aligned_64x64_k64_sm80", "attention backward"),
+                       ("void at::native::vectorized_layer_norm_kernel<float, float>", "LayerNorm (PyTorch's own kernels)"),
+                       ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::NormTwoOps<float> > >",
+                        "fused AdamW, gradient clipping"),
+                       ("triton_red_fused_cat_sum_transpose_view_13", "attention backward's packing: dQ, dK, dV into one tensor, "
+                        "the qkv bias gradient (Triton)"),
+                       ("at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+                        "at::native::sum_functor<float, float, float>::operator()", "column sums (PyTorch's reduce_kernel: "
+                        "parameter gradients)")):
+        expect(f"category of {name[:40]}", category_of("day50_gpt-torch", name), want)
     # bad input: each exits 2 before running anything
     for bad in (["--window", "1", "--", "/bin/true"], ["--marker", "(", "--", "/bin/true"], ["--lesson", "day99", "--", "/bin/true"],
                 ["--variant", "noequals", "--", "/bin/true"], ["--variant", "a=", "--variant", "a=x", "--", "/bin/true"],
