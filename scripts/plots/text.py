@@ -41,6 +41,9 @@ def version_text(v):
 
 def env_line(data):
     e = data.get("env", {})
+    if e.get("source") and "sm_count" not in e:  # recorded from nvidia-smi only (scripts/trace_kernels.py): what it knows
+        return ", ".join([str(e.get("gpu", "?")), f"driver {e.get('driver', '?')}", str(e.get("date", "?"))[:10],
+                          f"environment from {e['source']}"])
     parts = [f"{e.get('gpu', '?')}, {e.get('sm_count', '?')} SMs, driver {e.get('driver', '?')}, CUDA {e.get('cuda_runtime', '?')}"]
     if "cublas" in e or "torch" not in e:  # a PyTorch-written file has no cuBLAS field: say PyTorch's version instead
         parts.append(f"cuBLAS {e.get('cublas', '?')}")
