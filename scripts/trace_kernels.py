@@ -183,8 +183,14 @@ def recategorize(data, lesson):
         for k in r.get("kernels", []):
             k["category"] = category_of(lesson, k["name"])
         r["categories"] = categorize(r.get("kernels", []), lesson)
+    for r in data.get("runs", []):
+        if "command" in r:
+            r["command"] = portable(r["command"])
+    cfg = data.setdefault("config", {})
+    if "command" in cfg:
+        cfg["command"] = portable(cfg["command"])
     data["bench"] = bench_rows(data.get("runs", []))
-    data.setdefault("config", {})["recategorized_by"] = summariser()
+    cfg["recategorized_by"] = summariser()
     return data
 
 
@@ -316,6 +322,19 @@ def bench_rows(runs):
     return bench
 
 
+def portable(cmd):
+    """A command as a results file records it: paths inside the repository relative to its root, programs
+    from elsewhere (an interpreter) by name, so that no file names one machine's folders."""
+    out = []
+    for c in cmd or []:
+        c = str(c)
+        if os.path.isabs(c):
+            rel = os.path.relpath(c, ROOT)
+            c = rel if not rel.startswith("..") else os.path.basename(c)
+        out.append(c)
+    return out
+
+
 def summariser():
     """Where --from-trace summarised a kept trace: this script's commit (the summary's code)."""
     try:
@@ -353,7 +372,8 @@ def parse_args(argv):
     ap.add_argument("--keep-trace", default="", help="keep each run's raw trace here (NAME.csv.gz, NAME.json)")
     ap.add_argument("--from-trace", default="", help="summarise the traces --keep-trace kept here; run nothing")
     ap.add_argument("--recategorize", default="", help="a results file of this script: sort its kernels again by "
-                    "this script's categories (--lesson's) into --json; run nothing")
+                    "this script's categories (--lesson's), its commands written repository-relative, into --json; "
+                    "run nothing (the measured times are kept)")
     ap.add_argument("--self-test", action="store_true", help="test the host-only parts and exit")
     a = ap.parse_args(own)
     a.cmd = cmd
@@ -444,7 +464,8 @@ def run_variant(a, name, extra, tmp):
         with open(out, "rb") as f, gzip.open(trace_path(a.keep_trace, name, ".csv.gz"), "wb") as g:
             shutil.copyfileobj(f, g)
         with open(trace_path(a.keep_trace, name, ".json"), "w") as f:
-            json.dump(dict(name=name, command=cmd, exit=p.returncode, env=e, tail=text.strip().splitlines()[-20:]), f, indent=1)
+            json.dump(dict(name=name, command=portable(cmd), exit=p.returncode, env=e, tail=text.strip().splitlines()[-20:]),
+                      f, indent=1)
     return p.returncode, text, out, e, cmd
 
 
@@ -526,11 +547,11 @@ def main(argv):
                       min_us=s["period_min_us"], median_us=s["period_us"], max_us=s["period_max_us"])
             add_check(checks, f"{name}: busy time <= the step's period", s["busy_us"] <= s["period_us"] * 1.001 + 1,
                       busy_us=s["busy_us"], period_us=s["period_us"])
-            runs.append(dict(name=name, args=extra, command=ran, **s))
+            runs.append(dict(name=name, args=extra, command=portable(ran), **s))
     passed = bool(checks) and all(c["passed"] for c in checks)
     bench = bench_rows(runs)
     res = dict(lesson=a.lesson.split("-")[0], program="scripts/trace_kernels.py", mode="trace", env=env or {},
-               config=dict(command=a.cmd or (commands[0] if commands else []), from_trace=bool(a.from_trace),
+               config=dict(command=portable(a.cmd or (commands[0] if commands else [])), from_trace=bool(a.from_trace),
                            summarised_by=summariser() if a.from_trace else None, marker=a.marker, window=a.window, variants=[dict(name=n, args=e) for n, e in variants]),
                runs=runs, bench=bench, checks=checks, passed=passed)
     for r in runs:
@@ -666,6 +687,8 @@ def self_test():
            "sm90::gemm_kernel<1, 6, false>")
     expect("short name, template parens", short_name("void f<(int)3>(int)"), "f<(int)3>")
     expect("union", union_ns([(0, 10), (5, 15), (20, 30)]), 25)
+    expect("portable command", portable([os.path.join(ROOT, "day50_gpt", "build", "gpt"), "/opt/x/bin/python3", "--steps"]),
+           [os.path.join("day50_gpt", "build", "gpt"), "python3", "--steps"])
     e = env_from("GPU NVIDIA H200 (cc 9.0, 132 SMs, SM clock max 1980 MHz) | driver 580.1 | CUDA 13.0 | cuBLAS 13.1.0 | "
                  "cuDNN 9.14.0 | code zzzz00000000 (dirty)\nmore")
     expect("env", (e["gpu_slug"], e["sm_count"], e["commit"], e["dirty"]), ("nvidia-h200", 132, "zzzz00000000", True))
