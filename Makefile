@@ -75,7 +75,7 @@ tools:
 endif
 
 # day50's default training step and the same step on one stream, 200 steps each, the last 60 summarised.
-trace: all
+trace: day50_gpt tools
 	python3 scripts/trace_kernels.py --lesson day50_gpt --marker adamw --window 60 \
 	  --json "results/{gpu}/day50_gpt-trace.json" \
 	  --variant "default=" --variant "one stream=--dw-stream off" \

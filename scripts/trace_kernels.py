@@ -31,7 +31,6 @@ import collections
 import csv
 import datetime
 import gzip
-import zlib
 import json
 import os
 import re
@@ -41,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import zlib
 
 PROG = "trace_kernels.py"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
