@@ -47,6 +47,7 @@ struct TrainOptions {
   bool flash_bwd = true;                   // bf16 with cuDNN's attention: our flash backward (head size 64)
   bool dw_stream = true;                   // the graph's weight gradients on a second stream (nn/dw_stream.h)
   bool keep_a = false;                     // our fused GEMM keeps A's row panel in shared memory at K <= 384
+  bool batch_finish = true;                // the backward's column-sum finishes many to a launch (nn/finish_queue.cuh)
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
   size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
   bool bucket_forward = false;             // data parallel: buckets in parameter order (the overlap lost)
@@ -131,47 +132,43 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
                             "whole backward; for measuring)");
 }
 
-// The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each.
-inline void declare_step(cli::Args& args, std::string& fused_ln_s, std::string& graph_s, std::string& search_s,
-                         std::string& recompute_s, std::string& flash_s, std::string& dw_s, std::string& keep_s) {
-  fused_ln_s = args.str("fused-ln", "on",
+// The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
+struct StepFlags {
+  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish;
+};
+inline void declare_step(cli::Args& args, StepFlags& f) {
+  f.fused_ln = args.str("fused-ln", "on",
                         "on | off: the residual add and the LayerNorm after it in one kernel, the LayerNorm backward "
                         "with its parameter gradients and the dropout after it");
-  graph_s = args.str("graph", "on", "on | off: the whole training step as one CUDA graph, replayed (one GPU)");
-  search_s = args.str("lt-search", "on",
+  f.graph = args.str("graph", "on", "on | off: the whole training step as one CUDA graph, replayed (one GPU)");
+  f.search = args.str("lt-search", "on",
                       "on | off: bf16 times cuBLASLt's candidate algorithms, and the bias gradient in the matmul's "
                       "epilogue against apart, once per shape, and keeps the fastest");
-  recompute_s = args.str("recompute", "off",
+  f.recompute = args.str("recompute", "off",
                          "on | off: on: the MLP's GELU output is not kept per layer but recomputed in the backward "
                          "from its pre-activation (less memory, one more elementwise pass per layer); off: kept (faster)");
-  flash_s = args.str("flash-bwd", "on",
+  f.flash = args.str("flash-bwd", "on",
                      "on | off: with cuDNN's fused attention (bf16), its backward by our two flash kernels where the "
                      "head size is 64 and the context a multiple of 64; off: cuDNN's backward");
-  dw_s = args.str("dw-stream", "on",
+  f.dw = args.str("dw-stream", "on",
                   "on | off: in the CUDA graph, the weight gradients' matmuls on a second stream beside the chain of "
                   "data gradients (the same kernels and results); off: all on one stream");
-  keep_s = args.str("keep-a", "off",
+  f.keep = args.str("keep-a", "off",
                     "on | off: on: our fused GEMM (nn/gemm_sm90.cu) at K <= 384 keeps each 128-row panel of A in "
                     "shared memory for a whole row of C's tiles, streaming only B; off: A and B streamed every tile");
+  f.finish = args.str("batch-finish", "on",
+                      "on | off: the backward's column-sum finishes (LayerNorm parameters, qkv and fc biases) queued "
+                      "and run many to a launch (nn/finish_queue.cuh; the same sums); off: each in a launch of its own");
 }
-inline void check_step(int argc, char** argv, Options& o, const std::string& fused_ln_s, const std::string& graph_s,
-                       const std::string& search_s, const std::string& recompute_s, const std::string& flash_s,
-                       const std::string& dw_s, const std::string& keep_s) {
-  if (fused_ln_s != "on" && fused_ln_s != "off")
-    cli::usage_error(kProg, "--fused-ln must be on or off, got '" + fused_ln_s + "'");
-  if (graph_s != "on" && graph_s != "off") cli::usage_error(kProg, "--graph must be on or off, got '" + graph_s + "'");
-  if (search_s != "on" && search_s != "off")
-    cli::usage_error(kProg, "--lt-search must be on or off, got '" + search_s + "'");
-  if (recompute_s != "on" && recompute_s != "off")
-    cli::usage_error(kProg, "--recompute must be on or off, got '" + recompute_s + "'");
-  o.train.fused_ln = fused_ln_s == "on", o.train.graph = graph_s == "on", o.train.lt_search = search_s == "on";
-  if (flash_s != "on" && flash_s != "off")
-    cli::usage_error(kProg, "--flash-bwd must be on or off, got '" + flash_s + "'");
-  o.train.recompute = recompute_s == "on", o.train.flash_bwd = flash_s == "on";
-  if (dw_s != "on" && dw_s != "off") cli::usage_error(kProg, "--dw-stream must be on or off, got '" + dw_s + "'");
-  o.train.dw_stream = dw_s == "on";
-  if (keep_s != "on" && keep_s != "off") cli::usage_error(kProg, "--keep-a must be on or off, got '" + keep_s + "'");
-  o.train.keep_a = keep_s == "on";
+inline bool on_off(const std::string& flag, const std::string& v) {
+  if (v != "on" && v != "off") cli::usage_error(kProg, "--" + flag + " must be on or off, got '" + v + "'");
+  return v == "on";
+}
+inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
+  o.train.fused_ln = on_off("fused-ln", f.fused_ln), o.train.graph = on_off("graph", f.graph);
+  o.train.lt_search = on_off("lt-search", f.search), o.train.recompute = on_off("recompute", f.recompute);
+  o.train.flash_bwd = on_off("flash-bwd", f.flash), o.train.dw_stream = on_off("dw-stream", f.dw);
+  o.train.keep_a = on_off("keep-a", f.keep), o.train.batch_finish = on_off("batch-finish", f.finish);
   if (given(argc, argv, "graph") && o.multi())
     cli::usage_error(kProg, "--graph is the one-GPU step's; data parallelism (--gpus N, --world N) runs eagerly");
 }
@@ -421,11 +418,12 @@ inline Options parse_options(int argc, char** argv) {
       argc, argv, kProg,
       "a small GPT trained on any text, then sampled (fp32, tf32 or bf16; cuBLAS, cuDNN and hand-written kernels)");
   Options o;
-  std::string fusion_s, parts, fused_ln_s, graph_s, search_s, recompute_s, flash_s, dw_s, keep_s;
+  std::string fusion_s, parts;
+  StepFlags step_flags;
   double bucket_mb = 0, first_mb = 0;
   declare(args, o, fusion_s, bucket_mb, parts);
   declare_dp(args, o, first_mb);
-  declare_step(args, fused_ln_s, graph_s, search_s, recompute_s, flash_s, dw_s, keep_s);
+  declare_step(args, step_flags);
   const std::string clusters_s =
       args.str("clusters", "on",
                "on | off: generation may run on one thread-block cluster (sm_90, nn/kernels/decode_cluster.cuh); off "
@@ -438,7 +436,7 @@ inline Options parse_options(int argc, char** argv) {
   if (given(argc, argv, "dropout")) o.cut_dropout = o.train.dropout;
   if (given(argc, argv, "bench-steps")) o.cut_steps = o.bench_steps;
   check_dp(argc, argv, o, first_mb);
-  check_step(argc, argv, o, fused_ln_s, graph_s, search_s, recompute_s, flash_s, dw_s, keep_s);
+  check_step(argc, argv, o, step_flags);
   if (clusters_s != "on" && clusters_s != "off")
     cli::usage_error(kProg, "--clusters must be on or off, got '" + clusters_s + "'");
   o.clusters = clusters_s == "on";

@@ -111,7 +111,7 @@ void Model<T>::attention_fwd(Layer& L) {
 }
 // bias_grad (the qkv bias gradient, zeroed with the gradients) gets dqkv's column sums added where our
 // flash backward runs: its kernel writes a partial per block of 64 rows as they store dqkv, and
-// ln_partials_finish adds them up. Returns whether it did (the weight gradient's matmul then goes without
+// ln_partials_finish adds them up (inside backward(), queued: nn/finish_queue.cuh). Returns whether it did (the weight gradient's matmul then goes without
 // cuBLASLt's bias-gradient epilogue).
 template <class T>
 bool Model<T>::attention_bwd(Layer& L, float* bias_grad) {
@@ -123,7 +123,10 @@ bool Model<T>::attention_bwd(Layer& L, float* bias_grad) {
       // first version's two (flash_two_launches: dQ first, it writes Dsum). Their shared-memory sizes were
       // allowed when this Model chose its attention (choose_attention).
       const float scale = 1.f / std::sqrt(float(D));
-      float* part = bias_grad ? partial.as<float>() : nullptr;  // [B * T / 64][3C]
+      const int chunks = N / k::flash::kBlk;
+      float* part = !bias_grad         ? nullptr  // [B * T / 64][3C]
+                    : finishing_later ? finish_slice(size_t(chunks) * 3 * C)
+                                      : partial.as<float>();
       const unsigned nb = unsigned(T_ / k::flash::kBlk);
       if (!flash_two_launches) {
         k::flash::dqkv_kernel<<<dim3(2 * nb, unsigned(BH)), k::flash::kThreads, k::flash::kSmemBytes, s>>>(
@@ -140,13 +143,15 @@ bool Model<T>::attention_bwd(Layer& L, float* bias_grad) {
             c.heads, scale);
         LAUNCH_CHECK();
       }
-      if (part) {
+      if (part && finishing_later) {
+        finishes.push(part, chunks, 3 * C, 1, bias_grad);
+      } else if (part) {
         hw("ln_partials_finish");
-        k::ln_partials_finish<<<(3 * C + 31) / 32, dim3(32, k::kLnFinishRows), 0, s>>>(part, N / k::flash::kBlk, 3 * C,
-                                                                                       1, bias_grad, nullptr, nullptr);
+        k::ln_partials_finish<<<(3 * C + 31) / 32, dim3(32, k::kLnFinishRows), 0, s>>>(part, chunks, 3 * C, 1,
+                                                                                       bias_grad, nullptr, nullptr);
         LAUNCH_CHECK();
-        bias_done = true;
       }
+      bias_done = part != nullptr;
     }
   } else if (impl == Attn::kCudnn) {
     sdpa->backward(L.qkv.as(), L.att.as(), datt.as(), L.stats.as<float>(), dqkv.as(), dsum.as<float>(),

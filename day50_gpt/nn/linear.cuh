@@ -83,9 +83,10 @@ bool Model<T>::bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int 
   auto epilogue = [&] { mm->run(in, dout, dw, 1.f, db, nullptr, lt_ws.as(), s); };
   auto apart = [&] {
     matmul_bwd_w<T>(blas, in, dout, dw, N, I, O);
-    k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8), 0, s>>>(dout, partial.as<float>(), N, O);
+    float* part = partials_now();
+    k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8), 0, s>>>(dout, part, N, O);
     LAUNCH_CHECK();
-    k::colsum_finish<<<grid_for(size_t(O)), 256, 0, s>>>(partial.as<float>(), chunks, 1, O, db, nullptr);
+    k::colsum_finish<<<grid_for(size_t(O)), 256, 0, s>>>(part, chunks, 1, O, db, nullptr);
     LAUNCH_CHECK();
   };
   float best[2];
@@ -317,9 +318,10 @@ Path Model<T>::dgelu_path(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_
       CUDA_CHECK(cudaMalloc(&out[p], n * sizeof(T)));
       poison(out[p], n * sizeof(T), s);  // as in fwd_path
     }
-  // The fused path is timed with the column sums it hands back in the step (into partial: nothing else
-  // is using it between the LayerNorm backward before and the bias gradient after).
-  auto run = [&](Path p) { dgelu_run(p, mm, dout, w, gelu_pre, out[int(p)], I, O, partial.as<float>()); };
+  // The fused path is timed with the column sums it hands back in the step (into the partials buffer, what
+  // was queued there finished first).
+  float* part = partials_now();
+  auto run = [&](Path p) { dgelu_run(p, mm, dout, w, gelu_pre, out[int(p)], I, O, part); };
   auto same = [&](Path p) { return matches_epilogue(out[int(p)], out[0], n, key); };
   const Path pick = pick_path(s, "backward", key, avail, run, same);
   for (T* q : out)
@@ -334,9 +336,10 @@ template <class T>
 void Model<T>::bias_grad(const T* dout, size_t b, int O) {
   const int chunks = k::col_chunks(N);
   hw("bias_partials"), hw("colsum_finish");
-  k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8), 0, s>>>(dout, partial.as<float>(), N, O);
+  float* part = partials_now();
+  k::bias_partials<T><<<dim3((O + 31) / 32, chunks), dim3(32, 8), 0, s>>>(dout, part, N, O);
   LAUNCH_CHECK();
-  k::colsum_finish<<<grid_for(size_t(O)), 256, 0, s>>>(partial.as<float>(), chunks, 1, O, G(b), nullptr);
+  k::colsum_finish<<<grid_for(size_t(O)), 256, 0, s>>>(part, chunks, 1, O, G(b), nullptr);
   LAUNCH_CHECK();
 }
 
@@ -379,11 +382,17 @@ bool Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
       if (p == Path::kApart) {  // the GELU's backward in k::gelu_bwd_vec, below, after the weight gradient
         matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O), dgelu_ours = true;
       } else if (p == Path::kFused && din_bias) {  // with din's column sums: din_bias += their partials' sums
-        dgelu_run(p, mm, dout, w, gelu_pre, din, I, O, partial.as<float>());
-        hw("ln_partials_finish");
-        k::ln_partials_finish<<<(I + 31) / 32, dim3(32, k::kLnFinishRows), 0, s>>>(
-            partial.as<float>(), (N + sm90::kColsumRows - 1) / sm90::kColsumRows, I, 1, din_bias, nullptr, nullptr);
-        LAUNCH_CHECK();
+        const int chunks = (N + sm90::kColsumRows - 1) / sm90::kColsumRows;  // (queued inside backward())
+        float* part = finishing_later ? finish_slice(size_t(chunks) * I) : partial.as<float>();
+        dgelu_run(p, mm, dout, w, gelu_pre, din, I, O, part);
+        if (finishing_later) {
+          finishes.push(part, chunks, I, 1, din_bias);
+        } else {
+          hw("ln_partials_finish");
+          k::ln_partials_finish<<<(I + 31) / 32, dim3(32, k::kLnFinishRows), 0, s>>>(part, chunks, I, 1, din_bias,
+                                                                                     nullptr, nullptr);
+          LAUNCH_CHECK();
+        }
         din_bias_done = true;
       } else {
         dgelu_run(p, mm, dout, w, gelu_pre, din, I, O);

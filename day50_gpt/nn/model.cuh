@@ -29,6 +29,7 @@
 #include "cublaslt.h"
 #include "dw_stream.h"
 #include "env.cuh"
+#include "finish_queue.cuh"
 // the layers' kernels
 #include "kernels/adamw.cuh"
 #include "kernels/attention.cuh"
@@ -140,6 +141,26 @@ struct Model {
   // --keep-a on: our fused GEMM keeps A's 128-row panels in shared memory where K <= 384 (nn/gemm_sm90.h);
   // off (the default): it streams A beside B every tile, as day10's step 15 does.
   bool keep_a = false;
+  // --batch-finish on (the default): inside backward(), the column-sum finishes of the fused LayerNorm
+  // backward, our flash backward and our fused dGELU GEMM are queued and run a few at a time, one launch for
+  // many (nn/finish_queue.cuh); off: each right after its producer, a launch of its own.
+  bool batch_finish = true;
+  FinishQueue finishes;
+  bool finishing_later = false;  // inside backward(), with batch_finish
+  // Partials for a finish queued with finish_later(): a slice of the column-sum partials buffer.
+  float* finish_slice(size_t floats) {
+    if (!finishes.fits(floats)) flush_finishes();
+    return finishes.take(floats);
+  }
+  // The column-sum partials buffer whole, for a kernel that finishes its sums at once.
+  float* partials_now() {
+    flush_finishes();
+    return partial.as<float>();
+  }
+  void flush_finishes() {
+    hw("ln_partials_finish_many");
+    if (finishes.flush(s)) mark(kLayerNorm);
+  }
   bool ours_attn_bwd() const {
     return impl == Attn::kCudnn && flash_bwd && k::flash::fits(c.width / c.heads, T_);
   }
@@ -256,6 +277,7 @@ struct Model {
       s.buf->alloc(s.bytes);
       if (s.poisoned && s.bytes) poison(s.buf->as(), s.bytes);
     }
+    finishes.bind(partial.as<float>(), partial.bytes() / sizeof(float));
     tmp = dln = datt = View{scratch_small.as(), scratch_small.bytes()};
     dqkv = dfc = embed_partial = View{scratch_big.as(), scratch_big.bytes()};
     if (dw_stream) {
@@ -481,10 +503,10 @@ struct Model {
     const int C = c.width, chunks = k::col_chunks(N);
     k::layernorm_bwd<T><<<rows_grid(), 256, 0, s>>>(x, P(w), mean, rstd, dy, dx.as<float>(), dxT(), N, C, accumulate);
     LAUNCH_CHECK();
-    k::ln_param_partials<T>
-        <<<dim3((C + 31) / 32, chunks), dim3(32, 8), 0, s>>>(x, mean, rstd, dy, partial.as<float>(), N, C);
+    float* part = partials_now();
+    k::ln_param_partials<T><<<dim3((C + 31) / 32, chunks), dim3(32, 8), 0, s>>>(x, mean, rstd, dy, part, N, C);
     LAUNCH_CHECK();
-    k::colsum_finish<<<grid_for(size_t(2) * C), 256, 0, s>>>(partial.as<float>(), chunks, 2, C, G(w), G(b));
+    k::colsum_finish<<<grid_for(size_t(2) * C), 256, 0, s>>>(part, chunks, 2, C, G(w), G(b));
     LAUNCH_CHECK();
     mark(kLayerNorm);
   }
@@ -541,23 +563,29 @@ struct Model {
     T* dout = site == kNoSite ? nullptr : drop.on ? ddrop.as<T>() : dxT();
     float* gd = dout && next_bias != kNoBias && bias_done ? G(next_bias) : nullptr;
     const int rows = ln_rows_per_warp(x, w, mean, rstd, dy, dout != nullptr, accumulate, site);
-    ln_bwd_fused(rows, x, w, mean, rstd, dy, dx.as<float>(), dout, partial.as<float>(), G(w), G(b), gd, accumulate,
-                 site);
+    const size_t floats = size_t(k::ln_bwd_blocks(N, rows)) * (gd ? 3 : 2) * c.width;
+    float* part = finishing_later ? finish_slice(floats) : partial.as<float>();
+    ln_bwd_fused(rows, x, w, mean, rstd, dy, dx.as<float>(), dout, part, G(w), G(b), gd, accumulate, site,
+                 finishing_later);
     mark(kLayerNorm);
     if (bias_done) *bias_done = gd != nullptr;
     return dout;
   }
   // The fused backward (rows_per_warp rows a warp), then its partials added into the gradients gw, gb
-  // (and dout's column sums into gd, if not null).
+  // (and dout's column sums into gd, if not null): at once, or (later) queued for flush_finishes.
   void ln_bwd_fused(int rows_per_warp, const float* x, size_t w, const float* mean, const float* rstd, const T* dy,
-                    float* dxp, T* dout, float* part, float* gw, float* gb, float* gd, bool accumulate,
-                    uint32_t site) {
+                    float* dxp, T* dout, float* part, float* gw, float* gb, float* gd, bool accumulate, uint32_t site,
+                    bool later = false) {
     const int C = c.width, blocks = k::ln_bwd_blocks(N, rows_per_warp), sums = gd ? 3 : 2;
     with_chunks([&](auto K) {
       k::layernorm_bwd_fused<T, decltype(K)::value><<<blocks, 256, k::ln_bwd_smem_bytes<T, decltype(K)::value>(C), s>>>(
           x, P(w), mean, rstd, dy, dxp, dout, part, N, C, rows_per_warp, accumulate, drop, site, sv, gd != nullptr);
     });
     LAUNCH_CHECK();
+    if (later) {
+      finishes.push(part, blocks, C, sums, gw, gb, gd);
+      return;
+    }
     // The finish as a programmatic dependent launch: it is scheduled while the backward's last blocks run,
     // instead of after them (a few us of launch gap a call, 13 calls a step).
     cudaLaunchConfig_t cfg = {};
@@ -726,6 +754,7 @@ struct Model {
   void backward() {
     const int C = c.width;
     CUDA_CHECK(cudaMemsetAsync(grads.as(), 0, grads.bytes(), s));
+    finishing_later = batch_finish;  // (until the layers' gradients are all enqueued, below)
     head_back();
     // dsub: d(the last block's MLP output), through its dropout
     // (sub_bias: whether its column sums, the fc2 bias gradient, came with it)
@@ -756,10 +785,13 @@ struct Model {
                         dln.as<T>(), true, below, l > 0 ? lay.layer[size_t(l) - 1].fc2_b : kNoBias, &sub_bias);
       if (on_block_grads) {  // (data parallel: its buckets read the block's weight gradients)
         if (dw_side()) dws.join(s);
+        flush_finishes();  // (and its biases and LayerNorms')
         on_block_grads(l);
       }
     }
     if (dw_side()) dws.join(s);  // every weight gradient is done before the embedding's and the optimizer
+    flush_finishes();
+    finishing_later = false;
     if (dnn_embedded && dnn_embed_back()) {
       mark(kEmbed);
       if (on_block_grads) on_block_grads(-1);

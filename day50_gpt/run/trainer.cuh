@@ -72,7 +72,7 @@ struct Trainer {
               gpt::init_params(cfg, rng));  // the same seed on every replica: the same weights
     rng_state = rng.next();
     m.sync_weights();
-    m.fused_ln = o.fused_ln, m.lt_search = o.lt_search, m.keep_a = o.keep_a;
+    m.fused_ln = o.fused_ln, m.lt_search = o.lt_search, m.keep_a = o.keep_a, m.batch_finish = o.batch_finish;
     m.set_tf32(o.tf32);  // --precision tf32 (nn/model.cuh): before the first step
     dp::attach(dp, cfg, o, m);
     if (!dp) {

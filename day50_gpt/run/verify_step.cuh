@@ -16,7 +16,8 @@
 template <class T>
 void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus& data, Attn attn, uint64_t seed,
                int steps, std::vector<double>& losses, std::vector<double>& params, std::string& attn_used,
-               int* side_launches = nullptr, bool* deterministic = nullptr, unsigned long long side_delay_ns = 0) {
+               int* side_launches = nullptr, bool* deterministic = nullptr, unsigned long long side_delay_ns = 0,
+               long* finishes = nullptr) {
   Trainer<T> t(c, o, data, attn, seed);
   t.m.dws.delay_ns = side_delay_ns;  // (before the capture, which happens at the second step)
   t.m.set_tf32(o.tf32);  // --precision tf32's model (before its first step)
@@ -24,6 +25,7 @@ void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
   t.read_back();
   if (side_launches) *side_launches = t.m.dws.launches;  // dW matmuls captured on the side stream
   if (deterministic) *deterministic = t.m.impl != Attn::kCudnn || t.m.ours_attn_bwd();
+  if (finishes) finishes[0] = t.m.finishes.pushed, finishes[1] = t.m.finishes.launches;
   losses.assign(t.losses.begin(), t.losses.end());
   const std::vector<float> p = to_host(t.m.params.template as<float>(), t.m.lay.total);
   params.assign(p.begin(), p.end());
@@ -82,6 +84,23 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
     res.add(verify::compare(t64 + ": CUDA graph weights == eager steps'", pg.data(), pe.data(), pe.size(), exact));
     res.add(verify::fact(t64 + ": the captured step ran its weight-gradient matmuls on the side stream (2 to 4 a layer)",
                          side_ran(side, c64.layers), "launches", std::to_string(side)));
+    // The column-sum finishes many to a launch (--batch-finish on, nn/finish_queue.cuh) against each in a
+    // launch of its own: the same sums in the same order, so the same bits. Counted: the eager first step
+    // and the capture each queue the LayerNorms' 2 L + 1 and the flash backward's L (and the fused dGELU
+    // GEMM's L where it runs) in fewer launches than finishes (this small model's partials buffer holds a few).
+    TrainOptions each = o;
+    each.batch_finish = false;
+    std::vector<double> lq, pq, lb, pb;
+    long counts[2] = {0, 0};
+    train_for<T>(c64, each, data, attn, seed, steps, lq, pq, a);
+    train_for<T>(c64, o, data, attn, seed, steps, lb, pb, a, nullptr, nullptr, 0, counts);
+    const std::string tq = t64 + ", column-sum finishes batched (--batch-finish on) against one launch each";
+    const long least = 2 * (3 * c64.layers + 1);  // eager step + capture, each at least 3 L + 1
+    res.add(verify::fact(tq + ": the backward queued its finishes and ran them in fewer launches",
+                         counts[0] >= least && counts[1] > 0 && counts[1] < counts[0], "queued / launches",
+                         std::to_string(counts[0]) + " / " + std::to_string(counts[1])));
+    res.add(verify::compare(tq + ": losses ==", lb.data(), lq.data(), lq.size(), exact));
+    res.add(verify::compare(tq + ": weights ==", pb.data(), pq.data(), pq.size(), exact));
     // The same with every side-stream dW held back 200 us after its fork (nn/dw_stream.h, dw_delay), and
     // the GELU outputs recomputed into the one buffer the layers share (which fc2's dW reads); dropout is
     // on, as in every run here (the mask's output is a buffer the dW read): a wait missing anywhere now
