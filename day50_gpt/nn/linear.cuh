@@ -271,19 +271,41 @@ bool Model<T>::din_in_lt(lt::Tuned* mm, const T* dout, size_t w, int I, int O) {
 }
 
 // The GELU's backward: din = (dout . W) * gelu'(pre). Ours apart runs k::gelu_bwd_vec in place after the
-// plain matmul (in linear_back, with the other elementwise work); the fused GEMM takes W transposed (into
-// w_t, every call: the weights change every step and the transpose costs a few us).
+// plain matmul (in linear_back, with the other elementwise work); the fused GEMM takes W transposed
+// (transposed(): the weights change every step).
 // colsum (the fused path only): din's column sums per 128 rows, [ceil(N / 128)][I], for linear_back to add up.
+// The weight at w (O x I) transposed, as our fused dGELU GEMM reads it. Inside backward() the first call
+// transposes every layer's fc2 weight in one launch (the grid's z the layer; the weights do not change during
+// a backward), each into its own slot of w_t, and each later call finds its own: one launch of a few us for
+// the step instead of one a layer. Outside (a check, a timing), or a weight that is no fc2: this one alone,
+// into the first slot.
+template <class T>
+const T* Model<T>::transposed(size_t w, int I, int O) {
+  hw("transpose");
+  size_t l = 0;
+  while (l < lay.layer.size() && lay.layer[l].fc2_w != w) ++l;
+  const bool all = in_backward && l < lay.layer.size() && I == 4 * c.width && O == c.width;
+  if (all && wt_ready) return w_t.as<T>() + l * wt_stride();
+  const size_t in_stride = lay.layer.size() > 1 ? lay.layer[1].fc2_w - lay.layer[0].fc2_w : 0;
+  for (size_t i = 1; all && i < lay.layer.size(); ++i)
+    if (lay.layer[i].fc2_w - lay.layer[i - 1].fc2_w != in_stride)
+      throw std::logic_error("Model::transposed: the layers' fc2 weights are not evenly spaced");
+  const unsigned z = all ? unsigned(lay.layer.size()) : 1u;
+  k::transpose<T><<<dim3((I + 31) / 32, (O + 31) / 32, z), dim3(32, 8), 0, s>>>(all ? W(lay.layer[0].fc2_w) : W(w),
+                                                                              w_t.as<T>(), O, I, in_stride, wt_stride());
+  LAUNCH_CHECK();
+  if (!all) return w_t.as<T>();
+  wt_ready = true;
+  return w_t.as<T>() + l * wt_stride();
+}
 template <class T>
 void Model<T>::dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O,
                          float* colsum) {
   if (p == Path::kFused) {
     if constexpr (std::is_same<T, bf16>::value) {
-      hw("transpose"), hw("sm90::gemm (fused epilogue)");
-      k::transpose<T><<<dim3((I + 31) / 32, (O + 31) / 32), dim3(32, 8), 0, s>>>(W(w), w_t.as<T>(), O, I);
-      LAUNCH_CHECK();
-      sm90::gemm(sm90::Epi::kDGelu, N, I, O, dout, w_t.as<T>(), din, nullptr, const_cast<T*>(gelu_pre), s, colsum,
-                 keep_a);
+      hw("sm90::gemm (fused epilogue)");
+      sm90::gemm(sm90::Epi::kDGelu, N, I, O, dout, transposed(w, I, O), din, nullptr, const_cast<T*>(gelu_pre), s,
+                 colsum, keep_a);
       ++fused_launches;
     }
   } else if (p == Path::kApart) {

@@ -122,7 +122,7 @@ struct Model {
   // residual add (forward) with the backward's d(attention output) and d(LayerNorm output); dqkv
   // (attention backward) with dfc (MLP backward) and the embedding's partial sums (the very end).
   DeviceBuffer scratch_small, scratch_big;
-  DeviceBuffer w_t;  // bf16: a weight transposed, as our fused dGELU GEMM reads it (the widest: fc2's, 4C x C)
+  DeviceBuffer w_t;  // bf16: the fc2 weights transposed, as our fused dGELU GEMM reads them (Model::transposed)
   // --recompute on (off by default: faster, and still below PyTorch's memory): the MLP's GELU output
   // (N x 4C, the largest activation) is not kept
   // per layer. The forward writes it into one shared buffer, where the next matmul reads it, and the
@@ -282,7 +282,7 @@ struct Model {
     dqkv = dfc = embed_partial = View{scratch_big.as(), scratch_big.bytes()};
     if (dw_stream) {
       dqkv = View{dqkv_own.as(), dqkv_own.bytes()};
-      dws.create(8 * c.layers + 1);  // per dW launch (4 a layer) a fork and a read; one join
+      dws.create(8 * c.layers + 3);  // per dW launch (4 a layer) a fork and a read; the loss's mean's; one join
     }
     if (impl == Attn::kMatmul) build_head_pointers();
     use_stream(0);  // the workspace
@@ -366,7 +366,7 @@ struct Model {
              4,
          true},
         {"norm partials", &norm_partial, size_t(k::kNormBlocks) * 4, true},
-        {"a weight transposed (our fused dGELU GEMM)", &w_t, bf ? size_t(4) * C * C * E : 0, true},
+        {"fc2 weights transposed (our fused dGELU GEMM)", &w_t, bf ? size_t(c.layers) * wt_stride() * E : 0, true},
         {"sum of squares", &sumsq, 4, true},
         {"dropout: d(sublayer out) through the mask", &ddrop, drop_p > 0 ? NN * C * E : 0, true},
         {"cuDNN graphs workspace", &dnn_ws, on_cudnn() ? size_t(kDnnWorkspace) : 0, false},
@@ -442,6 +442,10 @@ struct Model {
   bool bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int I, int O);
   bool din_in_lt(lt::Tuned* mm, const T* dout, size_t w, int I, int O);
   bool fused_fits(int M, int Nn, int K, const void* a, const void* bt, const void* c, const void* aux) const;
+  const T* transposed(size_t w, int I, int O);
+  bool in_backward = false, wt_ready = false;  // (transposed: every fc2 weight transposed in this backward)
+  // w_t's slots, one a layer: 4C x C rounded up to 64 elements (each slot 128-byte aligned, as TMA needs).
+  size_t wt_stride() const { return (size_t(4) * c.width * c.width + 63) / 64 * 64; }
   Path fwd_path(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O);
   void fwd_run(Path p, lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O, bool marks);
   Path dgelu_path(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O);
@@ -755,6 +759,7 @@ struct Model {
     const int C = c.width;
     CUDA_CHECK(cudaMemsetAsync(grads.as(), 0, grads.bytes(), s));
     finishing_later = batch_finish;  // (until the layers' gradients are all enqueued, below)
+    in_backward = true, wt_ready = false;
     head_back();
     // dsub: d(the last block's MLP output), through its dropout
     // (sub_bias: whether its column sums, the fc2 bias gradient, came with it)
@@ -791,7 +796,7 @@ struct Model {
     }
     if (dw_side()) dws.join(s);  // every weight gradient is done before the embedding's and the optimizer
     flush_finishes();
-    finishing_later = false;
+    finishing_later = false, in_backward = false;
     if (dnn_embedded && dnn_embed_back()) {
       mark(kEmbed);
       if (on_block_grads) on_block_grads(-1);

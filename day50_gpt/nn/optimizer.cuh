@@ -1,5 +1,5 @@
 // day50_gpt/nn/optimizer.cuh: the optimizer step on the GPU (the global gradient norm in two
-// atomics-free stages, then AdamW with clipping, nn/kernels/adamw.cuh), its ZeRO-1 form over one shard,
+// atomics-free stages, the second inside AdamW with clipping, nn/kernels/adamw.cuh), its ZeRO-1 form over one shard,
 // and the bf16 weight copy.
 #pragma once
 #include <algorithm>
@@ -13,18 +13,16 @@ template <class T>
 void Model<T>::optimizer_step(const train::AdamW& opt, double lr, int64_t t, double clip, float* norm_out) {
   if (on_cudnn() && dnn_adamw(opt, lr, t, clip, norm_out)) return mark(kOptimizer);  // nn/backend_cudnn.cuh
   if (on_cudnn()) fell_back.insert("AdamW");
-  hw("sum_squares_partial"), hw("block_sum"), hw("adamw_clipped");
+  hw("sum_squares_partial"), hw("adamw_clipped");
   k::sum_squares_partial<<<k::kNormBlocks, 256, 0, s>>>(grads.as<float>(), lay.total, norm_partial.as<float>());
-  LAUNCH_CHECK();
-  k::block_sum<<<1, 256, 0, s>>>(norm_partial.as<float>(), k::kNormBlocks, sumsq.as<float>(), false);
   LAUNCH_CHECK();
   T* pt = nullptr;
   if constexpr (!std::is_same<T, float>::value) pt = params_t.as<T>();
   k::adamw_clipped<T><<<grid_for(lay.total), 256, 0, s>>>(
       params.as<float>(), pt, grads.as<float>(), m.as<float>(), v.as<float>(), decay.as<unsigned char>(), lay.total,
       float(lr), float(opt.beta1), float(opt.beta2), float(opt.eps), float(opt.weight_decay),
-      float(1 - std::pow(opt.beta1, double(t))), float(1 - std::pow(opt.beta2, double(t))), sumsq.as<float>(),
-      float(clip), norm_out, sv);
+      float(1 - std::pow(opt.beta1, double(t))), float(1 - std::pow(opt.beta2, double(t))), norm_partial.as<float>(),
+      k::kNormBlocks, float(clip), norm_out, sv);
   LAUNCH_CHECK();
   mark(kOptimizer);
 }
@@ -51,7 +49,7 @@ void optimizer_step_shard(Model<T>& md, const train::AdamW& opt, double lr, int6
       md.params.template as<float>() + begin, static_cast<T*>(nullptr), g, md.m.template as<float>(),
       md.v.template as<float>(), md.decay.template as<unsigned char>() + begin, n, float(lr), float(opt.beta1),
       float(opt.beta2), float(opt.eps), float(opt.weight_decay), float(1 - std::pow(opt.beta1, double(t))),
-      float(1 - std::pow(opt.beta2, double(t))), md.sumsq.template as<float>(), float(clip), norm_out);
+      float(1 - std::pow(opt.beta2, double(t))), md.sumsq.template as<float>(), 1, float(clip), norm_out);
   LAUNCH_CHECK();
   md.mark(kOptimizer);
 }

@@ -21,32 +21,43 @@ __global__ void sum_squares_partial(const float* g, size_t n, float* partial) {
     partial[blockIdx.x] = t;
   }
 }
-// out[0] = sum of x[0..n) (or the mean, when divide): one block of 256 threads, fixed order. With sv:
-// out[sv->slot] (the step's place in the logging buffer).
-__global__ void block_sum(const float* x, int n, float* out, bool divide, const StepVars* sv = nullptr) {
-  if (sv) out += sv->slot;
-  __shared__ float part[256 / kWarp];
+// The sum of x[0..n) by one block of 256 threads, in a fixed order; every thread gets it. The same code
+// in any block gives the same bits.
+__device__ __forceinline__ float sum_256(const float* x, int n) {
+  __shared__ float part[256 / kWarp + 1];
   float s = 0;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+  for (int i = threadIdx.x; i < n; i += 256) s += x[i];
   s = warp_sum(s);
   if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = s;
   __syncthreads();
   if (threadIdx.x == 0) {
     float t = 0;
-    for (int i = 0; i < int(blockDim.x / kWarp); ++i) t += part[i];
-    out[0] = divide ? t / n : t;
+    for (int i = 0; i < 256 / kWarp; ++i) t += part[i];
+    part[256 / kWarp] = t;
   }
+  __syncthreads();
+  return part[256 / kWarp];
+}
+// out[0] = sum of x[0..n) (or the mean, when divide): one block of 256 threads, fixed order. With sv:
+// out[sv->slot] (the step's place in the logging buffer).
+__global__ void block_sum(const float* x, int n, float* out, bool divide, const StepVars* sv = nullptr) {
+  if (sv) out += sv->slot;
+  const float t = sum_256(x, n);
+  if (threadIdx.x == 0) out[0] = divide ? t / n : t;
 }
 // AdamW with the clipping scale min(1, clip / norm) computed here from the squared norm (no host
-// round trip); the norm is kept for the log. In bf16 mode it also refreshes the bf16 copy of the
+// round trip): every block adds up the nsq partial sums of squares itself (sum_256, 256 threads a block:
+// the same bits in every block, and those of block_sum, which was a launch of its own on the step's
+// chain; nsq = 1: the sum is given). The norm is kept for the log. In bf16 mode it also refreshes the bf16 copy of the
 // weights that the matmuls read (p_t; null in fp32 mode). With sv, the learning rate and the bias
 // corrections come from device memory and the norm goes to norm_out[sv->slot].
 template <class T>
 __global__ void adamw_clipped(float* p, T* p_t, const float* g, float* m, float* v, const unsigned char* decay,
                               size_t n, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
-                              const float* sumsq, float clip, float* norm_out, const StepVars* sv = nullptr) {
+                              const float* sumsq, int nsq, float clip, float* norm_out,
+                              const StepVars* sv = nullptr) {
   if (sv) lr = sv->lr, bc1 = sv->bc1, bc2 = sv->bc2, norm_out += sv->slot;
-  const float norm = sqrtf(*sumsq), gscale = norm > clip ? clip / norm : 1.f;
+  const float norm = sqrtf(sum_256(sumsq, nsq)), gscale = norm > clip ? clip / norm : 1.f;
   if (blockIdx.x == 0 && threadIdx.x == 0) *norm_out = norm;
   GRID_STRIDE(i, n) {
     const float gi = g[i] * gscale;
