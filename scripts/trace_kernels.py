@@ -15,7 +15,9 @@ AdamW); the last --window steps are summarised:
   busy           the time at least one kernel ran (the union of all streams), and idle = period - busy;
   per stream     the sum of its kernels' durations: the stream the marker runs on is "main", others "side";
   per kernel     its time per step, calls per step and mean duration, on its stream;
-  per category   kernels grouped by what they do (a table per lesson, below).
+  per category   kernels grouped by what they do (a table per lesson, below);
+  all streams    the same per kernel and per category added up over every stream (kernels_all, categories_all),
+                 and per role (roles: main, and every other stream together).
 The stream is the one the GPU ran the kernel on: for a CUDA graph, one its executor picked, which need not
 be the stream the kernel was captured on (with more than two branches it may spread one chain over several).
 A kernel's duration here is what it took beside whatever ran with it: two streams share the SMs and the
@@ -176,6 +178,38 @@ def categorize(kernels, lesson):
     return cats
 
 
+def all_streams(run):
+    """What a run's per-stream rows give whatever streams the executor picked: per kernel name and per category
+    over every stream (kernels_all, categories_all), and per role with its streams counted (roles)."""
+    per = collections.OrderedDict()
+    for k in sorted(run.get("kernels", []), key=lambda k: -k["us_per_step"]):
+        t = per.setdefault(k["name"], dict(name=k["name"], us_per_step=0.0, calls_per_step=0.0, streams=0,
+                                           category=k["category"]))
+        t["us_per_step"] += k["us_per_step"]
+        t["calls_per_step"] += k["calls_per_step"]
+        t["streams"] += 1
+    for t in per.values():
+        t["us_per_call"] = t["us_per_step"] / t["calls_per_step"] if t["calls_per_step"] else 0.0
+    run["kernels_all"] = sorted(per.values(), key=lambda k: -k["us_per_step"])
+    cats = []
+    for c in run.get("categories", []):
+        hit = next((x for x in cats if x["name"] == c["name"]), None)
+        if hit is None:
+            cats.append(dict(name=c["name"], us_per_step=c["us_per_step"], calls_per_step=c["calls_per_step"]))
+        else:
+            hit["us_per_step"] += c["us_per_step"]
+            hit["calls_per_step"] += c["calls_per_step"]
+    run["categories_all"] = cats
+    roles = []
+    for role in ("main", "side"):
+        sts = [st for st in run.get("streams", []) if st["role"] == role]
+        if sts:
+            roles.append(dict(role=role, streams=len(sts), kernel_us_per_step=sum(st["kernel_us_per_step"] for st in sts),
+                              kernels_per_step=sum(st["kernels_per_step"] for st in sts)))
+    run["roles"] = roles
+    return run
+
+
 def recategorize(data, lesson):
     """A results file's runs with their kernels sorted again by this script's table (the measured kernel
     times are kept as they are)."""
@@ -183,6 +217,7 @@ def recategorize(data, lesson):
         for k in r.get("kernels", []):
             k["category"] = category_of(lesson, k["name"])
         r["categories"] = categorize(r.get("kernels", []), lesson)
+        all_streams(r)
     for r in data.get("runs", []):
         if "command" in r:
             r["command"] = portable(r["command"])
@@ -228,10 +263,10 @@ def summarize(recs, marker, window, lesson, names=None):
                             # programmatic dependent launch starts before the kernel it follows has ended)
                             busy_us_per_step=union_ns((r[0], r[0] + r[1]) for r in win if r[2] == sid) / 1e3 / window))
     cats = categorize(kernels, lesson)
-    return dict(steps=window, period_us=period, period_mean_us=mean_period, period_min_us=min(periods),
-                period_max_us=max(periods), busy_us=busy, idle_us=mean_period - busy, main_stream=main, streams=streams,
-                categories=cats, kernels=kernels, markers_seen=len(marks),
-                marker_streams=sorted({m[2] for m in marks}))
+    return all_streams(dict(steps=window, period_us=period, period_mean_us=mean_period, period_min_us=min(periods),
+                            period_max_us=max(periods), busy_us=busy, idle_us=mean_period - busy, main_stream=main,
+                            streams=streams, categories=cats, kernels=kernels, markers_seen=len(marks),
+                            marker_streams=sorted({m[2] for m in marks})))
 
 
 # ---- the program's environment (its first line: common/env.cuh) --------------------------------------------
@@ -610,6 +645,21 @@ def self_test():
         expect("GEMM category", cats.get(("side", "matmuls: cuBLAS / cuBLASLt")), 30.0)
         expect("AdamW category", cats.get(("main", "AdamW, gradient norm")), 10.0)
         expect("kernel short name", s["kernels"][0]["name"], "k::layernorm_bwd_fused<float>")
+        expect("roles", [(x["role"], x["streams"], round(x["kernel_us_per_step"], 6)) for x in s["roles"]],
+               [("main", 1, 50.0), ("side", 1, 30.0)])
+        expect("all streams: kernels", [(k["name"], round(k["us_per_call"], 6)) for k in s["kernels_all"]],
+               [("k::layernorm_bwd_fused<float>", 40.0), ("nvjet_sm90_tss_128x128_splitK", 30.0),
+                ("k::adamw_clipped<float>", 10.0)])
+        # one kernel on two streams (the GEMM of the first step on stream 11): one row of kernels_all, both calls
+        split = [ln.replace(",9,1,nvjet", ",11,1,nvjet") if ln.startswith(f"{200000 + 30000},") else ln for ln in lines]
+        open(path, "w").write("\n".join(split) + "\n")
+        s3 = summarize(read_trace(path)[0], "adamw", 3, "day50_gpt", names)
+        g = [k for k in s3["kernels_all"] if k["name"].startswith("nvjet")]
+        expect("all streams: one row for a kernel on two streams", [(k["streams"], k["calls_per_step"]) for k in g],
+               [(2, 1.0)])
+        expect("all streams: the category added over the side streams",
+               [round(c["us_per_step"], 6) for c in s3["categories_all"] if c["name"].startswith("matmuls")], [30.0])
+        expect("roles: two side streams", [(x["role"], x["streams"]) for x in s3["roles"]], [("main", 1), ("side", 2)])
         try:
             summarize(recs, "adamw", 4, "day50_gpt", names)
             fails.append("a window longer than the trace was accepted")
