@@ -157,8 +157,9 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
                     "on | off: on: our fused GEMM (nn/gemm_sm90.cu) at K <= 384 keeps each 128-row panel of A in "
                     "shared memory for a whole row of C's tiles, streaming only B; off: A and B streamed every tile");
   f.finish = args.str("batch-finish", "on",
-                      "on | off: the backward's column-sum finishes (LayerNorm parameters, qkv and fc biases) queued "
-                      "and run many to a launch (nn/finish_queue.cuh; the same sums); off: each in a launch of its own");
+                      "on | off: the backward's column-sum finishes (LayerNorm parameters, qkv and fc biases) "
+                      "queued and run many to a launch (nn/finish_queue.cuh; the same sums); off: each in a launch "
+                      "of its own");
 }
 inline bool on_off(const std::string& flag, const std::string& v) {
   if (v != "on" && v != "off") cli::usage_error(kProg, "--" + flag + " must be on or off, got '" + v + "'");

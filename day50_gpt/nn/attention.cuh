@@ -111,7 +111,8 @@ void Model<T>::attention_fwd(Layer& L) {
 }
 // bias_grad (the qkv bias gradient, zeroed with the gradients) gets dqkv's column sums added where our
 // flash backward runs: its kernel writes a partial per block of 64 rows as they store dqkv, and
-// ln_partials_finish adds them up (inside backward(), queued: nn/finish_queue.cuh). Returns whether it did (the weight gradient's matmul then goes without
+// ln_partials_finish adds them up (inside backward(), queued: nn/finish_queue.cuh). Returns whether it did
+// (the weight gradient's matmul then goes without
 // cuBLASLt's bias-gradient epilogue).
 template <class T>
 bool Model<T>::attention_bwd(Layer& L, float* bias_grad) {

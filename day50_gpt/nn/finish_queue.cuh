@@ -27,9 +27,7 @@
 
 class FinishQueue {
  public:
-  void bind(float* arena, size_t floats) {
-    base_ = arena, cap_ = floats, used_ = 0, jobs_.n = 0;
-  }
+  void bind(float* arena, size_t floats) { base_ = arena, cap_ = floats, used_ = 0, jobs_.n = 0; }
   bool empty() const { return jobs_.n == 0; }
   // Whether `floats` more partial sums and one more job fit after what is queued (if not: flush first).
   bool fits(size_t floats) const { return used_ + floats <= cap_ && jobs_.n < k::kFinishJobsMax; }

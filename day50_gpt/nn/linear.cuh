@@ -291,10 +291,14 @@ const T* Model<T>::transposed(size_t w, int I, int O) {
     if (lay.layer[i].fc2_w - lay.layer[i - 1].fc2_w != in_stride)
       throw std::logic_error("Model::transposed: the layers' fc2 weights are not evenly spaced");
   const unsigned z = all ? unsigned(lay.layer.size()) : 1u;
-  k::transpose<T><<<dim3((I + 31) / 32, (O + 31) / 32, z), dim3(32, 8), 0, s>>>(all ? W(lay.layer[0].fc2_w) : W(w),
-                                                                              w_t.as<T>(), O, I, in_stride, wt_stride());
+  const T* from = all ? W(lay.layer[0].fc2_w) : W(w);
+  k::transpose<T><<<dim3((I + 31) / 32, (O + 31) / 32, z), dim3(32, 8), 0, s>>>(from, w_t.as<T>(), O, I, in_stride,
+                                                                              wt_stride());
   LAUNCH_CHECK();
-  if (!all) return w_t.as<T>();
+  if (!all) {
+    wt_ready = false;  // (the first slot held layer 0's)
+    return w_t.as<T>();
+  }
   wt_ready = true;
   return w_t.as<T>() + l * wt_stride();
 }

@@ -147,7 +147,7 @@ struct Model {
   bool batch_finish = true;
   FinishQueue finishes;
   bool finishing_later = false;  // inside backward(), with batch_finish
-  // Partials for a finish queued with finish_later(): a slice of the column-sum partials buffer.
+  // Room for a finish to be queued (finishes.push): a slice of the column-sum partials buffer.
   float* finish_slice(size_t floats) {
     if (!finishes.fits(floats)) flush_finishes();
     return finishes.take(floats);

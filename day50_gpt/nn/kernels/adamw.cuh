@@ -48,9 +48,9 @@ __global__ void block_sum(const float* x, int n, float* out, bool divide, const 
 // AdamW with the clipping scale min(1, clip / norm) computed here from the squared norm (no host
 // round trip): every block adds up the nsq partial sums of squares itself (sum_256, 256 threads a block:
 // the same bits in every block, and those of block_sum, which was a launch of its own on the step's
-// chain; nsq = 1: the sum is given). The norm is kept for the log. In bf16 mode it also refreshes the bf16 copy of the
-// weights that the matmuls read (p_t; null in fp32 mode). With sv, the learning rate and the bias
-// corrections come from device memory and the norm goes to norm_out[sv->slot].
+// chain; nsq = 1: the sum is given). The norm is kept for the log. In bf16 mode it also refreshes the
+// bf16 copy of the weights that the matmuls read (p_t; null in fp32 mode). With sv, the learning rate and
+// the bias corrections come from device memory and the norm goes to norm_out[sv->slot].
 template <class T>
 __global__ void adamw_clipped(float* p, T* p_t, const float* g, float* m, float* v, const unsigned char* decay,
                               size_t n, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,

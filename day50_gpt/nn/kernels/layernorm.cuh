@@ -340,7 +340,7 @@ __global__ void ln_partials_finish(const float* partial, int chunks, int C, int 
   }
 }
 
-// ---- Many finishes in one launch (nn/finish_queue.h) ---------------------------------------------
+// ---- Many finishes in one launch (nn/finish_queue.cuh) ---------------------------------------------
 // A step's backward has 4 L + 1 column-sum finishes (each LayerNorm's, the flash backward's qkv bias, the
 // dGELU GEMM's fc bias). As kernels of their own each was a few dozen blocks that the GPU runs in a few
 // microseconds, mostly latency, one after another on the step's chain. Queued instead, their partials kept
