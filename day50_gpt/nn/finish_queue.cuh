@@ -19,52 +19,20 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <cstddef>
-#include <stdexcept>
-
 #include "check.cuh"
+#include "finish_plan.h"
 #include "kernels/layernorm.cuh"
 
-class FinishQueue {
+class FinishQueue : public FinishPlan {
  public:
-  void bind(float* arena, size_t floats) { base_ = arena, cap_ = floats, used_ = 0, jobs_.n = 0; }
-  bool empty() const { return jobs_.n == 0; }
-  // Whether `floats` more partial sums and one more job fit after what is queued (if not: flush first).
-  bool fits(size_t floats) const { return used_ + floats <= cap_ && jobs_.n < k::kFinishJobsMax; }
-  // Room for `floats` partial sums after what is queued (fits() first).
-  float* take(size_t floats) {
-    if (floats > cap_) throw std::logic_error("FinishQueue::take: partials larger than the arena");
-    if (!fits(floats)) throw std::logic_error("FinishQueue::take: the queue is full (flush first)");
-    float* p = base_ + used_;
-    used_ += (floats + 31) / 32 * 32;  // each slice starts 128-byte aligned
-    return p;
-  }
-  // out[k][c] += the sum over chunks of partial[chunk][k][c] (k < sums; partial from take()), at the next
-  // flush.
-  void push(const float* partial, int chunks, int C, int sums, float* out0, float* out1 = nullptr,
-            float* out2 = nullptr) {
-    k::FinishJob& f = jobs_.job[jobs_.n];
-    f.partial = partial, f.out[0] = out0, f.out[1] = out1, f.out[2] = out2;
-    f.chunks = chunks, f.C = C, f.sums = sums;
-    f.first = jobs_.n ? end_block(jobs_.job[jobs_.n - 1]) : 0;
-    ++jobs_.n, ++pushed;
-  }
   // Every queued finish in one launch, on stream s; returns whether there was one.
   bool flush(cudaStream_t s) {
-    used_ = 0;
-    if (!jobs_.n) return false;
-    const unsigned blocks = unsigned(end_block(jobs_.job[jobs_.n - 1]));
-    k::ln_partials_finish_many<<<blocks, dim3(32, k::kLnFinishRows), 0, s>>>(jobs_);
+    if (empty()) return clear(), false;
+    k::ln_partials_finish_many<<<unsigned(blocks()), dim3(32, k::kLnFinishRows), 0, s>>>(jobs());
     LAUNCH_CHECK();
-    jobs_.n = 0;
+    clear();
     ++launches;
     return true;
   }
-  long pushed = 0, launches = 0;  // finishes queued, and the launches that ran them (run/verify_step.cuh)
-
- private:
-  static int end_block(const k::FinishJob& f) { return f.first + (f.sums * f.C + 31) / 32; }
-  float* base_ = nullptr;
-  size_t cap_ = 0, used_ = 0;
-  k::FinishJobs jobs_{};
+  long launches = 0;  // the launches that ran them (run/verify_step.cuh)
 };

@@ -2,6 +2,7 @@
 // (column sums); then the fused form (--fused-ln on, the default): the residual add and the LayerNorm after
 // it in one pass, 128-bit loads, and a backward that sums the parameter gradients as it goes.
 #pragma once
+#include "../finish_plan.h"
 #include "common.cuh"
 
 namespace k {
@@ -344,23 +345,11 @@ __global__ void ln_partials_finish(const float* partial, int chunks, int C, int 
 // A step's backward has 4 L + 1 column-sum finishes (each LayerNorm's, the flash backward's qkv bias, the
 // dGELU GEMM's fc bias). As kernels of their own each was a few dozen blocks that the GPU runs in a few
 // microseconds, mostly latency, one after another on the step's chain. Queued instead, their partials kept
-// apart, they run as one grid: job j owns blocks [first, first + (sums * C + 31) / 32) and each of its blocks
+// apart, they run as one grid: job j owns its blocks (nn/finish_plan.h: finish_job_of) and each of its blocks
 // does exactly what ln_partials_finish's block does, in the same order, so every sum has the same bits.
-struct FinishJob {
-  const float* partial;
-  float* out[3];
-  int chunks, C, sums, first;  // first: the job's first block in the grid
-};
-constexpr int kFinishJobsMax = 64;  // per launch (a kernel parameter: 64 x 48 bytes, under the 4 KB limit)
-struct FinishJobs {
-  FinishJob job[kFinishJobsMax];
-  int n;
-};
 __global__ void ln_partials_finish_many(const __grid_constant__ FinishJobs jobs) {
   __shared__ float red[kLnFinishRows][33];
-  int j = 0;  // the job of this block: the last whose first block is at or before it
-  while (j + 1 < jobs.n && jobs.job[j + 1].first <= int(blockIdx.x)) ++j;
-  const FinishJob& f = jobs.job[j];
+  const FinishJob& f = jobs.job[finish_job_of(jobs, int(blockIdx.x))];
   const int i = (int(blockIdx.x) - f.first) * 32 + threadIdx.x, width = f.sums * f.C;
   float s = 0;
   if (i < width)
