@@ -15,7 +15,9 @@
 // unfused LayerNorm, the bias gradient apart, the first step's timings) flushes it first
 // (Model::partials_now). Everything runs on the model's main stream, in stream order, and only inside
 // Model::backward(), which flushes at its end (and before each block's all-reduce, data parallel): a layer
-// called alone (the attention check, the LayerNorm bench) finishes its sums at once, as before.
+// called alone (the attention check, the LayerNorm bench) finishes its sums at once, as before. The job
+// table, the slices and which block does which job are host arithmetic (nn/finish_plan.h), checked without
+// a GPU by test_finish_plan.cpp.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -27,12 +29,15 @@ class FinishQueue : public FinishPlan {
  public:
   // Every queued finish in one launch, on stream s; returns whether there was one.
   bool flush(cudaStream_t s) {
-    if (empty()) return clear(), false;
+    if (empty()) {
+      clear();
+      return false;
+    }
     k::ln_partials_finish_many<<<unsigned(blocks()), dim3(32, k::kLnFinishRows), 0, s>>>(jobs());
     LAUNCH_CHECK();
     clear();
     ++launches;
     return true;
   }
-  long launches = 0;  // the launches that ran them (run/verify_step.cuh)
+  long launches = 0;  // the launches that ran the queued finishes (run/verify_step.cuh)
 };
