@@ -1,9 +1,9 @@
 // day50_gpt/nn/kernels/transpose.cuh: out[c][r] = in[r][c] (bf16): fc2's weight as our fused dGELU
 // GEMM reads it (nn/gemm_sm90.h takes B as [N][K], and the input gradient multiplies by W, not W^T).
 // A 32 x 32 tile through shared memory so that both the reads and the writes are coalesced; the extra
-// column keeps the transposed reads off a single bank. 0.6 M elements at day50's shape: a few us.
-// Several matrices of one shape in one launch: matrix z of the grid at in + z * in_stride, out + z * out_stride
-// (the model's every fc2 weight at once, Model::transposed).
+// column keeps the transposed reads off a single bank. Several matrices of one shape in one launch: matrix z
+// of the grid at in + z * in_stride, out + z * out_stride (Model::transposed: every fc2 weight at once, six
+// of 0.6 M elements at day50's shape; the trace's "other" category has its time).
 #pragma once
 #include <cuda_bf16.h>
 
