@@ -4,19 +4,32 @@
 // queued with it; the kernel's block-to-job mapping (k::finish_job_of) gives every column of every job to
 // exactly one thread; the queue flushes when the arena or the job table is full, and not otherwise. The
 // notes' claim that about two layers' partials fit at the bench's shape is counted here.
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
 #include "minitest.h"
 #include "nn/finish_plan.h"
 
-// The bench's model: N = 64 x 256 rows, C = 384, 6 layers; the LayerNorm backward at 8 rows a warp (the
-// bench's timed choice), 8 warps a block; our flash backward's partials per 64 rows, our fused dGELU GEMM's
-// per 128 (sm90::kColsumRows). The arena: the model's partials buffer, whose widest use is the LayerNorm
-// backward at 1 row a warp with three sums (Model::buffers).
-constexpr int kN = 16384, kC = 384, kL = 6;
-constexpr int ln_blocks(int rows_per_warp) { return (kN + 8 * rows_per_warp - 1) / (8 * rows_per_warp); }
-constexpr size_t kArena = size_t(ln_blocks(1)) * 3 * kC;
+// A model's shape as the queue sees it: N rows, width C, L layers, the LayerNorm backward's rows a warp
+// (8 warps a block), and whether our fused dGELU GEMM runs (bf16 with --lt-search on). Our flash backward's
+// partials are per 64 rows, the dGELU GEMM's per 128 (sm90::kColsumRows).
+struct Shape {
+  int N, C, L, rows;
+  bool dgelu;
+};
+static int ln_blocks(const Shape& m, int rows_per_warp) { return (m.N + 8 * rows_per_warp - 1) / (8 * rows_per_warp); }
+// The arena: the model's partials buffer, the widest of its uses (Model::buffers; 256 rows a chunk for the
+// column sums apart, k::kColChunk).
+static size_t arena_of(const Shape& m) {
+  return std::max({size_t((m.N + 255) / 256) * 4 * m.C, size_t(ln_blocks(m, 1)) * 3 * m.C, size_t(m.N / 64) * 3 * m.C,
+                   size_t((m.N + 127) / 128) * 4 * m.C});
+}
+// The bench's model (64 x 256 rows, C = 384, 6 layers) at its timed 8 rows a warp; and the model of --verify's
+// comparison with --lt-search off (16 x 64 rows, C = 128, 2 layers, the fixed 4 rows a warp, no dGELU GEMM).
+constexpr Shape kBench{16384, 384, 6, 8, true}, kVerify{1024, 128, 2, 4, false};
+constexpr int kL = kBench.L;
+static const size_t kArena = arena_of(kBench);
 
 struct Producer {
   int chunks, C, sums;
@@ -24,14 +37,14 @@ struct Producer {
 // One backward's finishes in the order Model::backward queues them: the final LayerNorm's (with fc2's bias
 // of the last layer), then per layer from the top: fc's bias (dGELU GEMM), LayerNorm 2 (with proj's bias),
 // qkv's bias (flash backward), LayerNorm 1 (with the fc2 bias of the layer below; layer 0's has none).
-static std::vector<Producer> one_backward() {
-  const int ln = ln_blocks(8);
-  std::vector<Producer> p = {{ln, kC, 3}};
-  for (int l = kL - 1; l >= 0; --l) {
-    p.push_back({kN / 128, 4 * kC, 1});
-    p.push_back({ln, kC, 3});
-    p.push_back({kN / 64, 3 * kC, 1});
-    p.push_back({ln, kC, l > 0 ? 3 : 2});
+static std::vector<Producer> one_backward(const Shape& m = kBench) {
+  const int ln = ln_blocks(m, m.rows);
+  std::vector<Producer> p = {{ln, m.C, 3}};
+  for (int l = m.L - 1; l >= 0; --l) {
+    if (m.dgelu) p.push_back({(m.N + 127) / 128, 4 * m.C, 1});
+    p.push_back({ln, m.C, 3});
+    p.push_back({m.N / 64, 3 * m.C, 1});
+    p.push_back({ln, m.C, l > 0 ? 3 : 2});
   }
   return p;
 }
@@ -95,6 +108,14 @@ TEST(bench_shape_slices_apart_and_every_column_once) {
   EXPECT(jobs == 4 * kL + 1);
   // about two layers' partials a launch: 6 layers in 3 launches (the trace's one-stream step counts 3)
   EXPECT(flushes == 3);
+}
+
+// --verify's comparison of --batch-finish on and off with --lt-search off (run/verify_step.cuh) expects at
+// least two finishes a launch: 7 a backward in 2 launches.
+TEST(verify_shape_two_launches_a_backward) {
+  int jobs = 0;
+  EXPECT(run_queue(one_backward(kVerify), arena_of(kVerify), &jobs) == 2);
+  EXPECT(jobs == 3 * kVerify.L + 1);
 }
 
 TEST(an_arena_as_large_as_one_backward_flushes_once) {
