@@ -19,6 +19,19 @@ void Model<T>::head_fwd() {
   mark(kMatmul);
 }
 
+// The batch's mean loss into out (at out[sv->slot] with sv), for the log only. In a captured step it goes on
+// the side stream (nn/dw_stream.h), beside the backward: a one-block kernel, which on the chain held
+// everything after it; the backward's join waits for it.
+template <class T>
+void Model<T>::loss_mean(float* out) {
+  const bool beside = dw_side();
+  if (beside) dws.fork(s);
+  hw("block_sum");
+  k::block_sum<<<1, 256, 0, beside ? dws.side() : s>>>(loss.as<float>(), N, out, true, sv);
+  LAUNCH_CHECK();
+  if (beside) dws.reads(loss.as(), nullptr);
+}
+
 // Its backward: dln = dlogits . wte, and wte's gradient = dlogits^T . lnf (written first: the
 // embedding's gradient is added to it at the end of the backward).
 template <class T>

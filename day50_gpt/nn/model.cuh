@@ -488,6 +488,7 @@ struct Model {
   bool dnn_linear_back(const T* in, size_t w, size_t b, const T* dout, T* din, int I, int O, const T* gelu_pre);
   void head_fwd();
   void head_back();
+  void loss_mean(float* out);
   void optimizer_step(const train::AdamW& opt, double lr, int64_t t, double clip, float* norm_out);
   void sync_weights();
 

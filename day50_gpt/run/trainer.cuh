@@ -147,14 +147,7 @@ struct Trainer {
     // With sv, the kernels add the step's slot to the logging buffers themselves.
     float* loss_at = step_loss.as<float>() + (sv ? 0 : pending);
     float* norm_at = step_norm.as<float>() + (sv ? 0 : pending);
-    // The mean loss, for the log only: in a captured step it goes on the side stream (nn/dw_stream.h), beside
-    // the backward (a one-block kernel, which on the chain held everything after it), and the backward's
-    // join waits for it.
-    const bool beside = m.dw_side();
-    if (beside) m.dws.fork(stream);
-    k::block_sum<<<1, 256, 0, beside ? m.dws.side() : stream>>>(m.loss.template as<float>(), m.N, loss_at, true, sv);
-    LAUNCH_CHECK();
-    if (beside) m.dws.reads(m.loss.as(), nullptr);
+    m.loss_mean(loss_at);  // (in a captured step beside the backward: nn/head.cuh)
     dp::mark(dp, "forward + loss");
     m.backward();  // with dp, the buckets' all-reduces start from inside it
     dp::finish_step(dp, loss_at);
