@@ -90,9 +90,11 @@ inline void add_census(cudaGraph_t g, Census& c, std::set<const void*>& kernels)
 
 // Captures what enqueue() launches on `stream` (thread-local capture mode: CUDA calls made meanwhile by
 // other threads, such as another GPU's replica in a data-parallel run, are neither captured nor
-// refused), and instantiates it; with `census`, also counts what the graph holds.
+// refused), and instantiates it; with `census`, also counts what the graph holds. With node_priority,
+// each kernel keeps the priority of the stream it was captured from (a capture copies it into the
+// node; without cudaGraphInstantiateFlagUseNodePriority the whole graph runs at its launch stream's).
 template <class F>
-cudaGraphExec_t capture(cudaStream_t stream, F&& enqueue, Census* census = nullptr) {
+cudaGraphExec_t capture(cudaStream_t stream, F&& enqueue, Census* census = nullptr, bool node_priority = false) {
   cudaGraph_t g;
   CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   enqueue();
@@ -103,7 +105,7 @@ cudaGraphExec_t capture(cudaStream_t stream, F&& enqueue, Census* census = nullp
     add_census(g, *census, funcs);
   }
   cudaGraphExec_t e;
-  CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
+  CUDA_CHECK(cudaGraphInstantiate(&e, g, node_priority ? cudaGraphInstantiateFlagUseNodePriority : 0));
   CUDA_CHECK(cudaGraphDestroy(g));
   return e;
 }

@@ -48,6 +48,7 @@ struct TrainOptions {
   bool dw_stream = true;                   // the graph's weight gradients on a second stream (nn/dw_stream.h)
   bool keep_a = false;                     // our fused GEMM keeps A's row panel in shared memory at K <= 384
   bool batch_finish = true;                // the backward's column-sum finishes many to a launch (nn/finish_queue.cuh)
+  bool chain_priority = true;              // the graph's chain at the highest stream priority, dW at the lowest
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
   size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
   bool bucket_forward = false;             // data parallel: buckets in parameter order (the overlap lost)
@@ -134,7 +135,7 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
 
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
 struct StepFlags {
-  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish;
+  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority;
 };
 inline void declare_step(cli::Args& args, StepFlags& f) {
   f.fused_ln = args.str("fused-ln", "on",
@@ -160,6 +161,10 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
                       "on | off: the backward's column-sum finishes (LayerNorm parameters, qkv and fc biases) "
                       "queued and run many to a launch (nn/finish_queue.cuh; the same sums); off: each in a launch "
                       "of its own");
+  f.priority = args.str("chain-priority", "on",
+                        "on | off: in the CUDA graph with --dw-stream on, the chain of data gradients on a stream of "
+                        "the highest priority and the weight gradients on one of the lowest, so that a free SM takes "
+                        "the chain's next block first (the same kernels and results); off: both at the default");
 }
 inline bool on_off(const std::string& flag, const std::string& v) {
   if (v != "on" && v != "off") cli::usage_error(kProg, "--" + flag + " must be on or off, got '" + v + "'");
@@ -170,8 +175,12 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   o.train.lt_search = on_off("lt-search", f.search), o.train.recompute = on_off("recompute", f.recompute);
   o.train.flash_bwd = on_off("flash-bwd", f.flash), o.train.dw_stream = on_off("dw-stream", f.dw);
   o.train.keep_a = on_off("keep-a", f.keep), o.train.batch_finish = on_off("batch-finish", f.finish);
+  o.train.chain_priority = on_off("chain-priority", f.priority);
   if (given(argc, argv, "graph") && o.multi())
     cli::usage_error(kProg, "--graph is the one-GPU step's; data parallelism (--gpus N, --world N) runs eagerly");
+  if (given(argc, argv, "chain-priority") && o.multi())
+    cli::usage_error(kProg, "--chain-priority is the one-GPU graph's; data parallelism (--gpus N, --world N) runs "
+                            "eagerly, its all-reduce stream already at the highest priority");
 }
 
 inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& bucket_mb, std::string& parts) {

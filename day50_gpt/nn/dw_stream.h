@@ -57,7 +57,9 @@ class DwStream {
   // Creates the stream and `events` events (one per dW launch of a backward, and one for the join).
   void create(int events) {
     if (side_) return;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    int least = 0, greatest = 0;  // the lowest priority (the default's): see --chain-priority (run/trainer.cuh)
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, least));
     events_.resize(size_t(events));
     for (cudaEvent_t& e : events_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }

@@ -39,12 +39,13 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].dw_stream = true;            // and the graph with every matmul on one stream
     v[i].keep_a = false;              // and our fused GEMM keeping A (nn/gemm_sm90.h)
     v[i].batch_finish = true;         // and the step finishing each column sum in a launch of its own
+    v[i].chain_priority = true;       // and the graph with both branches at the default stream priority
   }
   return v;
 }
 inline bool default_step(const TrainOptions& o) {
   return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.dw_stream && !o.keep_a &&
-         o.batch_finish;
+         o.batch_finish && o.chain_priority;
 }
 inline std::string variant_name(const TrainOptions& o) {
   if (!o.fusion) return " unfused";
@@ -57,6 +58,7 @@ inline std::string variant_name(const TrainOptions& o) {
   if (o.graph && !o.dw_stream) s += ", one stream";
   if (o.keep_a) s += ", A kept";
   if (!o.batch_finish) s += ", finishes one by one";
+  if (o.graph && o.dw_stream && !o.chain_priority) s += ", chain at default priority";
   return s.empty() ? s : " " + s.substr(2);
 }
 
@@ -165,6 +167,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["flash_bwd"] = o.flash_bwd;
   ex["keep_a"] = o.keep_a;
   ex["batch_finish"] = o.batch_finish;
+  ex["chain_priority"] = o.chain_priority;
   ex["model_flops_per_step"] = flops;
   ex["model_tflops"] = tflops;
   ex["mfu_pct"] = 100 * tflops / peak_tf;
@@ -621,6 +624,9 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions each = step_variants(base, true).back();  // the default step with every column-sum finish
     each.batch_finish = false;                              // in a launch of its own (nn/finish_queue.cuh)
     bench_train<bf16>(res, cfg, each, data, op.attn, seed);
+    TrainOptions level = step_variants(base, true).back();  // the default step's graph with the chain and the
+    level.chain_priority = false;                            // weight gradients at one stream priority (run/trainer.cuh)
+    bench_train<bf16>(res, cfg, level, data, op.attn, seed);
   }
   if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, base, data, seed);  // run/bench_cudnn.cuh
   // What the step chose by timing at start-up (nn/linear.cuh and the LayerNorm's launcher): where each

@@ -77,7 +77,13 @@ struct Trainer {
     dp::attach(dp, cfg, o, m);
     if (!dp) {
       // A blocking stream: the host copies elsewhere (cudaMemcpy on the legacy stream) stay ordered with it.
-      CUDA_CHECK(cudaStreamCreate(&stream));
+      // --chain-priority on: the highest priority, which the graph's capture copies into every kernel of the
+      // chain; the weight gradients' side stream (nn/dw_stream.h) has the lowest. When an SM frees up and
+      // both branches have blocks waiting, the block scheduler starts the chain's first: its memory-bound
+      // kernels (the LayerNorm backward) are what the step waits for, the dW matmuls are not.
+      int least = 0, greatest = 0;
+      CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamDefault, o.chain_priority ? greatest : least));
       m.use_stream(stream);
       step_vars.alloc(sizeof(k::StepVars));
       CUDA_CHECK(cudaMallocHost(&ring, size_t(o.log_every) * sizeof(k::StepVars)));
@@ -169,7 +175,7 @@ struct Trainer {
   // checkpoints stay outside it; restore() drops it (the dropout key may change).
   cudaGraphExec_t capture_step() {
     return cuda_graph::capture(
-        stream, [&] { enqueue_step(); }, &graph_census);
+        stream, [&] { enqueue_step(); }, &graph_census, o.chain_priority);
   }
   // Bring the pending steps' losses and norms to the host (one synchronization).
   void read_back() {
