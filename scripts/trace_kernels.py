@@ -5,14 +5,16 @@ by stream, measured inside the CUDA graph that runs it.
     python3 scripts/trace_kernels.py [--marker REGEX] [--window N] [--json PATH] [--lesson NAME]
                                      [--variant 'NAME=EXTRA ARGS' ...] -- PROGRAM ARGS...
     python3 scripts/trace_kernels.py --self-test      (host only: what `make test` runs)
-    make trace                                        (day50_gpt's training step, both stream layouts)
+    make trace                                        (day50_gpt's training step: the Makefile's variants)
 
 It runs PROGRAM once per variant (its ARGS, then the variant's extra ones) with scripts/ktrace.cpp loaded by
 the driver (build/libktrace.so, built by `make`), which records every kernel's start and end on the GPU.
 The step is found by a marker kernel that runs once per step (--marker, a regular expression: day50's
 AdamW); the last --window steps are summarised:
-  period         the time from one marker to the next (the step as the GPU runs it, median over the window);
-  busy           the time at least one kernel ran (the union of all streams), and idle = period - busy;
+  period         the time from one marker to the next (the step as the GPU runs it, median over the window;
+                 period_mean_us: the mean);
+  busy           the time at least one kernel ran (the union of all streams), a mean per step over the window,
+                 and idle = the mean period - busy (both means, so that they add up);
   per stream     the sum of its kernels' durations: the stream the marker runs on is "main", others "side";
   per kernel     its time per step, calls per step and mean duration, on its stream;
   per category   kernels grouped by what they do (a table per lesson, below);
@@ -400,7 +402,7 @@ def parse_args(argv):
     ap = OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
     ap.add_argument("--marker", default="adamw", help="a kernel that runs once per step (regular expression)")
     ap.add_argument("--window", type=int, default=60, help="steps summarised, the last ones of the run")
-    ap.add_argument("--json", default="", help="the results file ({gpu}: the GPU's slug)")
+    ap.add_argument("--json", default=None, help="the results file ({gpu}: the GPU's slug)")
     ap.add_argument("--lesson", default="day50_gpt", help="the lesson (its kernel categories, and the results file's)")
     ap.add_argument("--variant", action="append", default=[], help="'NAME=EXTRA ARGS': one run each (default: one run)")
     ap.add_argument("--cwd", default="", help="where the program runs (default: its lesson's folder for a program "
@@ -416,8 +418,29 @@ def parse_args(argv):
     return a
 
 
+def judge_json(path):
+    """--json, judged as common/results.h's require_writable_json judges it, before anything runs: a file's
+    path (not empty, not a folder's), an existing file only if it is a regular, writable one (so /dev/full is
+    refused), and a folder that can be made and written to (with {gpu} in the path, the folder above it: the
+    GPU's own folder is made once its name is known)."""
+    if path is None:
+        return
+    if not path or path.endswith("/") or os.path.isdir(path) or not os.path.basename(path):
+        fail_input(f"--json {path!r}: give a file's path, not a folder's")
+    if "{gpu}" not in path and os.path.exists(path) and not (os.path.isfile(path) and os.access(path, os.W_OK)):
+        fail_input(f"--json {path}: not a writable regular file")
+    d = os.path.dirname(os.path.abspath(path.split("{gpu}")[0] + "x"))
+    try:
+        os.makedirs(d, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=d):
+            pass
+    except OSError as e:
+        fail_input(f"--json {path}: cannot write there ({e.strerror or e})")
+
+
 def check_inputs(a):
     """Every input judged before the program runs (exit 2 with one line)."""
+    judge_json(a.json)
     if a.window < 2 or a.window > 100000:
         fail_input(f"--window {a.window}: give 2 to 100000 steps")
     if not a.marker:
@@ -466,17 +489,6 @@ def check_inputs(a):
                 os.makedirs(a.keep_trace, exist_ok=True)
             except OSError as e:
                 fail_input(f"--keep-trace {a.keep_trace}: {e.strerror or e}")
-    if a.json and (a.json.endswith("/") or os.path.isdir(a.json) or not os.path.basename(a.json)):
-        fail_input(f"--json {a.json}: give a file's path, not a folder's")
-    if a.json:  # the results folder made and written to now, so that a bad path stops before the GPU works
-        # where {gpu} is in the path, the folder above it (the GPU's own folder is made once its name is known)
-        d = os.path.dirname(os.path.abspath(a.json.split("{gpu}")[0] + "x"))
-        try:
-            os.makedirs(d, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=d):
-                pass
-        except OSError as e:
-            fail_input(f"--json {a.json}: cannot write there ({e.strerror or e})")
     return variants
 
 
@@ -525,8 +537,11 @@ def kept_variant(a, name, tmp):
 def recategorize_file(a):
     if a.cmd or a.from_trace or a.keep_trace or a.cwd or a.variant:
         fail_input("--recategorize runs nothing: give it with --lesson and --json only")
-    if a.lesson not in CATEGORIES or not a.json:
+    if a.lesson not in CATEGORIES or a.json is None:
         fail_input("--recategorize needs --lesson (one of " + ", ".join(sorted(CATEGORIES)) + ") and --json")
+    if "{gpu}" in a.json:
+        fail_input(f"--json {a.json}: --recategorize writes one file; give its path without {{gpu}}")
+    judge_json(a.json)
     try:
         with open(a.recategorize) as f:
             data = json.load(f)
@@ -581,8 +596,8 @@ def main(argv):
             add_check(checks, f"{name}: the steps' periods agree (each within 0.5x-2x of their median)",
                       s["period_min_us"] >= 0.5 * s["period_us"] and s["period_max_us"] <= 2 * s["period_us"],
                       min_us=s["period_min_us"], median_us=s["period_us"], max_us=s["period_max_us"])
-            add_check(checks, f"{name}: busy time <= the step's period", s["busy_us"] <= s["period_us"] * 1.001 + 1,
-                      busy_us=s["busy_us"], period_us=s["period_us"])
+            add_check(checks, f"{name}: busy time <= the step's mean period", s["busy_us"] <= s["period_mean_us"] * 1.001 + 1,
+                      busy_us=s["busy_us"], period_mean_us=s["period_mean_us"])
             runs.append(dict(name=name, args=extra, command=portable(ran), **s))
     passed = bool(checks) and all(c["passed"] for c in checks)
     bench = bench_rows(runs)
@@ -761,11 +776,13 @@ def self_test():
                 [], ["--", "/no/such/program"], ["--json", "/proc/no-such-dir/x.json", "--", "/bin/true"],
                 ["--marker", "", "--", "/bin/true"], ["--json", tempfile.gettempdir(), "--", "/bin/true"],
                 ["--json", "results/{gpu}/", "--", "/bin/true"], ["--window", "x", "--", "/bin/true"],
-                ["--bogus", "--", "/bin/true"]):
+                ["--bogus", "--", "/bin/true"], ["--json=", "--", "/bin/true"], ["--json", "/dev/full", "--", "/bin/true"]):
         r = subprocess.run([sys.executable, os.path.abspath(__file__)] + bad, capture_output=True, text=True, timeout=60)
         lines = r.stderr.strip().splitlines()
         if r.returncode != 2 or len(lines) != 1:
             fails.append(f"bad input {bad}: exit {r.returncode}, {len(lines)} lines")
+        elif any(x.startswith("--json") for x in bad) and "--json" not in lines[0]:
+            fails.append(f"bad input {bad}: the line does not name --json ({lines[0]})")
     for f in fails:
         print("FAIL", f)
     print(f"{PROG} self-test: {'PASS' if not fails else 'FAIL'} ({len(fails)} failed)")

@@ -1,5 +1,5 @@
 """day50_gpt-trace.json (scripts/trace_kernels.py, `make trace`): the training step kernel by kernel inside its CUDA
-graph, with the weight gradients on a second stream (the default) and on one stream."""
+graph, one run per variant of the Makefile's trace target (the default step, on one stream, ...)."""
 from .text import cell, fmt
 
 TOP = 12  # the largest kernels listed
@@ -27,11 +27,12 @@ def day50_trace_block(data, who="The bf16 training step"):
     two = any(_stream(r, "side") for r in runs.values())
     out = [f"{who} as the GPU ran it: the last {c.get('window', '?')} steps of a training run, marker kernel "
            f"`{cell(c.get('marker', '?'))}` (once per step). A kernel's time is what it took beside whatever ran with it."
-           + (" \"main\" is the stream the step's chain runs on, \"side\" the weight gradients' stream." if two else ""), "",
+           + (" \"main\" is the stream the marker kernel runs on, \"side\" every other stream: the graph's executor picks "
+              "which stream runs which branch, so \"side\" need not be the weight gradients'." if two else ""), "",
            "\"kernels\" adds up a stream's kernel durations; \"busy\" is the time at least one of them ran (less where a kernel "
            "starts before the one it follows has ended: a programmatic dependent launch).", "",
-           "| run | step µs (median, min–max) | busy µs (any stream) | idle µs | main stream: kernels µs, busy µs, launches | "
-           "side stream: kernels µs, busy µs, launches |",
+           "| run | step µs (median, min–max) | busy µs (any stream) | idle µs (mean step − busy) | main stream: kernels µs, "
+           "busy µs, launches | side streams: kernels µs, busy µs (each stream's, added up), launches |",
            "|---|---:|---:|---:|---:|---:|"]
     for name, r in runs.items():
         side = _stream(r, "side")
