@@ -74,13 +74,14 @@ tools:
 	@echo "note: CUPTI not found under $(CUDA_HOME): the kernel tracer (make trace) is not built"
 endif
 
-# day50's default training step, the same step on one stream, and with the chain at the side stream's
-# priority: 200 steps each, the last 60 summarised.
+# day50's default training step, the same step on one stream, with the chain at the side stream's
+# priority, and with fc keeping the GELU's input: 200 steps each, the last 60 summarised.
 trace: day50_gpt tools
 	python3 scripts/trace_kernels.py --lesson day50_gpt --marker adamw --window 60 \
 	  --json "results/{gpu}/day50_gpt-trace.json" \
 	  --variant "default=" --variant "one stream=--dw-stream off" \
 	  --variant "chain at default priority=--chain-priority off" \
+	  --variant "GELU input kept=--gelu-deriv off" \
 	  -- day50_gpt/build/gpt --steps 5000 --until 200 --val-every 1000 --log-every 100
 
 # Every folder's HOST_TESTS rebuilt into its build/asan/ with both sanitizers (any report ends the

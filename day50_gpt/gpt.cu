@@ -112,6 +112,9 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
     verify_tiny<bf16>(res, seed, attn, false);
     verify_tiny<bf16>(res, seed, attn, true, 0.2);
     verify_tiny<bf16>(res, seed + 29, attn, true, 0.2, nullptr, false, Backend::kCustom, false, false, true);  // --recompute on
+    // --gelu-deriv off: fc keeping its pre-activation, with our passes (the kept derivative's are run/verify.cuh's
+    // forced ones) and, below, with our fused GEMM
+    verify_tiny<bf16>(res, seed + 43, attn, true, 0.2, nullptr, true, Backend::kCustom, false, false, false, false);
     if (attn == Attn::kAuto || attn == Attn::kCudnn) {
       // Our flash backward takes head size 64 and T a multiple of 64, which the tiny model has not: a model
       // with two heads of 64 and T = 128 (two blocks: masked and unmasked ones), every gradient against the
@@ -132,6 +135,7 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
       gpt::Config e = tiny_config();
       e.width = 80, e.heads = 5;
       verify_tiny<bf16>(res, seed + 31, attn, true, 0.2, &e, false, Backend::kCustom, false, true);
+      verify_tiny<bf16>(res, seed + 47, attn, true, 0.2, &e, false, Backend::kCustom, false, true, false, false);
       // ... and its two loops, A streamed (the default) and A kept, on the same inputs (run/verify_gemm.cuh)
       verify_gemm_keep_a(res, seed + 37);
     }

@@ -47,6 +47,7 @@ struct TrainOptions {
   bool flash_bwd = true;                   // bf16 with cuDNN's attention: our flash backward (head size 64)
   bool dw_stream = true;                   // the graph's weight gradients on a second stream (nn/dw_stream.h)
   bool keep_a = false;                     // our fused GEMM keeps A's row panel in shared memory at K <= 384
+  bool gelu_deriv = true;                  // bf16: fc's forward keeps gelu'(z), not z; the backward multiplies by it
   bool batch_finish = true;                // the backward's column-sum finishes many to a launch (nn/finish_queue.cuh)
   bool chain_priority = true;              // the graph's chain at the highest stream priority, dW at the lowest
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
@@ -135,7 +136,7 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
 
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
 struct StepFlags {
-  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority;
+  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv;
 };
 inline void declare_step(cli::Args& args, StepFlags& f) {
   f.fused_ln = args.str("fused-ln", "on",
@@ -157,6 +158,10 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
   f.keep = args.str("keep-a", "off",
                     "on | off: on: our fused GEMM (nn/gemm_sm90.cu) at K <= 384 keeps each 128-row panel of A in "
                     "shared memory for a whole row of C's tiles, streaming only B; off: A and B streamed every tile");
+  f.deriv = args.str("gelu-deriv", "on",
+                     "on | off: on: in bf16 (with the epilogues and --lt-search on, --recompute off), fc's forward "
+                     "keeps the GELU's derivative gelu'(z) beside gelu(z), from one tanh, and the backward only "
+                     "multiplies by it; off: fc keeps its pre-activation z and the backward computes gelu'(z)");
   f.finish = args.str("batch-finish", "on",
                       "on | off: the backward's column-sum finishes (LayerNorm parameters, qkv and fc biases) "
                       "queued and run many to a launch (nn/finish_queue.cuh; the same sums); off: each in a launch "
@@ -175,7 +180,7 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   o.train.lt_search = on_off("lt-search", f.search), o.train.recompute = on_off("recompute", f.recompute);
   o.train.flash_bwd = on_off("flash-bwd", f.flash), o.train.dw_stream = on_off("dw-stream", f.dw);
   o.train.keep_a = on_off("keep-a", f.keep), o.train.batch_finish = on_off("batch-finish", f.finish);
-  o.train.chain_priority = on_off("chain-priority", f.priority);
+  o.train.chain_priority = on_off("chain-priority", f.priority), o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
   if (given(argc, argv, "graph") && o.multi())
     cli::usage_error(kProg, "--graph is the one-GPU step's; data parallelism (--gpus N, --world N) runs eagerly");
   if (given(argc, argv, "chain-priority") && o.multi())

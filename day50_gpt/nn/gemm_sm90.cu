@@ -12,11 +12,13 @@
 // that it does the layer's elementwise work on the fp32 values:
 //   bias: one bf16 pair per 8 columns from global memory, the tile's 16 pairs a thread loaded before its first box;
 //   GELU with the pre-activation kept: each box is staged and stored twice, aux first, then gelu(aux);
+//   GELU with its derivative kept (kBiasGeluDeriv): the same two stores, gelu'(z) where aux held z, both from
+//   one tanh of the fp32 sum, so that the backward only multiplies (kMulAux, below);
 //   the GELU's backward: gelu'(aux) needs aux at every element, 50 MB at fc2's shape. Read with plain
 //   loads in the epilogue it cost more than cuBLASLt's DGELU (day50's notes have the measurements), so a
 //   thread of the producer warpgroup TMA-loads the consumer's 128x128 tile of aux into shared memory while the
 //   tile's k-steps run, in the same swizzled layout as the staging boxes: each thread then reads its values at
-//   the offsets it writes its results to.
+//   the offsets it writes its results to. kMulAux reads its aux the same way and multiplies by it.
 // The GELU's backward can also hand back the column sums of its output (colsum not null): they are the
 // bias gradient of the layer before the GELU (fc), which cuBLASLt would otherwise add up in its weight
 // gradient's epilogue (BGRADB), a slower kernel than its plain one. Each tile writes the sums of its 128
@@ -52,7 +54,7 @@ constexpr int kMaxSmem = 227 * 1024;  // the most shared memory one block may ha
 constexpr int kAPanelBoxes = kKeepAMaxK / BK;
 constexpr int kStagesKeepA = 6, kStagesKeepAAux = 4;
 
-// The epilogue's 64x64 boxes: each consumer's CBOXES staging slots (STAGING) and, for kDGelu (AUX_IN), each
+// The epilogue's 64x64 boxes: each consumer's CBOXES staging slots (STAGING) and, for kDGelu and kMulAux (AUX_IN), each
 // consumer's 128x128 tile of aux as four boxes. One array, so that a part a kernel lacks takes no room: as
 // two member structs, an empty one before the 1024-aligned other padded the block by a whole 1 KB.
 template <bool STAGING, bool AUX_IN>
@@ -124,6 +126,15 @@ __device__ __forceinline__ float gelu_grad(float x) {
   const float du = fmaf(kK01x3, x2, kK0);  // u'
   return fmaf(0.5f * x * fmaf(-th, th, 1.f), du, fmaf(0.5f, th, 0.5f));
 }
+// Both at once (kBiasGeluDeriv): x becomes gelu(x), the derivative is returned. One tanh; the derivative
+// costs four more instructions than the GELU alone, where the backward's gelu_grad costs ten and the tanh.
+__device__ __forceinline__ float gelu_and_grad(float& x) {
+  const float x2 = x * x, th = tanh_fast(x * fmaf(kK01, x2, kK0));
+  const float h = fmaf(0.5f, th, 0.5f);
+  const float g = fmaf(x * fmaf(-th, th, 1.f), fmaf(0.5f * kK01x3, x2, 0.5f * kK0), h);  // h + x (1 - th^2) u' / 2
+  x *= h;
+  return g;
+}
 
 // One round of a reduce-scatter among the lanes that differ in bit BIT of g (lane bit BIT * 4): the lane
 // with that bit set keeps the upper HALF of v (index bit HALF), its partner the lower, and each adds
@@ -144,15 +155,16 @@ __device__ __forceinline__ void reduce_scatter_round(float (&v)[16], int g) {
 // (row r, 8-column chunk jj) is day10's 128-byte swizzle: r * 128 + ((jj ^ (r % 8)) << 4).
 // Store q of the tile (OUTS per box) goes through slot q % CBOXES; the store that read it last was
 // CBOXES commits ago, unless a box was skipped (past M or N): from then on we wait for all (edge tiles).
-// IN_PLACE (kDGelu with A kept): each box is stored from the aux tile itself, every thread writing its
+// IN_PLACE (kDGelu or kMulAux with A kept): each box is stored from the aux tile itself, every thread writing its
 // results over the aux values it has just read (the same offsets), so no slot is waited for; the tile is
 // handed back to the producer only once the stores have read it.
 template <int EPI, bool IN_PLACE = false>
 __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEMS], bf16 (*aux_s)[BOX_ELEMS],
                                          const CUtensorMap* tmC, const CUtensorMap* tmAux, const bf16* bias,
                                          float* colsum, int row0, int col0, int M, int N, int t, int bar_id) {
-  constexpr int OUTS = EPI == int(Epi::kBiasGeluAux) ? 2 : 1;
-  static_assert(!IN_PLACE || EPI == int(Epi::kDGelu), "only the dGELU epilogue reads a tile it can write over");
+  constexpr bool AUX_IN = reads_aux(Epi(EPI)), DERIV = EPI == int(Epi::kBiasGeluDeriv);
+  constexpr int OUTS = writes_aux(Epi(EPI)) ? 2 : 1;
+  static_assert(!IN_PLACE || AUX_IN, "only an epilogue that reads aux has a tile it can write over");
   static_assert((4 * OUTS) % CBOXES == 0, "a whole tile must leave the slots where the next tile expects them");
   const int w = t / 32, l = t % 32;
   const int r = 16 * w + l / 4;  // this thread's rows in a box: r and r + 8 (both have r % 8 == l / 4)
@@ -161,7 +173,7 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
   // before the first box: loaded box by box, each box waited for its own (the loads' latency, with one
   // warp per scheduler to hide it).
   __nv_bfloat162 bias2[2][BOX / 8];
-  if constexpr (EPI != int(Epi::kDGelu)) {
+  if constexpr (!AUX_IN) {
 #pragma unroll
     for (int cb = 0; cb < 2; ++cb)
 #pragma unroll
@@ -181,21 +193,31 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
 #pragma unroll
     for (int jj = 0; jj < BOX / 8; ++jj) {
       const int j = b * (BOX / 8) + jj;
-      if constexpr (EPI == int(Epi::kDGelu)) {
+      if constexpr (AUX_IN) {
         const uint32_t a = hopper::smem_u32(aux_s[b]) + r * 128 + ((jj ^ (l / 4)) << 4) + (l % 4) * 4;
         uint32_t u0, u1;
         asm volatile("ld.shared.b32 %0, [%1];" : "=r"(u0) : "r"(a));
         asm volatile("ld.shared.b32 %0, [%1];" : "=r"(u1) : "r"(a + 8 * 128));
         const float2 p0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u0));
         const float2 p1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u1));
-        d[4 * j] *= gelu_grad(p0.x), d[4 * j + 1] *= gelu_grad(p0.y);
-        d[4 * j + 2] *= gelu_grad(p1.x), d[4 * j + 3] *= gelu_grad(p1.y);
+        if constexpr (EPI == int(Epi::kDGelu)) {
+          d[4 * j] *= gelu_grad(p0.x), d[4 * j + 1] *= gelu_grad(p0.y);
+          d[4 * j + 2] *= gelu_grad(p1.x), d[4 * j + 3] *= gelu_grad(p1.y);
+        } else {  // kMulAux: aux holds gelu' already
+          d[4 * j] *= p0.x, d[4 * j + 1] *= p0.y, d[4 * j + 2] *= p1.x, d[4 * j + 3] *= p1.y;
+        }
       } else {
         const float2 bb = __bfloat1622float2(bias2[b % 2][jj]);
         d[4 * j] += bb.x, d[4 * j + 1] += bb.y, d[4 * j + 2] += bb.x, d[4 * j + 3] += bb.y;
       }
     }
-    if constexpr (EPI == int(Epi::kDGelu)) {
+    // kBiasGeluDeriv: the box's 32 values become gelu(z) in d, gelu'(z) in g (stored first, into aux)
+    float g[32];  // (unused, and so dropped by the compiler, in the other epilogues)
+    if constexpr (DERIV) {
+#pragma unroll
+      for (int q = 0; q < 32; ++q) g[q] = gelu_and_grad(d[32 * b + q]);
+    }
+    if constexpr (AUX_IN) {
       if (colsum) {  // the warp's 16 rows of this box: v[2 jj + e] is column 8 jj + 2 (l % 4) + e, rows r and r + 8
         float v[16];
 #pragma unroll
@@ -216,6 +238,7 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
 #pragma unroll
     for (int o = 0; o < OUTS; ++o) {
       const bool act = EPI == int(Epi::kBiasGeluAux) && o == 1;  // the second store of the pair: gelu(aux)
+      const bool grad = DERIV && o == 0;                         // the first of kBiasGeluDeriv's: gelu'(z)
       uint8_t* box = reinterpret_cast<uint8_t*>(IN_PLACE ? aux_s[b] : slots[(b * OUTS + o) % CBOXES]);
       const uint32_t box_s = hopper::smem_u32(box);
       if constexpr (!IN_PLACE) {
@@ -234,6 +257,9 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
         if (act) {
           hopper::st_shared_bf16x2(off, gelu(d[4 * j]), gelu(d[4 * j + 1]));
           hopper::st_shared_bf16x2(off + 8 * 128, gelu(d[4 * j + 2]), gelu(d[4 * j + 3]));
+        } else if (grad) {
+          hopper::st_shared_bf16x2(off, g[4 * jj], g[4 * jj + 1]);
+          hopper::st_shared_bf16x2(off + 8 * 128, g[4 * jj + 2], g[4 * jj + 3]);
         } else {
           hopper::st_shared_bf16x2(off, d[4 * j], d[4 * j + 1]);
           hopper::st_shared_bf16x2(off + 8 * 128, d[4 * j + 2], d[4 * j + 3]);
@@ -242,14 +268,14 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
       hopper::fence_async_shared();
       hopper::warpgroup_sync(bar_id);  // the whole box is written
       if (t == 0) {
-        hopper::tma_store_2d(EPI == int(Epi::kBiasGeluAux) && o == 0 ? tmAux : tmC, box, bc, br);
+        hopper::tma_store_2d(OUTS == 2 && o == 0 ? tmAux : tmC, box, bc, br);
         hopper::bulk_commit();
       }
     }
   }
   if ((cut || IN_PLACE) && t == 0) hopper::bulk_wait_read<0>();  // the next tile's slot count starts clean;
   // in place: the aux tile is read out before it becomes the column sums' scratch or goes back to the producer
-  if constexpr (EPI == int(Epi::kDGelu)) {
+  if constexpr (AUX_IN) {
     if (colsum) {  // the four warps' sums, through the aux tile (every thread has read its aux values)
       float* red = reinterpret_cast<float*>(aux_s[0]);  // [4 warps][128 columns]
       hopper::warpgroup_sync(bar_id);
@@ -282,7 +308,7 @@ __global__ void __launch_bounds__(NT, 1)
                 float* colsum, int group_m) {
 #if HOPPER_ENABLED
   using namespace hopper;
-  constexpr bool AUX_IN = EPI == int(Epi::kDGelu);
+  constexpr bool AUX_IN = reads_aux(Epi(EPI));
   constexpr bool IN_PLACE = KEEP_A && AUX_IN;
   constexpr int A_BYTES = TM * BK * 2, B_BYTES = TN * BK * 2;
   using S = Smem<STAGES, AUX_IN, KEEP_A>;
@@ -303,7 +329,7 @@ __global__ void __launch_bounds__(NT, 1)
   }
   __syncthreads();
 
-  if (wgi == 0) {  // ---- producer: one thread loads the block's tiles in order (and, for kDGelu, another their aux) ----
+  if (wgi == 0) {  // ---- producer: one thread loads the block's tiles in order (and, reading aux, another their aux) ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (t == 0) {
       int it = 0, n = 0;
@@ -331,7 +357,7 @@ __global__ void __launch_bounds__(NT, 1)
       }
     } else if (t == 32) {
       if constexpr (AUX_IN) {
-      // kDGelu: tile n's aux, into its consumer's buffer as soon as that consumer's last epilogue has read it,
+      // kDGelu, kMulAux: tile n's aux, into its consumer's buffer as soon as that consumer's last epilogue has read it,
       // by a thread of its own (another warp): behind the B loads, which wait for free stages, it was issued
       // two k-steps into the tile's main loop, and the consumer waited for it at the end.
       const int count = KEEP_A ? my_tiles : (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
@@ -410,7 +436,7 @@ __global__ void probe_kernel(int* out) { *out = HOPPER_ENABLED; }
 template <int EPI, int STAGES, bool KEEP_A>
 void launch(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux, float* colsum,
             cudaStream_t s, int max_blocks) {
-  constexpr size_t kSmem = smem_bytes<STAGES, EPI == int(Epi::kDGelu), KEEP_A>();
+  constexpr size_t kSmem = smem_bytes<STAGES, reads_aux(Epi(EPI)), KEEP_A>();
   auto kernel = gemm_kernel<EPI, STAGES, KEEP_A>;
   // Once per device and kernel, not per call: the shared-memory attribute belongs to a device (data-parallel
   // training runs one model per GPU from one thread each), and an eager step, or the timed choice whose
@@ -474,7 +500,7 @@ bool fits(int M, int N, int K, const void* A, const void* Bt, const void* C, con
 }
 
 namespace {
-// The three epilogues with one loop's stage counts (A kept: its panel beside the B ring; else both in it).
+// The five epilogues with one loop's stage counts (A kept: its panel beside the B ring; else both in it).
 template <bool KEEP_A>
 void dispatch(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux,
               cudaStream_t s, float* colsum, int max_blocks) {
@@ -486,6 +512,10 @@ void dispatch(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C
       return launch<int(Epi::kBiasGeluAux), kPlain, KEEP_A>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks);
     case Epi::kDGelu:
       return launch<int(Epi::kDGelu), kAux, KEEP_A>(M, N, K, A, Bt, C, nullptr, aux, colsum, s, max_blocks);
+    case Epi::kBiasGeluDeriv:
+      return launch<int(Epi::kBiasGeluDeriv), kPlain, KEEP_A>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks);
+    case Epi::kMulAux:
+      return launch<int(Epi::kMulAux), kAux, KEEP_A>(M, N, K, A, Bt, C, nullptr, aux, colsum, s, max_blocks);
   }
 }
 }  // namespace

@@ -8,6 +8,9 @@
 //   kBiasGeluAux  aux = acc + bias, C = gelu(aux)               (fc forward: the pre-activation kept)
 //   kDGelu        C = acc * gelu'(aux), aux read                (fc2's input gradient, the GELU's backward)
 //                 and, with colsum, C's column sums per 128-row tile: colsum[tile row][N] (fc's bias gradient)
+// and, with the GELU's derivative kept instead of its input (--gelu-deriv on, nn/linear.cuh):
+//   kBiasGeluDeriv  z = acc + bias: aux = gelu'(z), C = gelu(z)   (fc forward: tanh computed once for both)
+//   kMulAux         C = acc * aux, aux read (and colsum as kDGelu) (fc2's input gradient: a multiply, no tanh)
 // cuBLASLt has these epilogues too (common/cublaslt.h); at day50's thin shapes (K = 384) its kernels with
 // them are slower than its plain ones. The model times cuBLASLt's epilogue, its plain matmul with a pass
 // of ours, and this GEMM, and keeps the fastest (nn/linear.cuh).
@@ -16,7 +19,11 @@
 #include <cuda_runtime.h>
 
 namespace sm90 {
-enum class Epi { kBias, kBiasGeluAux, kDGelu };
+enum class Epi { kBias, kBiasGeluAux, kDGelu, kBiasGeluDeriv, kMulAux };
+// The epilogues that read aux (a tile of it TMA-loaded beside the k-steps) and may hand back column sums.
+__host__ __device__ constexpr bool reads_aux(Epi e) { return e == Epi::kDGelu || e == Epi::kMulAux; }
+// The epilogues that store two outputs, aux first, then C.
+__host__ __device__ constexpr bool writes_aux(Epi e) { return e == Epi::kBiasGeluAux || e == Epi::kBiasGeluDeriv; }
 // Whether this GPU runs it: an sm_90 device and a build with the sm_90a kernels (elsewhere they compile
 // to nothing). Asked once per device.
 bool available();

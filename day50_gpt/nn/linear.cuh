@@ -41,6 +41,7 @@ template <class T>
 void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out) {
   if (on_cudnn() && dnn_linear(in, w, b, out, I, O, gelu_out)) return mark(kMatmul);  // nn/backend_cudnn.cuh
   if (on_cudnn()) fell_back.insert("linear forward (cuBLAS/cuBLASLt and ours)");
+  if (gelu_out && gelu_deriv_applies()) return deriv_fwd(in, w, b, out, gelu_out, I, O);  // out keeps gelu'
   lt::Spec sp;
   sp.ta = CUBLAS_OP_T, sp.tb = CUBLAS_OP_N, sp.m = O, sp.n = N, sp.k = I, sp.lda = I, sp.ldb = I, sp.ldd = O;
   sp.epilogue = gelu_out ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, sp.aux_ld = gelu_out ? O : 0;
@@ -242,6 +243,88 @@ Path Model<T>::fwd_path(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, 
   return pick;
 }
 
+// --gelu-deriv on: the GELU's derivative kept instead of its input. The backward of y = gelu(z) needs
+// gelu'(z) at every element of fc's output; kept as z, the dGELU GEMM recomputes the tanh of z (ten
+// instructions and a tanh an element, in an epilogue whose instruction issue sets the GEMM's pace: "Where
+// our GEMM's time goes" in the notes); kept as gelu'(z), written by fc's forward from the tanh it computes
+// for gelu(z) anyway (four more instructions), the backward only multiplies. The same bytes either way (one
+// bf16 per element); the derivative comes from the fp32 sum, not from a rounded z. Two ways each, both ours:
+// our fused GEMM (Epi::kBiasGeluDeriv, Epi::kMulAux) where it runs, and the plain matmul with a pass of ours
+// (bias_gelu_deriv_vec, mul_vec); cuBLASLt's epilogues take z only. deriv_path times them once per shape, into
+// poisoned scratch, checks the fused output against the pass's (to bf16 rounding, as pick_path does against
+// cuBLASLt's), and keeps the faster for the process; --verify forces either (force_ours, force_fused).
+// run(p, out, second) launches path p into out (and second: the forward's gelu(z)).
+template <class T>
+Path Model<T>::deriv_path(bool fwd, int I, int O, const void* a, const void* bt, const void* cc, const void* aux,
+                          const std::function<void(Path, T*, T*)>& run, size_t n, bool two) {
+  const bool fused = fwd ? fused_fits(N, O, I, a, bt, cc, aux) : fused_fits(N, I, O, a, bt, cc, aux);
+  if (force_ours || !fused) return Path::kApart;
+  if (force_fused) return Path::kFused;
+  const std::string key = std::string(fwd ? "bias+GELU derivative kept " : "dGELU derivative kept ") +
+                          std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
+  const int known = lt::recall(key);
+  if (known >= 0) return Path(known);
+  if (lt::capturing(s)) return Path::kFused;  // (the trainer's first, eager step has timed it)
+  T* out[3][2] = {};
+  for (int p = 1; p < 3; ++p)
+    for (int o = 0; o < (two ? 2 : 1); ++o) {
+      CUDA_CHECK(cudaMalloc(&out[p][o], n * sizeof(T)));
+      poison(out[p][o], n * sizeof(T), s);  // as in fwd_path
+    }
+  float t[2] = {0, 0};
+  lt::time_each(s, 2, t, [&](int i) { run(Path(i + 1), out[i + 1][0], out[i + 1][1]); });
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  bool same = true;
+  for (int o = 0; o < (two ? 2 : 1); ++o) {
+    const std::vector<T> f = to_host(out[2][o], n), r = to_host(out[1][o], n);
+    double big = 0;
+    for (const T& v : r) big = std::max(big, std::fabs(verify::to_double(v)));
+    const verify::Check c = verify::compare(key, f.data(), r.data(), n, verify::Tol{0.02, 0.02, "bf16"}.scaled(big));
+    if (!c.passed) {
+      std::printf("warning: %s: our fused GEMM differs from the plain matmul and our pass; the pass stays\n", key.c_str());
+      verify::print(c);
+    }
+    same = same && c.passed;
+  }
+  for (auto& pair : out)
+    for (T* q : pair)
+      if (q) CUDA_CHECK(cudaFree(q));
+  const Path pick = same && t[1] < t[0] ? Path::kFused : Path::kApart;
+  char note[200];
+  std::snprintf(note, sizeof note, "plain matmul + ours %.1f us, our fused GEMM %.1f us%s: %s", 1e3 * t[0], 1e3 * t[1],
+                same ? "" : " (it differs)", pick == Path::kFused ? "our fused GEMM" : "ours");
+  lt::remember_times(key, {{"apart", 1e3 * t[0]}, {"fused", 1e3 * t[1]}, {"pick", double(int(pick))}});
+  lt::remember(key, int(pick), note);
+  std::printf("%s %s: %s\n", fwd ? "forward" : "backward", key.c_str(), note);
+  return pick;
+}
+// fc's forward with the derivative kept: out = gelu'(z), gelu_out = gelu(z), z = in . W^T + b.
+template <class T>
+void Model<T>::deriv_fwd(const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O) {
+  bool marks = false;  // the step's phase marks, not while timing
+  auto run = [&](Path p, T* deriv, T* act) {
+    if (p == Path::kFused) {
+      if constexpr (std::is_same<T, bf16>::value) {
+        hw("sm90::gemm (fused epilogue)");
+        sm90::gemm(sm90::Epi::kBiasGeluDeriv, N, O, I, in, W(w), act, W(b), deriv, s, nullptr, keep_a);
+        ++fused_launches;
+      }
+      if (marks) mark(kMatmul);
+      return;
+    }
+    matmul_fwd<T, T>(blas, in, W(w), deriv, N, I, O);
+    if (marks) mark(kMatmul);
+    hw("bias_gelu_deriv_vec");
+    k::bias_gelu_deriv_vec<T><<<grid_for(size_t(N) * O / (16 / sizeof(T))), 256, 0, s>>>(deriv, P(b), act, N, O);
+    LAUNCH_CHECK();
+    ++ours_launches;
+    if (marks) mark(kGelu);
+  };
+  const Path p = deriv_path(true, I, O, in, W(w), gelu_out, out, run, size_t(N) * O, true);
+  marks = true;
+  run(p, out, gelu_out);
+}
+
 // The plain input gradient (din = dout . W, no epilogue): cublasGemmEx or cuBLASLt's matmul with its
 // algorithm chosen by timing (lt::Tuned)? The two libraries pick their kernels differently for the thin
 // shapes (N = 384 outputs), so in the searching mode (bf16, --lt-search) both are timed once per shape,
@@ -302,23 +385,33 @@ const T* Model<T>::transposed(size_t w, int I, int O) {
   wt_ready = true;
   return w_t.as<T>() + l * wt_stride();
 }
+// din *= gelu'(pre) in place (or, --gelu-deriv: din *= the kept derivative), after the plain matmul.
+template <class T>
+void Model<T>::dgelu_pass(const T* gelu_pre, T* din, int I) {
+  const size_t packs = size_t(N) * I / (16 / sizeof(T));
+  if (gelu_deriv_applies()) {
+    hw("mul_vec");
+    k::mul_vec<T><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
+  } else {
+    hw("gelu_bwd_vec");
+    k::gelu_bwd_vec<T><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
+  }
+  LAUNCH_CHECK();
+  ++ours_launches;
+}
 template <class T>
 void Model<T>::dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O,
                          float* colsum) {
   if (p == Path::kFused) {
     if constexpr (std::is_same<T, bf16>::value) {
       hw("sm90::gemm (fused epilogue)");
-      sm90::gemm(sm90::Epi::kDGelu, N, I, O, dout, transposed(w, I, O), din, nullptr, const_cast<T*>(gelu_pre), s,
-                 colsum, keep_a);
+      sm90::gemm(gelu_deriv_applies() ? sm90::Epi::kMulAux : sm90::Epi::kDGelu, N, I, O, dout, transposed(w, I, O),
+                 din, nullptr, const_cast<T*>(gelu_pre), s, colsum, keep_a);
       ++fused_launches;
     }
   } else if (p == Path::kApart) {
     matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O);
-    const size_t packs = size_t(N) * I / (16 / sizeof(T));
-    hw("gelu_bwd_vec");
-    k::gelu_bwd_vec<T><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
-    LAUNCH_CHECK();
-    ++ours_launches;
+    dgelu_pass(gelu_pre, din, I);
   } else {
     mm->run(W(w), dout, din, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s);
   }
@@ -400,12 +493,24 @@ bool Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
   if (side) dws.fork(s);
   before_write(din);  // din's buffer held an earlier d(out) that a dW on the side stream may still read
   if (gelu_pre) {
-    lt::Spec sp;
-    sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_N, sp.m = I, sp.n = N, sp.k = O, sp.lda = I, sp.ldb = O, sp.ldd = I;
-    sp.epilogue = CUBLASLT_EPILOGUE_DGELU, sp.aux_ld = I;
-    if (lt::Tuned* mm = lt_get(sp, Types<T>::blas)) {
-      const Path p = dgelu_path(mm, dout, w, gelu_pre, din, I, O);
-      if (p == Path::kApart) {  // the GELU's backward in k::gelu_bwd_vec, below, after the weight gradient
+    lt::Tuned* mm = nullptr;
+    Path p = Path::kEpilogue;
+    bool have = false;
+    if (gelu_deriv_applies()) {  // the kept derivative: our two ways (deriv_path)
+      float* part = nullptr;     // (timed with the column sums, as dgelu_path does)
+      auto run = [&](Path q, T* o, T*) { dgelu_run(q, nullptr, dout, w, gelu_pre, o, I, O, part); };
+      if (lt::recall("dGELU derivative kept " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N)) < 0 &&
+          !lt::capturing(s) && !force_ours && !force_fused)
+        part = partials_now();
+      p = deriv_path(false, I, O, dout, w_t.as(), din, gelu_pre, run, size_t(N) * I, false), have = true;
+    } else {
+      lt::Spec sp;
+      sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_N, sp.m = I, sp.n = N, sp.k = O, sp.lda = I, sp.ldb = O, sp.ldd = I;
+      sp.epilogue = CUBLASLT_EPILOGUE_DGELU, sp.aux_ld = I;
+      if ((mm = lt_get(sp, Types<T>::blas))) p = dgelu_path(mm, dout, w, gelu_pre, din, I, O), have = true;
+    }
+    if (have) {
+      if (p == Path::kApart) {  // the GELU's backward in our pass (dgelu_pass), below, after the weight gradient
         matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O), dgelu_ours = true;
       } else if (p == Path::kFused && din_bias) {  // with din's column sums: din_bias += their partials' sums
         const int chunks = (N + sm90::kColsumRows - 1) / sm90::kColsumRows;  // (queued inside backward())
@@ -450,11 +555,7 @@ bool Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
   if (!dw_done) matmul_bwd_w<T>(blas, in, dout, G(w), N, I, O);
   mark(kMatmul);
   if (dgelu_ours) {
-    const size_t packs = size_t(N) * I / (16 / sizeof(T));
-    hw("gelu_bwd_vec");
-    k::gelu_bwd_vec<T><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
-    LAUNCH_CHECK();
-    ++ours_launches;
+    dgelu_pass(gelu_pre, din, I);
     mark(kGelu);
   }
   if (gelu_pre && !din_done) {

@@ -141,6 +141,16 @@ struct Model {
   // --keep-a on: our fused GEMM keeps A's 128-row panels in shared memory where K <= 384 (nn/gemm_sm90.h);
   // off (the default): it streams A beside B every tile, as day10's step 15 does.
   bool keep_a = false;
+  // --gelu-deriv on (the default): fc's forward keeps gelu'(z) beside gelu(z) instead of the pre-activation z,
+  // both from one tanh in its epilogue, and the backward multiplies by it (nn/linear.cuh: deriv_fwd,
+  // deriv_path). Where it applies (gelu_deriv_applies): bf16 with the epilogues and the timed choices, our
+  // layers (not --backend cudnn), the GELU outputs kept (--recompute on needs z to recompute them), and a
+  // width our 16-byte passes take. Elsewhere, and with off, fc keeps z and the backward computes gelu'(z).
+  bool gelu_deriv = true;
+  bool gelu_deriv_applies() const {
+    return gelu_deriv && std::is_same<T, bf16>::value && fuse && lt_search && !on_cudnn() && !recompute_gelu &&
+           (4 * c.width) % (16 / int(sizeof(T))) == 0;
+  }
   // --batch-finish on (the default): inside backward(), the column-sum finishes of the fused LayerNorm
   // backward, our flash backward and our fused dGELU GEMM are queued and run a few at a time, one launch for
   // many (nn/finish_queue.cuh); off: each right after its producer, a launch of its own.
@@ -451,6 +461,12 @@ struct Model {
   Path dgelu_path(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O);
   void dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T* gelu_pre, T* din, int I, int O,
                  float* colsum = nullptr);
+  void dgelu_pass(const T* gelu_pre, T* din, int I);
+  // --gelu-deriv: fc's forward keeping gelu' (our fused GEMM or the plain matmul and a pass of ours, timed
+  // against each other once per shape), and its backward's path (the same two, the multiply in each).
+  void deriv_fwd(const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O);
+  Path deriv_path(bool fwd, int I, int O, const void* a, const void* bt, const void* c, const void* aux,
+                  const std::function<void(Path, T*, T*)>& run, size_t n, bool two_outputs);
   void linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out = nullptr);
   // bias_done: the bias gradient is already added (by the LayerNorm backward that wrote dout: ln_back_to;
   // for fc, by the fused dGELU GEMM of fc2's backward: din_bias).

@@ -40,12 +40,13 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].keep_a = false;              // and our fused GEMM keeping A (nn/gemm_sm90.h)
     v[i].batch_finish = true;         // and the step finishing each column sum in a launch of its own
     v[i].chain_priority = true;       // and the graph with both branches at the default stream priority
+    v[i].gelu_deriv = true;           // and the step keeping the GELU's input, not its derivative
   }
   return v;
 }
 inline bool default_step(const TrainOptions& o) {
   return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.dw_stream && !o.keep_a &&
-         o.batch_finish && o.chain_priority;
+         o.batch_finish && o.chain_priority && o.gelu_deriv;
 }
 inline std::string variant_name(const TrainOptions& o) {
   if (!o.fusion) return " unfused";
@@ -59,6 +60,7 @@ inline std::string variant_name(const TrainOptions& o) {
   if (o.keep_a) s += ", A kept";
   if (!o.batch_finish) s += ", finishes one by one";
   if (o.graph && o.dw_stream && !o.chain_priority) s += ", chain at default priority";
+  if (!o.gelu_deriv) s += ", GELU input kept";
   return s.empty() ? s : " " + s.substr(2);
 }
 
@@ -168,6 +170,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["keep_a"] = o.keep_a;
   ex["batch_finish"] = o.batch_finish;
   ex["chain_priority"] = o.chain_priority;
+  ex["gelu_deriv"] = o.gelu_deriv && tr.m.gelu_deriv_applies();  // what the step did (the model's conditions)
   ex["model_flops_per_step"] = flops;
   ex["model_tflops"] = tflops;
   ex["mfu_pct"] = 100 * tflops / peak_tf;
@@ -627,6 +630,9 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions level = step_variants(base, true).back();  // the default step's graph with the chain and the
     level.chain_priority = false;                            // weight gradients at one stream priority (run/trainer.cuh)
     bench_train<bf16>(res, cfg, level, data, op.attn, seed);
+    TrainOptions input = step_variants(base, true).back();  // the default step with fc keeping its pre-activation
+    input.gelu_deriv = false;                                // and the backward computing gelu' (nn/linear.cuh)
+    bench_train<bf16>(res, cfg, input, data, op.attn, seed);
   }
   if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, base, data, seed);  // run/bench_cudnn.cuh
   // What the step chose by timing at start-up (nn/linear.cuh and the LayerNorm's launcher): where each

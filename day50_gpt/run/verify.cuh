@@ -46,11 +46,12 @@ void cudnn_coverage(results::Results& res, const Model<T>& m, const std::string&
 // both draw the same masks (nn/dropout.h) at a training step picked from the seed. fusion false: the
 // unfused matmuls and the unfused LayerNorm. cfg: another configuration than tiny_config(). tf32 (fp32
 // only): the matmuls on the TF32 tensor cores (--precision tf32), against the same CPU model. recompute:
-// --recompute on (the GELU outputs recomputed in the backward; the default keeps them).
+// --recompute on (the GELU outputs recomputed in the backward; the default keeps them). gelu_deriv false:
+// --gelu-deriv off (fc keeps its pre-activation, the backward computes gelu'; the default keeps gelu').
 template <class T>
 void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = true, double dropout_p = 0,
                  const gpt::Config* cfg = nullptr, bool force_ours = false, Backend be = Backend::kCustom,
-                 bool tf32 = false, bool force_fused = false, bool recompute = false) {
+                 bool tf32 = false, bool force_fused = false, bool recompute = false, bool gelu_deriv = true) {
   const gpt::Config c = cfg ? *cfg : tiny_config();
   const int B = 3, Tq = c.context;
   verify::Rng rng(seed);
@@ -78,6 +79,7 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
   m.fused_ln = fusion;
   m.force_ours = force_ours;
   m.force_fused = force_fused;
+  m.gelu_deriv = gelu_deriv;
   m.drop_key = key, m.drop_step = step;
   char dtag[32] = "";
   if (dropout_p > 0) std::snprintf(dtag, sizeof dtag, " dropout %.2g", dropout_p);
@@ -86,7 +88,8 @@ void verify_tiny(results::Results& res, uint64_t seed, Attn attn, bool fusion = 
       (m.ours_attn_bwd() ? " + our flash backward" : "") +
       (fusion ? "" : " unfused") + dtag + (cfg ? " width " + std::to_string(c.width) : "") +
       (force_ours ? " plain matmuls + our bias/GELU passes" : "") + (force_fused ? " our fused-epilogue GEMMs" : "") +
-      (be == Backend::kCudnn ? " cudnn backend" : "") + (recompute ? " recompute" : "");
+      (be == Backend::kCudnn ? " cudnn backend" : "") + (recompute ? " recompute" : "") +
+      (m.gelu_deriv_applies() ? " GELU derivative kept" : !gelu_deriv ? " GELU input kept" : "");
   std::printf("%s: attention = %s\n", tag.c_str(), m.attn_note.c_str());
   to_device(m.params.template as<float>(), p);
   m.sync_weights();

@@ -6,7 +6,8 @@
 // block to the next, up to five times), with rows of one, two and nine tiles. The dGELU GEMM also runs
 // without its column sums (in place with A kept, its other ending). Every shape but the step's is checked
 // against the CPU in double as well (C, aux, and the column sums against the sums of C as stored), so that
-// the two loops cannot agree on a wrong answer.
+// the two loops cannot agree on a wrong answer. The same for the two epilogues of --gelu-deriv: bias+GELU
+// keeping gelu'(z) in aux, and the multiply by a kept derivative (with the column sums as dGELU's).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -29,26 +30,26 @@ struct Out {
   std::vector<float> colsum;
 };
 
-// One call of sm90::gemm, its outputs poisoned first. dGELU reads aux (given) and, with sums, writes colsum;
-// bias+GELU writes aux.
+// One call of sm90::gemm, its outputs poisoned first. dGELU and the multiply read aux (given) and, with sums,
+// write colsum; the two bias+GELU epilogues write aux.
 inline Out run(sm90::Epi e, int M, int N, int K, const DeviceBuffer& A, const DeviceBuffer& Bt,
                const DeviceBuffer& bias, const DeviceBuffer& aux_in, bool keep_a, int max_blocks, bool sums = true) {
   const size_t nc = size_t(M) * N, ncs = size_t((M + sm90::kColsumRows - 1) / sm90::kColsumRows) * N;
   DeviceBuffer C(nc * sizeof(bf16)), aux(nc * sizeof(bf16)), colsum(ncs * sizeof(float));
   poison(C.as(), C.bytes());
   poison(colsum.as(), colsum.bytes());
-  if (e == sm90::Epi::kDGelu)
+  const bool dg = sm90::reads_aux(e);
+  if (dg)
     CUDA_CHECK(cudaMemcpy(aux.as(), aux_in.as(), aux.bytes(), cudaMemcpyDeviceToDevice));
   else
     poison(aux.as(), aux.bytes());
-  const bool dg = e == sm90::Epi::kDGelu;
   sm90::gemm(e, M, N, K, A.as<bf16>(), Bt.as<bf16>(), C.as<bf16>(), dg ? nullptr : bias.as<bf16>(),
              e == sm90::Epi::kBias ? nullptr : aux.as<bf16>(), 0, dg && sums ? colsum.as<float>() : nullptr, keep_a,
              max_blocks);
   CUDA_CHECK(cudaDeviceSynchronize());
   Out o;
   o.c = to_host(C.as<bf16>(), nc);
-  if (e == sm90::Epi::kBiasGeluAux) o.aux = to_host(aux.as<bf16>(), nc);
+  if (sm90::writes_aux(e)) o.aux = to_host(aux.as<bf16>(), nc);
   if (dg && sums) o.colsum = to_host(colsum.as<float>(), ncs);
   return o;
 }
@@ -63,7 +64,11 @@ size_t differing(const std::vector<T>& a, const std::vector<T>& b) {
 }
 
 inline const char* epi_name(sm90::Epi e) {
-  return e == sm90::Epi::kBias ? "bias" : e == sm90::Epi::kBiasGeluAux ? "bias+GELU" : "dGELU";
+  return e == sm90::Epi::kBias          ? "bias"
+         : e == sm90::Epi::kBiasGeluAux  ? "bias+GELU"
+         : e == sm90::Epi::kDGelu        ? "dGELU"
+         : e == sm90::Epi::kBiasGeluDeriv ? "bias+GELU derivative kept"
+                                         : "times the kept derivative";
 }
 }  // namespace verify_gemm
 
@@ -109,17 +114,18 @@ inline void verify_gemm_keep_a(results::Results& res, uint64_t seed) {
     char shape[96];
     std::snprintf(shape, sizeof shape, "%dx%dx%d%s", sh.M, sh.N, sh.K,
                   sh.max_blocks ? (" on " + std::to_string(sh.max_blocks) + " block(s)").c_str() : "");
-    for (sm90::Epi e : {sm90::Epi::kBias, sm90::Epi::kBiasGeluAux, sm90::Epi::kDGelu}) {
+    for (sm90::Epi e : {sm90::Epi::kBias, sm90::Epi::kBiasGeluAux, sm90::Epi::kDGelu, sm90::Epi::kBiasGeluDeriv,
+                        sm90::Epi::kMulAux}) {
+      const bool reads = sm90::reads_aux(e), writes = sm90::writes_aux(e);
       const std::string tag = std::string("our fused GEMM ") + epi_name(e) + " " + shape + ": A kept";
       const Out kept = run(e, sh.M, sh.N, sh.K, dA, dB, dBias, dPre, true, sh.max_blocks);
       const Out streamed = run(e, sh.M, sh.N, sh.K, dA, dB, dBias, dPre, false, sh.max_blocks);
       size_t bad = differing(kept.c, streamed.c), n = kept.c.size();
-      if (e == sm90::Epi::kBiasGeluAux) bad += differing(kept.aux, streamed.aux), n += kept.aux.size();
-      if (e == sm90::Epi::kDGelu) bad += differing(kept.colsum, streamed.colsum), n += kept.colsum.size();
-      res.add(verify::fact(tag + " == A streamed, bitwise (C" +
-                               (e == sm90::Epi::kBiasGeluAux ? ", aux" : e == sm90::Epi::kDGelu ? ", column sums" : "") + ")",
+      if (writes) bad += differing(kept.aux, streamed.aux), n += kept.aux.size();
+      if (reads) bad += differing(kept.colsum, streamed.colsum), n += kept.colsum.size();
+      res.add(verify::fact(tag + " == A streamed, bitwise (C" + (writes ? ", aux" : reads ? ", column sums" : "") + ")",
                            bad == 0, "exact", std::to_string(bad) + " of " + std::to_string(n) + " differ", n, bad));
-      if (e == sm90::Epi::kDGelu) {  // without the sums: in place, the tile handed back without being scratch
+      if (reads) {  // without the sums: in place, the tile handed back without being scratch
         const Out bare = run(e, sh.M, sh.N, sh.K, dA, dB, dBias, dPre, true, sh.max_blocks, false);
         const size_t nd = differing(bare.c, streamed.c);
         res.add(verify::fact(tag + ", no column sums: C == A streamed with them, bitwise", nd == 0, "exact",
@@ -133,19 +139,23 @@ inline void verify_gemm_keep_a(results::Results& res, uint64_t seed) {
         for (int j = 0; j < sh.N; ++j) {
           const size_t o = size_t(i) * sh.N + j;
           const double z = acc[o] + double(float(bias[size_t(j)]));
-          ref_aux[o] = z;
-          ref[o] = e == sm90::Epi::kBias          ? z
-                   : e == sm90::Epi::kBiasGeluAux ? gpt::detail::gelu(z)
-                                                  : acc[o] * gpt::detail::gelu_grad(double(float(pre[o])));
+          ref_aux[o] = e == sm90::Epi::kBiasGeluDeriv ? gpt::detail::gelu_grad(z) : z;
+          const double aux_in = double(float(pre[o]));  // (the multiply reads it as the derivative itself)
+          ref[o] = e == sm90::Epi::kBias                                              ? z
+                   : e == sm90::Epi::kBiasGeluAux || e == sm90::Epi::kBiasGeluDeriv ? gpt::detail::gelu(z)
+                   : e == sm90::Epi::kDGelu ? acc[o] * gpt::detail::gelu_grad(aux_in)
+                                            : acc[o] * aux_in;
         }
       std::vector<float> got(nc);
       for (size_t i = 0; i < nc; ++i) got[i] = float(kept.c[i]);
       res.add(verify::compare(tag + " vs CPU", got.data(), ref.data(), nc, verify::kBf16));
-      if (e == sm90::Epi::kBiasGeluAux) {
+      if (writes) {
         for (size_t i = 0; i < nc; ++i) got[i] = float(kept.aux[i]);
-        res.add(verify::compare(tag + ", aux (the pre-activation) vs CPU", got.data(), ref_aux.data(), nc, verify::kBf16));
+        res.add(verify::compare(tag + (e == sm90::Epi::kBiasGeluAux ? ", aux (the pre-activation) vs CPU"
+                                                                     : ", aux (the GELU's derivative) vs CPU"),
+                                got.data(), ref_aux.data(), nc, verify::kBf16));
       }
-      if (e == sm90::Epi::kDGelu) {
+      if (reads) {
         // The sums of C as the GPU stored it (bf16), per 128-row tile, in double: what colsum must hold up to
         // fp32's rounding of at most 128 terms (at most ~128 x 2^-24 of the largest sum of magnitudes).
         const int tr = (sh.M + sm90::kColsumRows - 1) / sm90::kColsumRows;

@@ -57,6 +57,25 @@ __global__ void bias_gelu_vec(T* pre, const float* b, T* act, int N, int O) {
     }
   }
 }
+// --gelu-deriv on (nn/linear.cuh): z = pre[n][o] + b[o] in fp32; act = gelu(z) and pre becomes gelu'(z), what
+// the backward multiplies by (mul_vec), so that it needs no tanh of its own.
+template <class T>
+__global__ void bias_gelu_deriv_vec(T* pre, const float* b, T* act, int N, int O) {
+  constexpr int V = 16 / sizeof(T);
+  const int OV = O / V;
+  Pack<T>* p = reinterpret_cast<Pack<T>*>(pre);
+  GRID_STRIDE(i, size_t(N) * OV) {
+    const int o = int(i % OV) * V;
+    Pack<T> x = p[i], y;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float z = ld(x.v[j]) + b[o + j];
+      y.v[j] = st<T>(gelu(z)), x.v[j] = st<T>(gelu_grad(z));
+    }
+    p[i] = x;
+    reinterpret_cast<Pack<T>*>(act)[i] = y;
+  }
+}
 // act = gelu(pre) over `packs` Packs: the MLP's GELU output recomputed in the backward from the kept
 // pre-activation (--recompute on, nn/model.cuh), one read and one write per element.
 template <class T>
@@ -84,6 +103,20 @@ __global__ void gelu_bwd_vec(const T* x, T* d, size_t packs) {
 #pragma unroll
     for (int j = 0; j < V; ++j) g.v[j] = st<T>(ld(g.v[j]) * gelu_grad(ld(a.v[j])));
     pd[i] = g;
+  }
+}
+// d = d * g in place, over `packs` Packs: the GELU's backward from its kept derivative (--gelu-deriv on).
+template <class T>
+__global__ void mul_vec(const T* g, T* d, size_t packs) {
+  constexpr int V = 16 / sizeof(T);
+  const Pack<T>* pg = reinterpret_cast<const Pack<T>*>(g);
+  Pack<T>* pd = reinterpret_cast<Pack<T>*>(d);
+  GRID_STRIDE(i, packs) {
+    const Pack<T> a = pg[i];
+    Pack<T> x = pd[i];
+#pragma unroll
+    for (int j = 0; j < V; ++j) x.v[j] = st<T>(ld(x.v[j]) * ld(a.v[j]));
+    pd[i] = x;
   }
 }
 // The residual connection: out = a + drop(y) (out, a fp32; y is a sublayer's output in T). The dropout
