@@ -46,6 +46,9 @@ def variant_lines(rows):
     default_recompute = {b.get("dtype"): b["extra"].get("recompute") for b in steps if _short(b) == b.get("dtype")}
     default_dw = {b.get("dtype"): b["extra"].get("dw_stream") for b in steps if _short(b) == b.get("dtype")}
     default_keep = {b.get("dtype"): b["extra"].get("keep_a") for b in steps if _short(b) == b.get("dtype")}
+    # extra.gelu_deriv records whether the kept derivative applied, and it applies only with the timed choices:
+    # the ladder's rows without them are rungs, not the step with --gelu-deriv off
+    default_deriv = {b.get("dtype"): b["extra"].get("gelu_deriv") for b in steps if _short(b) == b.get("dtype")}
     # the switches whose other setting is a row beside the ladder (older files lack them: not beside)
     beside_flags = ("batch_finish", "chain_priority")
     default_flags = {b.get("dtype"): {f: b["extra"].get(f) for f in beside_flags} for b in steps
@@ -58,12 +61,15 @@ def variant_lines(rows):
         # The ladder's rows are saved against the row above; a row beside the ladder (the step with the
         # other --recompute setting than the default's, the graph on one stream where the default uses two, our
         # fused GEMM's other loop (--keep-a), the finishes one by one (--batch-finish off), both streams at one
-        # priority (--chain-priority off), the cuDNN ones) against the default step of its precision.
+        # priority (--chain-priority off), fc keeping the GELU's input (--gelu-deriv off), the cuDNN ones) against
+        # the default step of its precision.
         one_stream = ex.get("graph") and ex.get("dw_stream") is False and default_dw.get(d) is True
         other_loop = "keep_a" in ex and ex.get("keep_a") != default_keep.get(d, ex.get("keep_a"))
         other_flag = any(f in ex and ex.get(f) != default_flags.get(d, {}).get(f, ex.get(f)) for f in beside_flags)
+        other_deriv = ("gelu_deriv" in ex and ex.get("lt_search") is True
+                       and ex.get("gelu_deriv") != default_deriv.get(d, ex.get("gelu_deriv")))
         beside = (ex.get("recompute") != default_recompute.get(d, ex.get("recompute")) or one_stream or other_loop
-                  or other_flag or "cuDNN" in b["name"])
+                  or other_flag or other_deriv or "cuDNN" in b["name"])
         base = default.get(d) if beside else prev.get(d)
         saved = "" if base is None else f"{base - b['ms']:.2f} ms" + (" (vs default)" if beside else "")
         if not beside:
