@@ -13,6 +13,7 @@ import ncu_lines  # noqa: E402
 from plots import test_notes  # noqa: E402
 from plots import day50_multi  # noqa: E402
 from plots import day50_torch  # noqa: E402
+from plots import day50_trace  # noqa: E402
 from plots.text import env_line  # noqa: E402
 from plots.draw import read_loss_log  # noqa: E402
 from plots.load import InputError, folder_of, gpu_label  # noqa: E402
@@ -127,6 +128,18 @@ def main():
                "day50 generation-only peer: every decoder's rounds, a failed variant shown, only the ratios measured")
         expect(day50_torch.day50_peer_generation_headline(gen) == "generation fp32 2.5× (2.0–3.3×) the compiled PyTorch decoder"
                and day50_torch.day50_peer_generation_headline({}) == "–", "day50 generation-only peer headline")
+        # day50_trace.py: the kernels two runs of a trace do not share, listed by run; none, one sentence
+        k = lambda *names: [{"name": n, "us_per_step": 1.0, "calls_per_step": 1.0} for n in names]  # noqa: E731
+        tr = {"config": {"window": 60, "marker": "adamw"},
+              "runs": [{"name": "a", "kernels": k("x", "y"), "kernels_all": k("x", "y")},
+                       {"name": "b", "kernels": k("x", "z"), "kernels_all": k("x", "z")},
+                       {"name": "c", "kernels": k("y", "x"), "kernels_all": k("y", "x")}]}
+        text = "\n".join(day50_trace.day50_trace_block(tr))
+        unshared = text[text.index("does not share with"):]
+        expect("| b | `y` | `z` |" in unshared and "| c |" not in unshared, "day50 trace: the kernels a run does not share")
+        tr["runs"] = tr["runs"][::2]
+        text = "\n".join(day50_trace.day50_trace_block(tr))
+        expect("Every run ran the same kernels as \"a\"" in text, "day50 trace: runs that share every kernel")
         # ncu_lines.py: what `ncu --page source --print-source cuda,sass --csv` prints, two files, a SASS row, a "-" row
         csv_path = os.path.join(root, "lines.csv")
         with open(csv_path, "w") as f:

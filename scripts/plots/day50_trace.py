@@ -71,7 +71,30 @@ def day50_trace_block(data, who="The bf16 training step"):
                 alt.append(fmt(sum(x["us_per_step"] for x in hit) / sum(x["calls_per_step"] for x in hit), 2) if hit else "–")
             out.append(f"| `{cell(k.get('name'))}` | {k.get('stream')} | {fmt(k.get('us_per_step'))} | {fmt(k.get('calls_per_step'))} | "
                        f"{fmt(k.get('us_per_call'), 2)} |" + "".join(f" {a} |" for a in alt))
+        out += _unshared(runs, names)
     return out
+
+
+def _unshared(runs, names):
+    """The kernels (by name, over all streams) that the first run and each other run do not share: each run is a
+    process of its own that times its own cuBLASLt choices, and a variant may run kernels of its own (its point),
+    so a comparison across runs compares these as well."""
+    if len(names) < 2 or not all("kernels_all" in runs[n] for n in names):
+        return []
+    base = {x.get("name") for x in runs[names[0]]["kernels_all"]}
+    rows = []
+    for n in names[1:]:
+        there = {x.get("name") for x in runs[n]["kernels_all"]}
+        gone, new = sorted(base - there), sorted(there - base)
+        if gone or new:
+            rows.append(f"| {cell(n)} | " + (", ".join(f"`{cell(k)}`" for k in gone) or "–") + " | "
+                        + (", ".join(f"`{cell(k)}`" for k in new) or "–") + " |")
+    first = cell(names[0])
+    if not rows:
+        return ["", f"Every run ran the same kernels as \"{first}\" (by name, over all streams)."]
+    return ["", f"The kernels (by name, over all streams) that a run does not share with \"{first}\": each run is a process "
+            "that times its own cuBLASLt choices, and a variant may run kernels of its own, so a comparison across runs "
+            "compares these too.", "", f"| run | only in \"{first}\" | only in this run |", "|---|---|---|"] + rows
 
 
 def day50_trace_headline(data):
