@@ -253,7 +253,7 @@ Path Model<T>::fwd_path(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, 
 // bf16 per element); in our fused GEMM the derivative comes from the fp32 sum, not from a rounded z (the pass
 // path adds the bias to the plain matmul's bf16 output). Two ways each, both ours:
 // our fused GEMM (Epi::kBiasGeluDeriv, Epi::kMulAux) where it runs, and the plain matmul with a pass of ours
-// (bias_gelu_deriv_vec, mul_vec); cuBLASLt's epilogues take z only. deriv_path times them once per shape, into
+// (bias_gelu_deriv_vec, gelu_bwd_vec<T, true>); cuBLASLt's epilogues take z only. deriv_path times them once per shape, into
 // poisoned scratch, checks the fused output against the pass's (to bf16 rounding, as pick_path does against
 // cuBLASLt's), and keeps the faster for the process; --verify forces either (force_ours, force_fused).
 // run(p, out, second) launches path p into out (and second: the forward's gelu(z)); before_timing, if given,
@@ -364,7 +364,7 @@ bool Model<T>::din_in_lt(lt::Tuned* mm, const T* dout, size_t w, int I, int O) {
 }
 
 // The GELU's backward: din = (dout . W) * gelu'(pre) (or, --gelu-deriv, times the kept derivative itself: then
-// "gelu_pre" holds gelu'(z), fc_holds_deriv). Ours apart runs k::gelu_bwd_vec (k::mul_vec) in place after the
+// "gelu_pre" holds gelu'(z), fc_holds_deriv). Ours apart runs k::gelu_bwd_vec (KEPT: the multiply) in place after the
 // plain matmul (in linear_back, with the other elementwise work); the fused GEMM takes W transposed
 // (transposed(): the weights change every step).
 // colsum (the fused path only): din's column sums per 128 rows, [ceil(N / 128)][I], for linear_back to add up.
@@ -400,13 +400,11 @@ const T* Model<T>::transposed(size_t w, int I, int O) {
 template <class T>
 void Model<T>::dgelu_pass(const T* gelu_pre, T* din, int I) {
   const size_t packs = size_t(N) * I / (16 / sizeof(T));
-  if (fc_holds_deriv) {
-    hw("mul_vec");
-    k::mul_vec<T><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
-  } else {
-    hw("gelu_bwd_vec");
+  hw("gelu_bwd_vec");
+  if (fc_holds_deriv)
+    k::gelu_bwd_vec<T, true><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
+  else
     k::gelu_bwd_vec<T><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
-  }
   LAUNCH_CHECK();
   ++ours_launches;
 }
