@@ -159,9 +159,10 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
                     "on | off: on: our fused GEMM (nn/gemm_sm90.cu) at K <= 384 keeps each 128-row panel of A in "
                     "shared memory for a whole row of C's tiles, streaming only B; off: A and B streamed every tile");
   f.deriv = args.str("gelu-deriv", "on",
-                     "on | off: on: in bf16 (with the epilogues and --lt-search on, --recompute off), fc's forward "
-                     "keeps the GELU's derivative gelu'(z) beside gelu(z), from one tanh, and the backward only "
-                     "multiplies by it; off: fc keeps its pre-activation z and the backward computes gelu'(z)");
+                     "on | off: on: in bf16 with our layers (not --backend cudnn), the epilogues, --lt-search on and "
+                     "--recompute off, on an sm_90 GPU at a width that is a multiple of 8, fc's forward keeps the "
+                     "GELU's derivative gelu'(z) beside gelu(z), from one tanh, and the backward only multiplies by "
+                     "it; off (and elsewhere): fc keeps its pre-activation z and the backward computes gelu'(z)");
   f.finish = args.str("batch-finish", "on",
                       "on | off: the backward's column-sum finishes (LayerNorm parameters, qkv and fc biases) "
                       "queued and run many to a launch (nn/finish_queue.cuh; the same sums); off: each in a launch "

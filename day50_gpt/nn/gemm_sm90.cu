@@ -1,4 +1,4 @@
-// day50_gpt/nn/gemm_sm90.cu: our Hopper GEMM with the linear layers' epilogues (the API and the three
+// day50_gpt/nn/gemm_sm90.cu: our Hopper GEMM with the linear layers' epilogues (the API and the five
 // epilogues: nn/gemm_sm90.h). Built for sm_90a (Makefile: SM90A_UNITS); elsewhere the kernel is empty and
 // sm90::available() says no.
 //
@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 
 #include "check.cuh"
 #include "gemm_sm90.h"
@@ -72,7 +73,7 @@ template <int STAGES, bool AUX_IN, bool KEEP_A>
 struct Smem {
   alignas(1024) bf16 A[KEEP_A ? kAPanelBoxes : STAGES][TM * BK];  // 128-byte swizzled tiles: 1024-byte aligned
   alignas(1024) bf16 B[STAGES][TN * BK];
-  EpiBoxes<!(KEEP_A && AUX_IN), AUX_IN> epi;  // staging slots [consumer][slot]; kDGelu: aux tiles [consumer][box]
+  EpiBoxes<!(KEEP_A && AUX_IN), AUX_IN> epi;  // staging slots [consumer][slot]; kDGelu, kMulAux: aux tiles [consumer][box]
   alignas(8) uint64_t full[STAGES];
   alignas(8) uint64_t empty[STAGES];
   alignas(8) uint64_t aux_full[2];
@@ -522,6 +523,8 @@ void dispatch(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C
 
 void gemm(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux,
           cudaStream_t s, float* colsum, bool keep_a, int max_blocks) {
+  if ((reads_aux(e) || writes_aux(e)) && aux == nullptr)  // (launch would point aux's map at C)
+    throw std::invalid_argument("sm90::gemm: this epilogue reads or writes aux, and aux is null");
   if (keep_a && K <= kKeepAMaxK) return dispatch<true>(e, M, N, K, A, Bt, C, bias, aux, s, colsum, max_blocks);
   dispatch<false>(e, M, N, K, A, Bt, C, bias, aux, s, colsum, max_blocks);
 }

@@ -39,5 +39,5 @@ constexpr int kKeepAMaxK = 384;
 void gemm(Epi e, int M, int N, int K, const __nv_bfloat16* A, const __nv_bfloat16* Bt, __nv_bfloat16* C,
           const __nv_bfloat16* bias, __nv_bfloat16* aux, cudaStream_t s, float* colsum = nullptr, bool keep_a = false,
           int max_blocks = 0);
-constexpr int kColsumRows = 128;  // kDGelu's colsum: one row of partial sums per this many rows of C
+constexpr int kColsumRows = 128;  // kDGelu's and kMulAux's colsum: one row of partial sums per this many rows of C
 }  // namespace sm90

@@ -36,12 +36,14 @@ lt::Tuned* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
   return it->second->ok() ? it->second.get() : nullptr;
 }
 
-// out[N][O] = in[N][I] . W^T + b; with gelu_out: out keeps the pre-activation and gelu_out = gelu(out).
+// out[N][O] = in[N][I] . W^T + b; with gelu_out: gelu_out = gelu(out), and out keeps the pre-activation z
+// (or, --gelu-deriv, gelu'(z): deriv_fwd).
 template <class T>
 void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out) {
   if (on_cudnn() && dnn_linear(in, w, b, out, I, O, gelu_out)) return mark(kMatmul);  // nn/backend_cudnn.cuh
   if (on_cudnn()) fell_back.insert("linear forward (cuBLAS/cuBLASLt and ours)");
-  if (gelu_out && gelu_deriv_applies()) return deriv_fwd(in, w, b, out, gelu_out, I, O);  // out keeps gelu'
+  if (gelu_out) fc_holds_deriv = gelu_deriv_applies();
+  if (gelu_out && fc_holds_deriv) return deriv_fwd(in, w, b, out, gelu_out, I, O);  // out keeps gelu'
   lt::Spec sp;
   sp.ta = CUBLAS_OP_T, sp.tb = CUBLAS_OP_N, sp.m = O, sp.n = N, sp.k = I, sp.lda = I, sp.ldb = I, sp.ldd = O;
   sp.epilogue = gelu_out ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, sp.aux_ld = gelu_out ? O : 0;
@@ -248,23 +250,31 @@ Path Model<T>::fwd_path(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, 
 // instructions and a tanh an element, in an epilogue whose instruction issue sets the GEMM's pace: "Where
 // our GEMM's time goes" in the notes); kept as gelu'(z), written by fc's forward from the tanh it computes
 // for gelu(z) anyway (four more instructions), the backward only multiplies. The same bytes either way (one
-// bf16 per element); the derivative comes from the fp32 sum, not from a rounded z. Two ways each, both ours:
+// bf16 per element); in our fused GEMM the derivative comes from the fp32 sum, not from a rounded z (the pass
+// path adds the bias to the plain matmul's bf16 output). Two ways each, both ours:
 // our fused GEMM (Epi::kBiasGeluDeriv, Epi::kMulAux) where it runs, and the plain matmul with a pass of ours
-// (bias_gelu_deriv_vec, mul_vec); cuBLASLt's epilogues take z only. deriv_path times them once per shape, into
+// (bias_gelu_deriv_vec, gelu_bwd_vec<T, true>); cuBLASLt's epilogues take z only. deriv_path times them once per shape, into
 // poisoned scratch, checks the fused output against the pass's (to bf16 rounding, as pick_path does against
 // cuBLASLt's), and keeps the faster for the process; --verify forces either (force_ours, force_fused).
-// run(p, out, second) launches path p into out (and second: the forward's gelu(z)).
+// run(p, out, second) launches path p into out (and second: the forward's gelu(z)); before_timing, if given,
+// runs just before the timing (the backward hands its column sums' buffer over there).
 template <class T>
 Path Model<T>::deriv_path(bool fwd, int I, int O, const void* a, const void* bt, const void* cc, const void* aux,
-                          const std::function<void(Path, T*, T*)>& run, size_t n, bool two) {
+                          const std::function<void(Path, T*, T*)>& run, size_t n, bool two,
+                          const std::function<void()>& before_timing) {
   const bool fused = fwd ? fused_fits(N, O, I, a, bt, cc, aux) : fused_fits(N, I, O, a, bt, cc, aux);
-  if (force_ours || !fused) return Path::kApart;
-  if (force_fused) return Path::kFused;
+  const bool apart = aligned16(cc) && aligned16(aux);  // (16-byte Packs; the width is gelu_deriv_applies')
+  if (!fused && !apart)
+    throw std::logic_error("Model::deriv_path: neither our fused GEMM nor our passes take these buffers");
+  if (force_ours) return apart ? Path::kApart : Path::kFused;
+  if (force_fused || !apart) return fused ? Path::kFused : Path::kApart;
+  if (!fused) return Path::kApart;
   const std::string key = std::string(fwd ? "bias+GELU derivative kept " : "dGELU derivative kept ") +
                           std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
   const int known = lt::recall(key);
   if (known >= 0) return Path(known);
-  if (lt::capturing(s)) return Path::kFused;  // (the trainer's first, eager step has timed it)
+  if (lt::capturing(s)) return Path::kApart;  // untimed, unchecked: the pass (a trainer's first step is eager)
+  if (before_timing) before_timing();
   T* out[3][2] = {};
   for (int p = 1; p < 3; ++p)
     for (int o = 0; o < (two ? 2 : 1); ++o) {
@@ -353,7 +363,8 @@ bool Model<T>::din_in_lt(lt::Tuned* mm, const T* dout, size_t w, int I, int O) {
   return use_lt;
 }
 
-// The GELU's backward: din = (dout . W) * gelu'(pre). Ours apart runs k::gelu_bwd_vec in place after the
+// The GELU's backward: din = (dout . W) * gelu'(pre) (or, --gelu-deriv, times the kept derivative itself: then
+// "gelu_pre" holds gelu'(z), fc_holds_deriv). Ours apart runs k::gelu_bwd_vec (KEPT: the multiply) in place after the
 // plain matmul (in linear_back, with the other elementwise work); the fused GEMM takes W transposed
 // (transposed(): the weights change every step).
 // colsum (the fused path only): din's column sums per 128 rows, [ceil(N / 128)][I], for linear_back to add up.
@@ -389,13 +400,11 @@ const T* Model<T>::transposed(size_t w, int I, int O) {
 template <class T>
 void Model<T>::dgelu_pass(const T* gelu_pre, T* din, int I) {
   const size_t packs = size_t(N) * I / (16 / sizeof(T));
-  if (gelu_deriv_applies()) {
-    hw("mul_vec");
-    k::mul_vec<T><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
-  } else {
-    hw("gelu_bwd_vec");
+  hw("gelu_bwd_vec");
+  if (fc_holds_deriv)
+    k::gelu_bwd_vec<T, true><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
+  else
     k::gelu_bwd_vec<T><<<grid_for(packs), 256, 0, s>>>(gelu_pre, din, packs);
-  }
   LAUNCH_CHECK();
   ++ours_launches;
 }
@@ -405,7 +414,7 @@ void Model<T>::dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T
   if (p == Path::kFused) {
     if constexpr (std::is_same<T, bf16>::value) {
       hw("sm90::gemm (fused epilogue)");
-      sm90::gemm(gelu_deriv_applies() ? sm90::Epi::kMulAux : sm90::Epi::kDGelu, N, I, O, dout, transposed(w, I, O),
+      sm90::gemm(fc_holds_deriv ? sm90::Epi::kMulAux : sm90::Epi::kDGelu, N, I, O, dout, transposed(w, I, O),
                  din, nullptr, const_cast<T*>(gelu_pre), s, colsum, keep_a);
       ++fused_launches;
     }
@@ -413,6 +422,7 @@ void Model<T>::dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T
     matmul_bwd_in<T>(blas, dout, W(w), din, N, I, O);
     dgelu_pass(gelu_pre, din, I);
   } else {
+    if (!mm) throw std::logic_error("Model::dgelu_run: cuBLASLt's DGELU epilogue without its matmul");
     mm->run(W(w), dout, din, 0.f, nullptr, const_cast<T*>(gelu_pre), lt_ws.as(), s);
   }
 }
@@ -496,13 +506,12 @@ bool Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     lt::Tuned* mm = nullptr;
     Path p = Path::kEpilogue;
     bool have = false;
-    if (gelu_deriv_applies()) {  // the kept derivative: our two ways (deriv_path)
-      float* part = nullptr;     // (timed with the column sums, as dgelu_path does)
+    if (fc_holds_deriv) {     // the kept derivative (fc's forward wrote it): our two ways (deriv_path)
+      float* part = nullptr;  // (timed with the column sums, into the partials buffer, as dgelu_path does)
       auto run = [&](Path q, T* o, T*) { dgelu_run(q, nullptr, dout, w, gelu_pre, o, I, O, part); };
-      if (lt::recall("dGELU derivative kept " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N)) < 0 &&
-          !lt::capturing(s) && !force_ours && !force_fused)
-        part = partials_now();
-      p = deriv_path(false, I, O, dout, w_t.as(), din, gelu_pre, run, size_t(N) * I, false), have = true;
+      p = deriv_path(false, I, O, dout, w_t.as(), din, gelu_pre, run, size_t(N) * I, false,
+                     [&] { part = partials_now(); }),
+      have = true;
     } else {
       lt::Spec sp;
       sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_N, sp.m = I, sp.n = N, sp.k = O, sp.lda = I, sp.ldb = O, sp.ldd = I;

@@ -144,13 +144,18 @@ struct Model {
   // --gelu-deriv on (the default): fc's forward keeps gelu'(z) beside gelu(z) instead of the pre-activation z,
   // both from one tanh in its epilogue, and the backward multiplies by it (nn/linear.cuh: deriv_fwd,
   // deriv_path). Where it applies (gelu_deriv_applies): bf16 with the epilogues and the timed choices, our
-  // layers (not --backend cudnn), the GELU outputs kept (--recompute on needs z to recompute them), and a
-  // width our 16-byte passes take. Elsewhere, and with off, fc keeps z and the backward computes gelu'(z).
+  // layers (not --backend cudnn), the GELU outputs kept (--recompute on needs z to recompute them), and where
+  // our fused GEMM runs (an sm_90 GPU, a width that is a multiple of 8: fc's two GEMMs then fit it), so that
+  // the kept derivative never has to do without it. Elsewhere, and with off, fc keeps z and the backward
+  // computes gelu'(z), in whichever of cuBLASLt's epilogues and ours the timed choices keep.
   bool gelu_deriv = true;
   bool gelu_deriv_applies() const {
     return gelu_deriv && std::is_same<T, bf16>::value && fuse && lt_search && !on_cudnn() && !recompute_gelu &&
-           (4 * c.width) % (16 / int(sizeof(T))) == 0;
+           c.width % 8 == 0 && sm90::available();
   }
+  // What fc's forward left in its aux buffer (L.fc): gelu'(z) (true) or z. Set by linear() when it runs fc,
+  // read by the backward, so that the two agree even if a setting above changed in between.
+  bool fc_holds_deriv = false;
   // --batch-finish on (the default): inside backward(), the column-sum finishes of the fused LayerNorm
   // backward, our flash backward and our fused dGELU GEMM are queued and run a few at a time, one launch for
   // many (nn/finish_queue.cuh); off: each right after its producer, a launch of its own.
@@ -466,7 +471,8 @@ struct Model {
   // against each other once per shape), and its backward's path (the same two, the multiply in each).
   void deriv_fwd(const T* in, size_t w, size_t b, T* out, T* gelu_out, int I, int O);
   Path deriv_path(bool fwd, int I, int O, const void* a, const void* bt, const void* c, const void* aux,
-                  const std::function<void(Path, T*, T*)>& run, size_t n, bool two_outputs);
+                  const std::function<void(Path, T*, T*)>& run, size_t n, bool two_outputs,
+                  const std::function<void()>& before_timing = nullptr);
   void linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* gelu_out = nullptr);
   // bias_done: the bias gradient is already added (by the LayerNorm backward that wrote dout: ln_back_to;
   // for fc, by the fused dGELU GEMM of fc2's backward: din_bias).

@@ -58,7 +58,7 @@ __global__ void bias_gelu_vec(T* pre, const float* b, T* act, int N, int O) {
   }
 }
 // --gelu-deriv on (nn/linear.cuh): z = pre[n][o] + b[o] in fp32; act = gelu(z) and pre becomes gelu'(z), what
-// the backward multiplies by (mul_vec), so that it needs no tanh of its own.
+// the backward multiplies by (gelu_bwd_vec<T, true>), so that it needs no tanh of its own.
 template <class T>
 __global__ void bias_gelu_deriv_vec(T* pre, const float* b, T* act, int N, int O) {
   constexpr int V = 16 / sizeof(T);
@@ -91,8 +91,9 @@ __global__ void gelu_fwd_vec(const T* pre, T* act, size_t packs) {
     py[i] = y;
   }
 }
-// d = d * gelu'(x) in place, over `packs` Packs (gelu_bwd with dx == dy, 128-bit accesses).
-template <class T>
+// d = d * gelu'(x) in place, over `packs` Packs (gelu_bwd with dx == dy, 128-bit accesses); KEPT: x is the
+// derivative itself, kept by fc's forward (--gelu-deriv, bias_gelu_deriv_vec), and d = d * x.
+template <class T, bool KEPT = false>
 __global__ void gelu_bwd_vec(const T* x, T* d, size_t packs) {
   constexpr int V = 16 / sizeof(T);
   const Pack<T>* px = reinterpret_cast<const Pack<T>*>(x);
@@ -101,22 +102,8 @@ __global__ void gelu_bwd_vec(const T* x, T* d, size_t packs) {
     const Pack<T> a = px[i];
     Pack<T> g = pd[i];
 #pragma unroll
-    for (int j = 0; j < V; ++j) g.v[j] = st<T>(ld(g.v[j]) * gelu_grad(ld(a.v[j])));
+    for (int j = 0; j < V; ++j) g.v[j] = st<T>(ld(g.v[j]) * (KEPT ? ld(a.v[j]) : gelu_grad(ld(a.v[j]))));
     pd[i] = g;
-  }
-}
-// d = d * g in place, over `packs` Packs: the GELU's backward from its kept derivative (--gelu-deriv on).
-template <class T>
-__global__ void mul_vec(const T* g, T* d, size_t packs) {
-  constexpr int V = 16 / sizeof(T);
-  const Pack<T>* pg = reinterpret_cast<const Pack<T>*>(g);
-  Pack<T>* pd = reinterpret_cast<Pack<T>*>(d);
-  GRID_STRIDE(i, packs) {
-    const Pack<T> a = pg[i];
-    Pack<T> x = pd[i];
-#pragma unroll
-    for (int j = 0; j < V; ++j) x.v[j] = st<T>(ld(x.v[j]) * ld(a.v[j]));
-    pd[i] = x;
   }
 }
 // The residual connection: out = a + drop(y) (out, a fp32; y is a sublayer's output in T). The dropout
