@@ -75,13 +75,15 @@ tools:
 endif
 
 # day50's default training step, the same step on one stream, with the chain at the side stream's
-# priority, and with fc keeping the GELU's input: 200 steps each, the last 60 summarised.
+# priority, with fc keeping the GELU's input, and with every weight gradient's split-K parts added inside
+# its GEMM: 200 steps each, the last 60 summarised.
 trace: day50_gpt tools
 	python3 scripts/trace_kernels.py --lesson day50_gpt --marker adamw --window 60 \
 	  --json "results/{gpu}/day50_gpt-trace.json" \
 	  --variant "default=" --variant "one stream=--dw-stream off" \
 	  --variant "chain at default priority=--chain-priority off" \
 	  --variant "GELU input kept=--gelu-deriv off" \
+	  --variant "dW reduced in the GEMM=--dw-reduce-kernel off" \
 	  -- day50_gpt/build/gpt --steps 5000 --until 200 --val-every 1000 --log-every 100
 
 # Every folder's HOST_TESTS rebuilt into its build/asan/ with both sanitizers (any report ends the

@@ -27,6 +27,11 @@ struct Spec {
   // fp32 accumulation. CUBLAS_COMPUTE_32F keeps fp32 inputs in fp32 (no TF32); a caller that wants
   // fp32 inputs on the TF32 tensor cores says so with CUBLAS_COMPUTE_32F_FAST_TF32.
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  // The split-K reductions the heuristic may offer (cublasLtReductionScheme_t bits; all by default). Where
+  // K is long (a weight gradient's K is every token of the batch) cuBLASLt may split it over CTAs and add
+  // the parts in a kernel of its own afterwards (COMPUTE_TYPE / OUTPUT_TYPE: a trace shows it as
+  // splitKreduce_kernel); INPLACE alone keeps the adding inside the GEMM (or no split at all).
+  uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK;
 };
 
 // The descriptors of one matmul: the operation with its compute type, transposes and epilogue, and
@@ -34,8 +39,9 @@ struct Spec {
 struct Descs {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK;  // Spec::reductions, for the heuristic's preference
 
-  explicit Descs(const Spec& s) {
+  explicit Descs(const Spec& s) : reductions(s.reductions) {
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, s.compute, CUDA_R_32F));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &s.ta, sizeof s.ta));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &s.tb, sizeof s.tb));
@@ -67,6 +73,9 @@ struct Descs {
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
                                                       sizeof ws_bytes));
+    if (reductions != CUBLASLT_REDUCTION_SCHEME_MASK)
+      CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                                        sizeof reductions));
     int found = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, op, a, b, d, d, pref, n, r, &found);
     cublasLtMatmulPreferenceDestroy(pref);

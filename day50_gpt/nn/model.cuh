@@ -149,6 +149,12 @@ struct Model {
   // the kept derivative never has to do without it. Elsewhere, and with off, fc keeps z and the backward
   // computes gelu'(z), in whichever of cuBLASLt's epilogues and ours the timed choices keep.
   bool gelu_deriv = true;
+  // --dw-reduce-kernel on (the default): a layer's weight gradient (K = N, every token of the batch) may run
+  // as any algorithm cuBLASLt's heuristic offers, among them those that split K over CTAs and add the parts
+  // in a reduce kernel of their own, one more launch beside the chain. off: only algorithms that add inside
+  // the GEMM (in place, or K not split), so a weight gradient is one kernel (nn/linear.cuh, linear_back).
+  // Either way the timed choices (--lt-search) pick the fastest of what the heuristic offers, timed alone.
+  bool dw_reduce_kernel = true;
   bool gelu_deriv_applies() const {
     return gelu_deriv && std::is_same<T, bf16>::value && fuse && lt_search && !on_cudnn() && !recompute_gelu &&
            c.width % 8 == 0 && sm90::available();

@@ -2,8 +2,9 @@
 // replayed as a CUDA graph gives the eager step's losses and weights (bit for bit where the step is
 // deterministic), and the fused LayerNorm (residual add + LayerNorm, fused backward) trains like the
 // unfused one (to rounding: its sums are added in another order), as does the step that recomputes every
-// layer's GELU output (--recompute on) against the default that keeps it. GPU vs CPU for the fused
-// kernels and for both settings of --recompute is verify_tiny's (run/verify.cuh).
+// layer's GELU output (--recompute on) against the default that keeps it, and as does the step whose
+// weight gradients add their split-K parts inside the GEMM (--dw-reduce-kernel off). GPU vs CPU for the
+// fused kernels and for both settings of --recompute is verify_tiny's (run/verify.cuh).
 #pragma once
 #include <string>
 #include <vector>
@@ -147,4 +148,14 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
       tag2 + ": GELU outputs recomputed (--recompute on): losses == kept's, to rounding (" + std::to_string(steps) +
           " steps)",
       l_again.data(), l_fused.data(), l_fused.size(), tl));
+  // Every weight gradient's split-K parts added inside its GEMM (--dw-reduce-kernel off: cuBLASLt's
+  // heuristic asked only for algorithms that reduce in place or do not split K) against the default, which
+  // may add them in a reduce kernel: the same sums in another order, so the same losses to rounding.
+  o.recompute = false, o.dw_reduce_kernel = false;
+  std::vector<double> l_in, p_in;
+  train_for<T>(c, o, data, attn, seed, steps, l_in, p_in, a);
+  res.add(verify::compare(
+      tag2 + ": weight gradients reduced in the GEMM (--dw-reduce-kernel off): losses == default's, to rounding (" +
+          std::to_string(steps) + " steps)",
+      l_in.data(), l_fused.data(), l_fused.size(), tl));
 }
