@@ -32,6 +32,9 @@ struct Spec {
   // the parts in a kernel of its own afterwards (COMPUTE_TYPE / OUTPUT_TYPE: a trace shows it as
   // splitKreduce_kernel); INPLACE alone keeps the adding inside the GEMM (or no split at all).
   uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK;
+  // The SMs the heuristic sizes its algorithms for (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0: the GPU's
+  // own count): fewer where a concurrent stream is meant to keep the others busy.
+  int sm_target = 0;
 };
 
 // The descriptors of one matmul: the operation with its compute type, transposes and epilogue, and
@@ -46,6 +49,10 @@ struct Descs {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &s.ta, sizeof s.ta));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &s.tb, sizeof s.tb));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue, sizeof s.epilogue));
+    if (s.sm_target > 0) {
+      const int32_t sms = s.sm_target;
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
+    }
     if (s.aux_ld)
       CUBLAS_CHECK(
           cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &s.aux_ld, sizeof s.aux_ld));

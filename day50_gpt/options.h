@@ -51,6 +51,7 @@ struct TrainOptions {
   bool batch_finish = true;                // the backward's column-sum finishes many to a launch (nn/finish_queue.cuh)
   bool chain_priority = true;              // the graph's chain at the highest stream priority, dW at the lowest
   bool dw_reduce_kernel = true;            // a weight gradient's split-K parts may be added in a kernel of their own
+  double dw_sm_share = 1;                  // the share of the SMs cuBLASLt sizes a weight gradient's algorithm for
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
   size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
   bool bucket_forward = false;             // data parallel: buckets in parameter order (the overlap lost)
@@ -138,6 +139,7 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
 struct StepFlags {
   std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv, reduce;
+  double dw_share = 1;
 };
 inline void declare_step(cli::Args& args, StepFlags& f) {
   f.fused_ln = args.str("fused-ln", "on",
@@ -168,6 +170,10 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
                       "on | off: on: a layer's weight gradient may be any algorithm cuBLASLt's heuristic offers, "
                       "among them those that split K and add the parts in a reduce kernel of their own; off: only "
                       "those that add them inside the GEMM (in place) or do not split K");
+  f.dw_share = args.real("dw-sm-share", 1, 0.05, 1,
+                         "the share of the GPU's SMs (0.05 to 1) cuBLASLt's heuristic sizes a layer's weight-gradient "
+                         "algorithm for (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to the chain beside it; "
+                         "1: every SM");
   f.finish = args.str("batch-finish", "on",
                       "on | off: the backward's column-sum finishes (LayerNorm parameters, qkv and fc biases) "
                       "queued and run many to a launch (nn/finish_queue.cuh; the same sums); off: each in a launch "
@@ -187,7 +193,7 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   o.train.flash_bwd = on_off("flash-bwd", f.flash), o.train.dw_stream = on_off("dw-stream", f.dw);
   o.train.keep_a = on_off("keep-a", f.keep), o.train.batch_finish = on_off("batch-finish", f.finish);
   o.train.chain_priority = on_off("chain-priority", f.priority), o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
-  o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce);
+  o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce), o.train.dw_sm_share = f.dw_share;
   if (given(argc, argv, "graph") && o.multi())
     cli::usage_error(kProg, "--graph is the one-GPU step's; data parallelism (--gpus N, --world N) runs eagerly");
   if (given(argc, argv, "chain-priority") && o.multi())

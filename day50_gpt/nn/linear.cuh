@@ -22,7 +22,8 @@ lt::Tuned* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
   const std::string key = std::to_string(sp.ta) + std::to_string(sp.tb) + "," + std::to_string(sp.m) + "," +
                           std::to_string(sp.n) + "," + std::to_string(sp.k) + "," + std::to_string(int(sp.epilogue)) +
                           "," + std::to_string(int(out_type)) + (tf32 ? ",tf32" : "") +
-                          (sp.reductions != CUBLASLT_REDUCTION_SCHEME_MASK ? ",r" + std::to_string(sp.reductions) : "");
+                          (sp.reductions != CUBLASLT_REDUCTION_SCHEME_MASK ? ",r" + std::to_string(sp.reductions) : "") +
+                          (sp.sm_target > 0 ? ",sm" + std::to_string(sp.sm_target) : "");
   auto it = lt_cache.find(key);
   if (it == lt_cache.end()) {
     lt::Spec s2 = sp;
@@ -498,6 +499,7 @@ bool Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_T, sp.m = I, sp.n = O, sp.k = N, sp.lda = I, sp.ldb = O, sp.ldd = I;
     sp.epilogue = bias_done ? CUBLASLT_EPILOGUE_DEFAULT : CUBLASLT_EPILOGUE_BGRADB;
     if (!dw_reduce_kernel) sp.reductions = CUBLASLT_REDUCTION_SCHEME_INPLACE;  // (and algorithms that do not split K)
+    sp.sm_target = dw_sm_target();
     mw = lt_get(sp, CUDA_R_32F);
     if (mw && !bias_done && !bgrad_in_epilogue(mw, in, dout, I, O)) mw = nullptr;  // the bias gradient apart is faster
   }

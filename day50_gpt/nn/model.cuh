@@ -155,6 +155,21 @@ struct Model {
   // the GEMM (in place, or K not split), so a weight gradient is one kernel (nn/linear.cuh, linear_back).
   // Either way the timed choices (--lt-search) pick the fastest of what the heuristic offers, timed alone.
   bool dw_reduce_kernel = true;
+  // --dw-sm-share F (1: the default): a layer's weight gradient asks cuBLASLt's heuristic for algorithms sized
+  // for F of the GPU's SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, made for a concurrent stream using the rest):
+  // in the graph the weight gradients run beside the chain of data gradients (--dw-stream on), and a dW sized
+  // for every SM holds SMs that the chain's next kernel waits for. The search still times them alone.
+  double dw_sm_share = 1;
+  int dw_sm_target() {
+    if (!(dw_sm_share < 1)) return 0;
+    if (sms == 0) {
+      int dev = 0;
+      CUDA_CHECK(cudaGetDevice(&dev));
+      CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    }
+    return std::max(1, int(sms * dw_sm_share));
+  }
+  int sms = 0;  // the GPU's SM count, once asked for
   bool gelu_deriv_applies() const {
     return gelu_deriv && std::is_same<T, bf16>::value && fuse && lt_search && !on_cudnn() && !recompute_gelu &&
            c.width % 8 == 0 && sm90::available();

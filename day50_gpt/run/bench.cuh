@@ -42,12 +42,14 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].chain_priority = true;       // and the graph with both branches at the default stream priority
     v[i].gelu_deriv = true;           // and the step keeping the GELU's input, not its derivative
     v[i].dw_reduce_kernel = true;     // and the weight gradients' split-K parts added inside the GEMM
+    v[i].dw_sm_share = 1;             // and the weight gradients sized for a share of the SMs
   }
   return v;
 }
 inline bool default_step(const TrainOptions& o) {
   return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.dw_stream && !o.keep_a &&
-         o.batch_finish && o.chain_priority && o.gelu_deriv && o.dw_reduce_kernel;
+         o.batch_finish && o.chain_priority && o.gelu_deriv && o.dw_reduce_kernel &&
+         o.dw_sm_share == 1;
 }
 inline std::string variant_name(const TrainOptions& o) {
   if (!o.fusion) return " unfused";
@@ -63,6 +65,7 @@ inline std::string variant_name(const TrainOptions& o) {
   if (o.graph && o.dw_stream && !o.chain_priority) s += ", chain at default priority";
   if (!o.gelu_deriv) s += ", GELU input kept";
   if (!o.dw_reduce_kernel) s += ", dW reduced in the GEMM";
+  if (o.dw_sm_share < 1) s += ", dW sized for " + std::to_string(int(o.dw_sm_share * 100 + 0.5)) + "% of the SMs";
   return s.empty() ? s : " " + s.substr(2);
 }
 
@@ -173,6 +176,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["batch_finish"] = o.batch_finish;
   ex["chain_priority"] = o.chain_priority;
   ex["dw_reduce_kernel"] = o.dw_reduce_kernel;
+  ex["dw_sm_share"] = o.dw_sm_share;
   ex["gelu_deriv"] = o.gelu_deriv && tr.m.gelu_deriv_applies();  // what the step did (the model's conditions)
   ex["model_flops_per_step"] = flops;
   ex["model_tflops"] = tflops;
@@ -639,6 +643,11 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions inside = step_variants(base, true).back();  // the default step with every weight gradient one
     inside.dw_reduce_kernel = false;                          // kernel: its split-K parts added inside the GEMM
     bench_train<bf16>(res, cfg, inside, data, op.attn, seed);
+    for (double share : {0.75, 0.5}) {  // the default step with the weight gradients' algorithms sized for fewer SMs
+      TrainOptions fewer = step_variants(base, true).back();
+      fewer.dw_sm_share = share;
+      bench_train<bf16>(res, cfg, fewer, data, op.attn, seed);
+    }
   }
   if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, base, data, seed);  // run/bench_cudnn.cuh
   // What the step chose by timing at start-up (nn/linear.cuh and the LayerNorm's launcher): where each

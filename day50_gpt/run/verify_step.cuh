@@ -3,7 +3,8 @@
 // deterministic), and the fused LayerNorm (residual add + LayerNorm, fused backward) trains like the
 // unfused one (to rounding: its sums are added in another order), as does the step that recomputes every
 // layer's GELU output (--recompute on) against the default that keeps it, and as does the step whose
-// weight gradients add their split-K parts inside the GEMM (--dw-reduce-kernel off). GPU vs CPU for the
+// weight gradients add their split-K parts inside the GEMM (--dw-reduce-kernel off) or are sized for half
+// the SMs (--dw-sm-share 0.5). GPU vs CPU for the
 // fused kernels and for both settings of --recompute is verify_tiny's (run/verify.cuh).
 #pragma once
 #include <string>
@@ -158,4 +159,12 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
       tag2 + ": weight gradients reduced in the GEMM (--dw-reduce-kernel off): losses == default's, to rounding (" +
           std::to_string(steps) + " steps)",
       l_in.data(), l_fused.data(), l_fused.size(), tl));
+  // ... and with the weight gradients' algorithms sized for half the SMs (--dw-sm-share 0.5): other
+  // algorithms, the same sums to rounding.
+  o.dw_reduce_kernel = true, o.dw_sm_share = 0.5;
+  std::vector<double> l_half, p_half;
+  train_for<T>(c, o, data, attn, seed, steps, l_half, p_half, a);
+  res.add(verify::compare(tag2 + ": weight gradients sized for half the SMs (--dw-sm-share 0.5): losses == default's, "
+                                 "to rounding (" + std::to_string(steps) + " steps)",
+                          l_half.data(), l_fused.data(), l_fused.size(), tl));
 }
