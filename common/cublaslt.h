@@ -87,8 +87,11 @@ struct Descs {
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, op, a, b, d, d, pref, n, r, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-      *why = std::string("cuBLASLt has no algorithm for this epilogue and type combination (") +
-             cublasGetStatusString(st) + ")";
+      *why = std::string("cuBLASLt has no algorithm for this epilogue and type combination") +
+             (reductions != CUBLASLT_REDUCTION_SCHEME_MASK
+                  ? " with split-K reductions limited to mask " + std::to_string(reductions)
+                  : std::string()) +
+             " (" + cublasGetStatusString(st) + ")";
       return 0;
     }
     return found;

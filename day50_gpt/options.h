@@ -172,8 +172,8 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
                       "those that add them inside the GEMM (in place) or do not split K");
   f.dw_share = args.real("dw-sm-share", 1, 0.05, 1,
                          "the share of the GPU's SMs (0.05 to 1) cuBLASLt's heuristic sizes a layer's weight-gradient "
-                         "algorithm for (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to the chain beside it; "
-                         "1: every SM");
+                         "algorithm for (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to the chain beside "
+                         "it; 1: every SM");
   f.finish = args.str("batch-finish", "on",
                       "on | off: the backward's column-sum finishes (LayerNorm parameters, qkv and fc biases) "
                       "queued and run many to a launch (nn/finish_queue.cuh; the same sums); off: each in a launch "

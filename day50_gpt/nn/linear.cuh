@@ -19,11 +19,12 @@
 template <class T>
 lt::Tuned* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
   if (!fuse) return nullptr;
-  const std::string key = std::to_string(sp.ta) + std::to_string(sp.tb) + "," + std::to_string(sp.m) + "," +
-                          std::to_string(sp.n) + "," + std::to_string(sp.k) + "," + std::to_string(int(sp.epilogue)) +
-                          "," + std::to_string(int(out_type)) + (tf32 ? ",tf32" : "") +
-                          (sp.reductions != CUBLASLT_REDUCTION_SCHEME_MASK ? ",r" + std::to_string(sp.reductions) : "") +
-                          (sp.sm_target > 0 ? ",sm" + std::to_string(sp.sm_target) : "");
+  const std::string key =
+      std::to_string(sp.ta) + std::to_string(sp.tb) + "," + std::to_string(sp.m) + "," + std::to_string(sp.n) + "," +
+      std::to_string(sp.k) + "," + std::to_string(int(sp.epilogue)) + "," + std::to_string(int(out_type)) +
+      (tf32 ? ",tf32" : "") +
+      (sp.reductions != CUBLASLT_REDUCTION_SCHEME_MASK ? ",r" + std::to_string(sp.reductions) : "") +
+      (sp.sm_target > 0 ? ",sm" + std::to_string(sp.sm_target) : "");
   auto it = lt_cache.find(key);
   if (it == lt_cache.end()) {
     lt::Spec s2 = sp;
@@ -75,7 +76,13 @@ void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* 
 template <class T>
 bool Model<T>::bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int I, int O) {
   if (!lt_search || !std::is_same<T, bf16>::value) return true;
-  const std::string key = "bgrad " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
+  // A weight gradient whose descriptor asks for other algorithms (--dw-reduce-kernel off, --dw-sm-share) is
+  // another candidate against the same plain matmul: timed under a key of its own, not the default's verdict.
+  const lt::Spec& sp = mm->spec();
+  const std::string key = std::string("bgrad") +
+                          (sp.reductions != CUBLASLT_REDUCTION_SCHEME_MASK ? " (split-K added in place)" : "") +
+                          (sp.sm_target > 0 ? " (sized for " + std::to_string(sp.sm_target) + " SMs)" : "") + " " +
+                          std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
   const int known = lt::recall(key);
   if (known >= 0) return known == 1;
   if (lt::capturing(s)) return true;  // no timing inside a capture

@@ -120,6 +120,7 @@ class Tuned {
   const std::string& why() const { return why_; }
   int candidates() const { return int(algos_.size()); }
   int picked() const { return pick_; }
+  const Spec& spec() const { return s_; }
 
   // D = epilogue(op(A).op(B) + beta * D), as cuBLASLt computes it; the first call may search first.
   void run(const void* A, const void* B, void* D, float beta, const void* bias, void* aux, void* workspace,

@@ -154,6 +154,9 @@ struct Model {
   // in a reduce kernel of their own, one more launch beside the chain. off: only algorithms that add inside
   // the GEMM (in place, or K not split), so a weight gradient is one kernel (nn/linear.cuh, linear_back).
   // Either way the timed choices (--lt-search) pick the fastest of what the heuristic offers, timed alone.
+  // Only cuBLASLt's take the preference: the tied head's and the embeddings' weight gradients, and a layer's
+  // whose bias gradient is timed faster apart (bgrad_in_epilogue), are cuBLAS's plain matmul, which may still
+  // add its split-K parts in a kernel of its own.
   bool dw_reduce_kernel = true;
   // --dw-sm-share F (1: the default): a layer's weight gradient asks cuBLASLt's heuristic for algorithms sized
   // for F of the GPU's SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, made for a concurrent stream using the rest):

@@ -640,8 +640,8 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions input = step_variants(base, true).back();  // the default step with fc keeping its pre-activation
     input.gelu_deriv = false;                                // and the backward computing gelu' (nn/linear.cuh)
     bench_train<bf16>(res, cfg, input, data, op.attn, seed);
-    TrainOptions inside = step_variants(base, true).back();  // the default step with every weight gradient one
-    inside.dw_reduce_kernel = false;                          // kernel: its split-K parts added inside the GEMM
+    TrainOptions inside = step_variants(base, true).back();  // the default step with each layer's cuBLASLt weight
+    inside.dw_reduce_kernel = false;                          // gradient one kernel: split-K parts added in the GEMM
     bench_train<bf16>(res, cfg, inside, data, op.attn, seed);
     for (double share : {0.75, 0.5}) {  // the default step with the weight gradients' algorithms sized for fewer SMs
       TrainOptions fewer = step_variants(base, true).back();

@@ -149,7 +149,7 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
       tag2 + ": GELU outputs recomputed (--recompute on): losses == kept's, to rounding (" + std::to_string(steps) +
           " steps)",
       l_again.data(), l_fused.data(), l_fused.size(), tl));
-  // Every weight gradient's split-K parts added inside its GEMM (--dw-reduce-kernel off: cuBLASLt's
+  // The layers' cuBLASLt weight gradients' split-K parts added inside the GEMM (--dw-reduce-kernel off: cuBLASLt's
   // heuristic asked only for algorithms that reduce in place or do not split K) against the default, which
   // may add them in a reduce kernel: the same sums in another order, so the same losses to rounding.
   o.recompute = false, o.dw_reduce_kernel = false;
