@@ -196,6 +196,10 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce), o.train.dw_sm_share = f.dw_share;
   if (given(argc, argv, "graph") && o.multi())
     cli::usage_error(kProg, "--graph is the one-GPU step's; data parallelism (--gpus N, --world N) runs eagerly");
+  if (given(argc, argv, "dw-sm-share") && f.dw_share < 1 && (o.multi() || !o.train.graph || !o.train.dw_stream))
+    cli::usage_error(kProg, "--dw-sm-share sizes the weight gradients for the SMs the chain beside them leaves: it "
+                            "needs the one-GPU graph with --dw-stream on (no --gpus N, --world N, --graph off or "
+                            "--dw-stream off)");
   if (given(argc, argv, "chain-priority") && o.multi())
     cli::usage_error(kProg, "--chain-priority is the one-GPU graph's; data parallelism (--gpus N, --world N) runs "
                             "eagerly, its all-reduce stream already at the highest priority");

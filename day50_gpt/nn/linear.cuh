@@ -76,13 +76,7 @@ void Model<T>::linear(const T* in, size_t w, size_t b, T* out, int I, int O, T* 
 template <class T>
 bool Model<T>::bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int I, int O) {
   if (!lt_search || !std::is_same<T, bf16>::value) return true;
-  // A weight gradient whose descriptor asks for other algorithms (--dw-reduce-kernel off, --dw-sm-share) is
-  // another candidate against the same plain matmul: timed under a key of its own, not the default's verdict.
-  const lt::Spec& sp = mm->spec();
-  const std::string key = std::string("bgrad") +
-                          (sp.reductions != CUBLASLT_REDUCTION_SCHEME_MASK ? " (split-K added in place)" : "") +
-                          (sp.sm_target > 0 ? " (sized for " + std::to_string(sp.sm_target) + " SMs)" : "") + " " +
-                          std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
+  const std::string key = "bgrad " + std::to_string(I) + "x" + std::to_string(O) + "x" + std::to_string(N);
   const int known = lt::recall(key);
   if (known >= 0) return known == 1;
   if (lt::capturing(s)) return true;  // no timing inside a capture
@@ -508,7 +502,11 @@ bool Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     if (!dw_reduce_kernel) sp.reductions = CUBLASLT_REDUCTION_SCHEME_INPLACE;  // (and algorithms that do not split K)
     sp.sm_target = dw_sm_target();
     mw = lt_get(sp, CUDA_R_32F);
-    if (mw && !bias_done && !bgrad_in_epilogue(mw, in, dout, I, O)) mw = nullptr;  // the bias gradient apart is faster
+    // With --dw-reduce-kernel off or --dw-sm-share below 1 the weight gradient stays cuBLASLt's, its bias
+    // gradient in the epilogue, untimed against the bias apart: that path's matmul is cuBLAS's plain one,
+    // which takes neither the reduction preference nor the SM target, so there the flags would do nothing.
+    const bool dw_default = dw_reduce_kernel && sp.sm_target == 0;
+    if (mw && !bias_done && dw_default && !bgrad_in_epilogue(mw, in, dout, I, O)) mw = nullptr;  // apart is faster
   }
   const bool side = mw && dw_side();
   if (side) dws.fork(s);

@@ -173,6 +173,19 @@ struct Model {
     return std::max(1, int(sms * dw_sm_share));
   }
   int sms = 0;  // the GPU's SM count, once asked for
+  // The cuBLASLt matmuls built so far whose descriptors carry a reduction mask or an SM target (the weight
+  // gradients under --dw-reduce-kernel off or --dw-sm-share), and of those, how many picked an algorithm whose
+  // configuration reports a reduction scheme outside the mask (verify_step's checks that the flags arrive).
+  void lt_variants(int& built, int& outside) const {
+    built = outside = 0;
+    for (const auto& kv : lt_cache) {
+      const lt::Spec& sp = kv.second->spec();
+      if (!kv.second->ok() || (sp.reductions == CUBLASLT_REDUCTION_SCHEME_MASK && sp.sm_target == 0)) continue;
+      ++built;
+      const int r = kv.second->picked_reduction();
+      if (r > 0 && (uint32_t(r) & ~sp.reductions) != 0) ++outside;
+    }
+  }
   bool gelu_deriv_applies() const {
     return gelu_deriv && std::is_same<T, bf16>::value && fuse && lt_search && !on_cudnn() && !recompute_gelu &&
            c.width % 8 == 0 && sm90::available();
