@@ -75,13 +75,17 @@ tools:
 endif
 
 # day50's default training step, the same step on one stream, with the chain at the side stream's
-# priority, and with fc keeping the GELU's input: 200 steps each, the last 60 summarised.
+# priority, with fc keeping the GELU's input, with the layers' cuBLASLt weight gradients adding their split-K
+# parts inside the GEMM (the head's and the embeddings' are cuBLAS's: unchanged), and with those sized for half
+# the SMs: 200 steps each, the last 60 summarised.
 trace: day50_gpt tools
 	python3 scripts/trace_kernels.py --lesson day50_gpt --marker adamw --window 60 \
 	  --json "results/{gpu}/day50_gpt-trace.json" \
 	  --variant "default=" --variant "one stream=--dw-stream off" \
 	  --variant "chain at default priority=--chain-priority off" \
 	  --variant "GELU input kept=--gelu-deriv off" \
+	  --variant "dW reduced in the GEMM=--dw-reduce-kernel off" \
+	  --variant "dW sized for 50% of the SMs=--dw-sm-share 0.5" \
 	  -- day50_gpt/build/gpt --steps 5000 --until 200 --val-every 1000 --log-every 100
 
 # Every folder's HOST_TESTS rebuilt into its build/asan/ with both sanitizers (any report ends the

@@ -27,6 +27,14 @@ struct Spec {
   // fp32 accumulation. CUBLAS_COMPUTE_32F keeps fp32 inputs in fp32 (no TF32); a caller that wants
   // fp32 inputs on the TF32 tensor cores says so with CUBLAS_COMPUTE_32F_FAST_TF32.
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  // The split-K reductions the heuristic may offer (cublasLtReductionScheme_t bits; all by default). Where
+  // K is long (a weight gradient's K is every token of the batch) cuBLASLt may split it over CTAs and add
+  // the parts in a kernel of its own afterwards (COMPUTE_TYPE / OUTPUT_TYPE: a trace shows it as
+  // splitKreduce_kernel); INPLACE alone keeps the adding inside the GEMM (or no split at all).
+  uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK;
+  // The SMs the heuristic sizes its algorithms for (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0: the GPU's
+  // own count): fewer where a concurrent stream is meant to keep the others busy.
+  int sm_target = 0;
 };
 
 // The descriptors of one matmul: the operation with its compute type, transposes and epilogue, and
@@ -34,12 +42,17 @@ struct Spec {
 struct Descs {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK;  // Spec::reductions, for the heuristic's preference
 
-  explicit Descs(const Spec& s) {
+  explicit Descs(const Spec& s) : reductions(s.reductions) {
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, s.compute, CUDA_R_32F));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &s.ta, sizeof s.ta));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &s.tb, sizeof s.tb));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue, sizeof s.epilogue));
+    if (s.sm_target > 0) {
+      const int32_t sms = s.sm_target;
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
+    }
     if (s.aux_ld)
       CUBLAS_CHECK(
           cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &s.aux_ld, sizeof s.aux_ld));
@@ -67,12 +80,18 @@ struct Descs {
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
                                                       sizeof ws_bytes));
+    if (reductions != CUBLASLT_REDUCTION_SCHEME_MASK)
+      CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                                        sizeof reductions));
     int found = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, op, a, b, d, d, pref, n, r, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-      *why = std::string("cuBLASLt has no algorithm for this epilogue and type combination (") +
-             cublasGetStatusString(st) + ")";
+      *why = std::string("cuBLASLt has no algorithm for this epilogue and type combination") +
+             (reductions != CUBLASLT_REDUCTION_SCHEME_MASK
+                  ? " with split-K reductions limited to mask " + std::to_string(reductions)
+                  : std::string()) +
+             " (" + cublasGetStatusString(st) + ")";
       return 0;
     }
     return found;

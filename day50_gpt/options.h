@@ -50,6 +50,8 @@ struct TrainOptions {
   bool gelu_deriv = true;                  // bf16: fc's forward keeps gelu'(z), not z; the backward multiplies by it
   bool batch_finish = true;                // the backward's column-sum finishes many to a launch (nn/finish_queue.cuh)
   bool chain_priority = true;              // the graph's chain at the highest stream priority, dW at the lowest
+  bool dw_reduce_kernel = true;            // a weight gradient's split-K parts may be added in a kernel of their own
+  double dw_sm_share = 1;                  // the share of the SMs cuBLASLt sizes a weight gradient's algorithm for
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
   size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
   bool bucket_forward = false;             // data parallel: buckets in parameter order (the overlap lost)
@@ -136,7 +138,8 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
 
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
 struct StepFlags {
-  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv;
+  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv, reduce;
+  double dw_share = 1;
 };
 inline void declare_step(cli::Args& args, StepFlags& f) {
   f.fused_ln = args.str("fused-ln", "on",
@@ -163,6 +166,14 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
                      "--recompute off, on an sm_90 GPU at a width that is a multiple of 8, fc's forward keeps the "
                      "GELU's derivative gelu'(z) beside gelu(z), from one tanh, and the backward only multiplies by "
                      "it; off (and elsewhere): fc keeps its pre-activation z and the backward computes gelu'(z)");
+  f.reduce = args.str("dw-reduce-kernel", "on",
+                      "on | off: on: a layer's weight gradient may be any algorithm cuBLASLt's heuristic offers, "
+                      "among them those that split K and add the parts in a reduce kernel of their own; off: only "
+                      "those that add them inside the GEMM (in place) or do not split K");
+  f.dw_share = args.real("dw-sm-share", 1, 0.05, 1,
+                         "the share of the GPU's SMs (0.05 to 1) cuBLASLt's heuristic sizes a layer's weight-gradient "
+                         "algorithm for (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to the chain beside "
+                         "it; 1: every SM");
   f.finish = args.str("batch-finish", "on",
                       "on | off: the backward's column-sum finishes (LayerNorm parameters, qkv and fc biases) "
                       "queued and run many to a launch (nn/finish_queue.cuh; the same sums); off: each in a launch "
@@ -182,8 +193,13 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   o.train.flash_bwd = on_off("flash-bwd", f.flash), o.train.dw_stream = on_off("dw-stream", f.dw);
   o.train.keep_a = on_off("keep-a", f.keep), o.train.batch_finish = on_off("batch-finish", f.finish);
   o.train.chain_priority = on_off("chain-priority", f.priority), o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
+  o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce), o.train.dw_sm_share = f.dw_share;
   if (given(argc, argv, "graph") && o.multi())
     cli::usage_error(kProg, "--graph is the one-GPU step's; data parallelism (--gpus N, --world N) runs eagerly");
+  if (given(argc, argv, "dw-sm-share") && f.dw_share < 1 && (o.multi() || !o.train.graph || !o.train.dw_stream))
+    cli::usage_error(kProg, "--dw-sm-share sizes the weight gradients for the SMs the chain beside them leaves: it "
+                            "needs the one-GPU graph with --dw-stream on (no --gpus N, --world N, --graph off or "
+                            "--dw-stream off)");
   if (given(argc, argv, "chain-priority") && o.multi())
     cli::usage_error(kProg, "--chain-priority is the one-GPU graph's; data parallelism (--gpus N, --world N) runs "
                             "eagerly, its all-reduce stream already at the highest priority");

@@ -19,9 +19,12 @@
 template <class T>
 lt::Tuned* Model<T>::lt_get(const lt::Spec& sp, cudaDataType_t out_type) {
   if (!fuse) return nullptr;
-  const std::string key = std::to_string(sp.ta) + std::to_string(sp.tb) + "," + std::to_string(sp.m) + "," +
-                          std::to_string(sp.n) + "," + std::to_string(sp.k) + "," + std::to_string(int(sp.epilogue)) +
-                          "," + std::to_string(int(out_type)) + (tf32 ? ",tf32" : "");
+  const std::string key =
+      std::to_string(sp.ta) + std::to_string(sp.tb) + "," + std::to_string(sp.m) + "," + std::to_string(sp.n) + "," +
+      std::to_string(sp.k) + "," + std::to_string(int(sp.epilogue)) + "," + std::to_string(int(out_type)) +
+      (tf32 ? ",tf32" : "") +
+      (sp.reductions != CUBLASLT_REDUCTION_SCHEME_MASK ? ",r" + std::to_string(sp.reductions) : "") +
+      (sp.sm_target > 0 ? ",sm" + std::to_string(sp.sm_target) : "");
   auto it = lt_cache.find(key);
   if (it == lt_cache.end()) {
     lt::Spec s2 = sp;
@@ -116,14 +119,16 @@ bool Model<T>::bgrad_in_epilogue(lt::Tuned* mm, const T* in, const T* dout, int 
 // derivative may be computed another way; a wrong kernel differs by O(1)), and the fastest that matches
 // is kept for the process (lt::remember). --verify forces a path (force_ours, force_fused) so that the
 // CPU comparison covers it whatever the timing would choose.
+// `otherwise`: the warning's words where they differ (which path stays).
 template <class T>
-bool matches_epilogue(const T* ours, const T* epi, size_t n, const std::string& what) {
-  const std::vector<T> a = to_host(ours, n), e = to_host(epi, n);
+bool matches_path(const T* ours, const T* ref, size_t n, const std::string& what,
+                  const char* otherwise = "ours differs from the cuBLASLt epilogue's; the epilogue stays") {
+  const std::vector<T> a = to_host(ours, n), e = to_host(ref, n);
   double big = 0;
   for (const T& v : e) big = std::max(big, std::fabs(verify::to_double(v)));
   const verify::Check c = verify::compare(what, a.data(), e.data(), n, verify::Tol{0.02, 0.02, "bf16"}.scaled(big));
   if (!c.passed) {
-    std::printf("warning: %s: ours differs from the cuBLASLt epilogue's; the epilogue stays\n", what.c_str());
+    std::printf("warning: %s: %s\n", what.c_str(), otherwise);
     verify::print(c);
   }
   return c.passed;
@@ -234,8 +239,8 @@ Path Model<T>::fwd_path(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, 
       }
   auto run = [&](Path p) { fwd_run(p, mm, in, w, b, pre[int(p)], gelu ? act[int(p)] : nullptr, I, O, false); };
   auto same = [&](Path p) {
-    bool ok = matches_epilogue(pre[int(p)], pre[0], n, key + " pre-activation");
-    if (gelu) ok = matches_epilogue(act[int(p)], act[0], n, key + " GELU") && ok;
+    bool ok = matches_path(pre[int(p)], pre[0], n, key + " pre-activation");
+    if (gelu) ok = matches_path(act[int(p)], act[0], n, key + " GELU") && ok;
     return ok;
   };
   const Path pick = pick_path(s, "forward", key, avail, run, same);
@@ -253,7 +258,7 @@ Path Model<T>::fwd_path(lt::Tuned* mm, const T* in, size_t w, size_t b, T* out, 
 // bf16 per element); in our fused GEMM the derivative comes from the fp32 sum, not from a rounded z (the pass
 // path adds the bias to the plain matmul's bf16 output). Two ways each, both ours:
 // our fused GEMM (Epi::kBiasGeluDeriv, Epi::kMulAux) where it runs, and the plain matmul with a pass of ours
-// (bias_gelu_deriv_vec, gelu_bwd_vec<T, true>); cuBLASLt's epilogues take z only. deriv_path times them once per shape, into
+// (bias_gelu_vec<T, true>, gelu_bwd_vec<T, true>); cuBLASLt's epilogues take z only. deriv_path times them once per shape, into
 // poisoned scratch, checks the fused output against the pass's (to bf16 rounding, as pick_path does against
 // cuBLASLt's), and keeps the faster for the process; --verify forces either (force_ours, force_fused).
 // run(p, out, second) launches path p into out (and second: the forward's gelu(z)); before_timing, if given,
@@ -285,17 +290,10 @@ Path Model<T>::deriv_path(bool fwd, int I, int O, const void* a, const void* bt,
   lt::time_each(s, 2, t, [&](int i) { run(Path(i + 1), out[i + 1][0], out[i + 1][1]); });
   CUDA_CHECK(cudaStreamSynchronize(s));
   bool same = true;
-  for (int o = 0; o < (two ? 2 : 1); ++o) {
-    const std::vector<T> f = to_host(out[2][o], n), r = to_host(out[1][o], n);
-    double big = 0;
-    for (const T& v : r) big = std::max(big, std::fabs(verify::to_double(v)));
-    const verify::Check c = verify::compare(key, f.data(), r.data(), n, verify::Tol{0.02, 0.02, "bf16"}.scaled(big));
-    if (!c.passed) {
-      std::printf("warning: %s: our fused GEMM differs from the plain matmul and our pass; the pass stays\n", key.c_str());
-      verify::print(c);
-    }
-    same = same && c.passed;
-  }
+  for (int o = 0; o < (two ? 2 : 1); ++o)
+    same = matches_path(out[2][o], out[1][o], n, key,
+                        "our fused GEMM differs from the plain matmul and our pass; the pass stays") &&
+           same;
   for (auto& pair : out)
     for (T* q : pair)
       if (q) CUDA_CHECK(cudaFree(q));
@@ -324,8 +322,8 @@ void Model<T>::deriv_fwd(const T* in, size_t w, size_t b, T* out, T* gelu_out, i
     }
     matmul_fwd<T, T>(blas, in, W(w), deriv, N, I, O);
     if (marks) mark(kMatmul);
-    hw("bias_gelu_deriv_vec");
-    k::bias_gelu_deriv_vec<T><<<grid_for(size_t(N) * O / (16 / sizeof(T))), 256, 0, s>>>(deriv, P(b), act, N, O);
+    hw("bias_gelu_vec (derivative kept)");
+    k::bias_gelu_vec<T, true><<<grid_for(size_t(N) * O / (16 / sizeof(T))), 256, 0, s>>>(deriv, P(b), act, N, O);
     LAUNCH_CHECK();
     ++ours_launches;
     if (marks) mark(kGelu);
@@ -451,7 +449,7 @@ Path Model<T>::dgelu_path(lt::Tuned* mm, const T* dout, size_t w, const T* gelu_
   // was queued there finished first).
   float* part = partials_now();
   auto run = [&](Path p) { dgelu_run(p, mm, dout, w, gelu_pre, out[int(p)], I, O, part); };
-  auto same = [&](Path p) { return matches_epilogue(out[int(p)], out[0], n, key); };
+  auto same = [&](Path p) { return matches_path(out[int(p)], out[0], n, key); };
   const Path pick = pick_path(s, "backward", key, avail, run, same);
   for (T* q : out)
     if (q) CUDA_CHECK(cudaFree(q));
@@ -496,8 +494,14 @@ bool Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     lt::Spec sp;
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_T, sp.m = I, sp.n = O, sp.k = N, sp.lda = I, sp.ldb = O, sp.ldd = I;
     sp.epilogue = bias_done ? CUBLASLT_EPILOGUE_DEFAULT : CUBLASLT_EPILOGUE_BGRADB;
+    if (!dw_reduce_kernel) sp.reductions = CUBLASLT_REDUCTION_SCHEME_INPLACE;  // (and algorithms that do not split K)
+    sp.sm_target = dw_sm_target();
     mw = lt_get(sp, CUDA_R_32F);
-    if (mw && !bias_done && !bgrad_in_epilogue(mw, in, dout, I, O)) mw = nullptr;  // the bias gradient apart is faster
+    // With --dw-reduce-kernel off or --dw-sm-share below 1 the weight gradient stays cuBLASLt's, its bias
+    // gradient in the epilogue, untimed against the bias apart: that path's matmul is cuBLAS's plain one,
+    // which takes neither the reduction preference nor the SM target, so there the flags would do nothing.
+    const bool dw_default = dw_reduce_kernel && sp.sm_target == 0;
+    if (mw && !bias_done && dw_default && !bgrad_in_epilogue(mw, in, dout, I, O)) mw = nullptr;  // apart is faster
   }
   const bool side = mw && dw_side();
   if (side) dws.fork(s);

@@ -120,6 +120,18 @@ class Tuned {
   const std::string& why() const { return why_; }
   int candidates() const { return int(algos_.size()); }
   int picked() const { return pick_; }
+  const Spec& spec() const { return s_; }
+  // The picked algorithm's split-K reduction scheme (cublasLtReductionScheme_t) as its configuration
+  // reports it; -1 where it does not say (or nothing is picked yet).
+  int picked_reduction() const {
+    if (pick_ < 0 || algos_.empty()) return -1;
+    uint32_t v = 0;
+    size_t written = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(&algos_[size_t(pick_)], CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &v,
+                                                sizeof v, &written) == CUBLAS_STATUS_SUCCESS && written == sizeof v
+               ? int(v)
+               : -1;
+  }
 
   // D = epilogue(op(A).op(B) + beta * D), as cuBLASLt computes it; the first call may search first.
   void run(const void* A, const void* B, void* D, float beta, const void* bias, void* aux, void* workspace,

@@ -149,6 +149,43 @@ struct Model {
   // the kept derivative never has to do without it. Elsewhere, and with off, fc keeps z and the backward
   // computes gelu'(z), in whichever of cuBLASLt's epilogues and ours the timed choices keep.
   bool gelu_deriv = true;
+  // --dw-reduce-kernel on (the default): a layer's weight gradient (K = N, every token of the batch) may run
+  // as any algorithm cuBLASLt's heuristic offers, among them those that split K over CTAs and add the parts
+  // in a reduce kernel of their own, one more launch beside the chain. off: only algorithms that add inside
+  // the GEMM (in place, or K not split), so a weight gradient is one kernel (nn/linear.cuh, linear_back).
+  // Either way the timed choices (--lt-search) pick the fastest of what the heuristic offers, timed alone.
+  // Only cuBLASLt's take the preference: the tied head's and the embeddings' weight gradients, and a layer's
+  // whose bias gradient is timed faster apart (bgrad_in_epilogue), are cuBLAS's plain matmul, which may still
+  // add its split-K parts in a kernel of its own.
+  bool dw_reduce_kernel = true;
+  // --dw-sm-share F (1: the default): a layer's weight gradient asks cuBLASLt's heuristic for algorithms sized
+  // for F of the GPU's SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, made for a concurrent stream using the rest):
+  // in the graph the weight gradients run beside the chain of data gradients (--dw-stream on), and a dW sized
+  // for every SM holds SMs that the chain's next kernel waits for. The search still times them alone.
+  double dw_sm_share = 1;
+  int dw_sm_target() {
+    if (!(dw_sm_share < 1)) return 0;
+    if (sms == 0) {
+      int dev = 0;
+      CUDA_CHECK(cudaGetDevice(&dev));
+      CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    }
+    return std::max(1, int(sms * dw_sm_share));
+  }
+  int sms = 0;  // the GPU's SM count, once asked for
+  // The cuBLASLt matmuls built so far whose descriptors carry a reduction mask or an SM target (the weight
+  // gradients under --dw-reduce-kernel off or --dw-sm-share), and of those, how many picked an algorithm whose
+  // configuration reports a reduction scheme outside the mask (verify_step's checks that the flags arrive).
+  void lt_variants(int& built, int& outside) const {
+    built = outside = 0;
+    for (const auto& kv : lt_cache) {
+      const lt::Spec& sp = kv.second->spec();
+      if (!kv.second->ok() || (sp.reductions == CUBLASLT_REDUCTION_SCHEME_MASK && sp.sm_target == 0)) continue;
+      ++built;
+      const int r = kv.second->picked_reduction();
+      if (r > 0 && (uint32_t(r) & ~sp.reductions) != 0) ++outside;
+    }
+  }
   bool gelu_deriv_applies() const {
     return gelu_deriv && std::is_same<T, bf16>::value && fuse && lt_search && !on_cudnn() && !recompute_gelu &&
            c.width % 8 == 0 && sm90::available();

@@ -41,12 +41,15 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].batch_finish = true;         // and the step finishing each column sum in a launch of its own
     v[i].chain_priority = true;       // and the graph with both branches at the default stream priority
     v[i].gelu_deriv = true;           // and the step keeping the GELU's input, not its derivative
+    v[i].dw_reduce_kernel = true;     // and the weight gradients' split-K parts added inside the GEMM
+    v[i].dw_sm_share = 1;             // and the weight gradients sized for a share of the SMs
   }
   return v;
 }
 inline bool default_step(const TrainOptions& o) {
   return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.dw_stream && !o.keep_a &&
-         o.batch_finish && o.chain_priority && o.gelu_deriv;
+         o.batch_finish && o.chain_priority && o.gelu_deriv && o.dw_reduce_kernel &&
+         o.dw_sm_share == 1;
 }
 inline std::string variant_name(const TrainOptions& o) {
   if (!o.fusion) return " unfused";
@@ -61,6 +64,8 @@ inline std::string variant_name(const TrainOptions& o) {
   if (!o.batch_finish) s += ", finishes one by one";
   if (o.graph && o.dw_stream && !o.chain_priority) s += ", chain at default priority";
   if (!o.gelu_deriv) s += ", GELU input kept";
+  if (!o.dw_reduce_kernel) s += ", dW reduced in the GEMM";
+  if (o.dw_sm_share < 1) s += ", dW sized for " + std::to_string(int(o.dw_sm_share * 100 + 0.5)) + "% of the SMs";
   return s.empty() ? s : " " + s.substr(2);
 }
 
@@ -170,6 +175,8 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["keep_a"] = o.keep_a;
   ex["batch_finish"] = o.batch_finish;
   ex["chain_priority"] = o.chain_priority;
+  ex["dw_reduce_kernel"] = o.dw_reduce_kernel;
+  ex["dw_sm_share"] = o.dw_sm_share;
   ex["gelu_deriv"] = o.gelu_deriv && tr.m.gelu_deriv_applies();  // what the step did (the model's conditions)
   ex["model_flops_per_step"] = flops;
   ex["model_tflops"] = tflops;
@@ -633,6 +640,14 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions input = step_variants(base, true).back();  // the default step with fc keeping its pre-activation
     input.gelu_deriv = false;                                // and the backward computing gelu' (nn/linear.cuh)
     bench_train<bf16>(res, cfg, input, data, op.attn, seed);
+    TrainOptions inside = step_variants(base, true).back();  // the default step with each layer's cuBLASLt weight
+    inside.dw_reduce_kernel = false;                          // gradient one kernel: split-K parts added in the GEMM
+    bench_train<bf16>(res, cfg, inside, data, op.attn, seed);
+    for (double share : {0.75, 0.5}) {  // the default step with the weight gradients' algorithms sized for fewer SMs
+      TrainOptions fewer = step_variants(base, true).back();
+      fewer.dw_sm_share = share;
+      bench_train<bf16>(res, cfg, fewer, data, op.attn, seed);
+    }
   }
   if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, base, data, seed);  // run/bench_cudnn.cuh
   // What the step chose by timing at start-up (nn/linear.cuh and the LayerNorm's launcher): where each

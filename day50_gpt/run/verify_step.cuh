@@ -2,8 +2,10 @@
 // replayed as a CUDA graph gives the eager step's losses and weights (bit for bit where the step is
 // deterministic), and the fused LayerNorm (residual add + LayerNorm, fused backward) trains like the
 // unfused one (to rounding: its sums are added in another order), as does the step that recomputes every
-// layer's GELU output (--recompute on) against the default that keeps it. GPU vs CPU for the fused
-// kernels and for both settings of --recompute is verify_tiny's (run/verify.cuh).
+// layer's GELU output (--recompute on) against the default that keeps it, and as does the step whose
+// weight gradients add their split-K parts inside the GEMM (--dw-reduce-kernel off) or are sized for half
+// the SMs (--dw-sm-share 0.5). GPU vs CPU for the
+// fused kernels and for both settings of --recompute is verify_tiny's (run/verify.cuh).
 #pragma once
 #include <string>
 #include <vector>
@@ -17,7 +19,7 @@ template <class T>
 void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus& data, Attn attn, uint64_t seed,
                int steps, std::vector<double>& losses, std::vector<double>& params, std::string& attn_used,
                int* side_launches = nullptr, bool* deterministic = nullptr, unsigned long long side_delay_ns = 0,
-               long* finishes = nullptr) {
+               long* finishes = nullptr, int* lt_variants = nullptr) {
   Trainer<T> t(c, o, data, attn, seed);
   t.m.dws.delay_ns = side_delay_ns;  // (before the capture, which happens at the second step)
   t.m.set_tf32(o.tf32);  // --precision tf32's model (before its first step)
@@ -26,6 +28,7 @@ void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
   if (side_launches) *side_launches = t.m.dws.launches;  // dW matmuls captured on the side stream
   if (deterministic) *deterministic = t.m.impl != Attn::kCudnn || t.m.ours_attn_bwd();
   if (finishes) finishes[0] = t.m.finishes.pushed, finishes[1] = t.m.finishes.launches;
+  if (lt_variants) t.m.lt_variants(lt_variants[0], lt_variants[1]);
   losses.assign(t.losses.begin(), t.losses.end());
   const std::vector<float> p = to_host(t.m.params.template as<float>(), t.m.lay.total);
   params.assign(p.begin(), p.end());
@@ -147,4 +150,32 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
       tag2 + ": GELU outputs recomputed (--recompute on): losses == kept's, to rounding (" + std::to_string(steps) +
           " steps)",
       l_again.data(), l_fused.data(), l_fused.size(), tl));
+  // The layers' cuBLASLt weight gradients' split-K parts added inside the GEMM (--dw-reduce-kernel off: cuBLASLt's
+  // heuristic asked only for algorithms that reduce in place or do not split K) against the default, which
+  // may add them in a reduce kernel: the same sums in another order, so the same losses to rounding.
+  o.recompute = false, o.dw_reduce_kernel = false;
+  std::vector<double> l_in, p_in;
+  int var[2] = {0, 0};
+  train_for<T>(c, o, data, attn, seed, steps, l_in, p_in, a, nullptr, nullptr, 0, nullptr, var);
+  // The flag reached the descriptors: the layers' dW matmuls (four shapes) were built with the mask, and
+  // none picked an algorithm whose configuration reports a reduction the mask leaves out. (The losses
+  // alone could not tell: at this model's K of 1,024 tokens cuBLASLt may not split K at all.)
+  res.add(verify::fact(tag2 + ": --dw-reduce-kernel off: the weight gradients' cuBLASLt matmuls asked for in-place "
+                              "reductions only, and none picked another",
+                       var[0] >= 1 && var[1] == 0, "built / outside the mask",
+                       std::to_string(var[0]) + " / " + std::to_string(var[1])));
+  res.add(verify::compare(
+      tag2 + ": weight gradients reduced in the GEMM (--dw-reduce-kernel off): losses == default's, to rounding (" +
+          std::to_string(steps) + " steps)",
+      l_in.data(), l_fused.data(), l_fused.size(), tl));
+  // ... and with the weight gradients' algorithms sized for half the SMs (--dw-sm-share 0.5): other
+  // algorithms, the same sums to rounding.
+  o.dw_reduce_kernel = true, o.dw_sm_share = 0.5;
+  std::vector<double> l_half, p_half;
+  train_for<T>(c, o, data, attn, seed, steps, l_half, p_half, a, nullptr, nullptr, 0, nullptr, var);
+  res.add(verify::fact(tag2 + ": --dw-sm-share 0.5: the weight gradients' cuBLASLt matmuls were built for half the SMs",
+                       var[0] >= 1, "built", std::to_string(var[0])));
+  res.add(verify::compare(tag2 + ": weight gradients sized for half the SMs (--dw-sm-share 0.5): losses == default's, "
+                                 "to rounding (" + std::to_string(steps) + " steps)",
+                          l_half.data(), l_fused.data(), l_fused.size(), tl));
 }

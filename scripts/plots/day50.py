@@ -50,7 +50,7 @@ def variant_lines(rows):
     # the ladder's rows without them are rungs, not the step with --gelu-deriv off
     default_deriv = {b.get("dtype"): b["extra"].get("gelu_deriv") for b in steps if _short(b) == b.get("dtype")}
     # the switches whose other setting is a row beside the ladder (older files lack them: not beside)
-    beside_flags = ("batch_finish", "chain_priority")
+    beside_flags = ("batch_finish", "chain_priority", "dw_reduce_kernel", "dw_sm_share")
     default_flags = {b.get("dtype"): {f: b["extra"].get(f) for f in beside_flags} for b in steps
                      if _short(b) == b.get("dtype")}
     for b in steps:
@@ -61,8 +61,9 @@ def variant_lines(rows):
         # The ladder's rows are saved against the row above; a row beside the ladder (the step with the
         # other --recompute setting than the default's, the graph on one stream where the default uses two, our
         # fused GEMM's other loop (--keep-a), the finishes one by one (--batch-finish off), both streams at one
-        # priority (--chain-priority off), fc keeping the GELU's input (--gelu-deriv off), the cuDNN ones) against
-        # the default step of its precision.
+        # priority (--chain-priority off), fc keeping the GELU's input (--gelu-deriv off), the weight gradients
+        # reduced in the GEMM (--dw-reduce-kernel off) or sized for fewer SMs (--dw-sm-share), the cuDNN ones)
+        # against the default step of its precision.
         one_stream = ex.get("graph") and ex.get("dw_stream") is False and default_dw.get(d) is True
         other_loop = "keep_a" in ex and ex.get("keep_a") != default_keep.get(d, ex.get("keep_a"))
         other_flag = any(f in ex and ex.get(f) != default_flags.get(d, {}).get(f, ex.get(f)) for f in beside_flags)

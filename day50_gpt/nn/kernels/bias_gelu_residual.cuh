@@ -38,29 +38,10 @@ struct alignas(16) Pack {
 };
 // pre[n][o] += b[o]; with act (not null) also act[n][o] = gelu(pre[n][o]), from the rounded
 // pre-activation, the one the backward reads (as add_bias then gelu_fwd would give).
-template <class T>
+// DERIV (--gelu-deriv on, nn/linear.cuh; act not null): z = pre[n][o] + b[o] in fp32, act = gelu(z), and pre
+// becomes gelu'(z), what the backward multiplies by (gelu_bwd_vec<T, true>), so that it needs no tanh of its own.
+template <class T, bool DERIV = false>
 __global__ void bias_gelu_vec(T* pre, const float* b, T* act, int N, int O) {
-  constexpr int V = 16 / sizeof(T);
-  const int OV = O / V;
-  Pack<T>* p = reinterpret_cast<Pack<T>*>(pre);
-  GRID_STRIDE(i, size_t(N) * OV) {
-    const int o = int(i % OV) * V;
-    Pack<T> x = p[i];
-#pragma unroll
-    for (int j = 0; j < V; ++j) x.v[j] = st<T>(ld(x.v[j]) + b[o + j]);
-    p[i] = x;
-    if (act) {
-      Pack<T> y;
-#pragma unroll
-      for (int j = 0; j < V; ++j) y.v[j] = st<T>(gelu(ld(x.v[j])));
-      reinterpret_cast<Pack<T>*>(act)[i] = y;
-    }
-  }
-}
-// --gelu-deriv on (nn/linear.cuh): z = pre[n][o] + b[o] in fp32; act = gelu(z) and pre becomes gelu'(z), what
-// the backward multiplies by (gelu_bwd_vec<T, true>), so that it needs no tanh of its own.
-template <class T>
-__global__ void bias_gelu_deriv_vec(T* pre, const float* b, T* act, int N, int O) {
   constexpr int V = 16 / sizeof(T);
   const int OV = O / V;
   Pack<T>* p = reinterpret_cast<Pack<T>*>(pre);
@@ -70,10 +51,19 @@ __global__ void bias_gelu_deriv_vec(T* pre, const float* b, T* act, int N, int O
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float z = ld(x.v[j]) + b[o + j];
-      y.v[j] = st<T>(gelu(z)), x.v[j] = st<T>(gelu_grad(z));
+      if constexpr (DERIV)
+        y.v[j] = st<T>(gelu(z)), x.v[j] = st<T>(gelu_grad(z));
+      else
+        x.v[j] = st<T>(z);
     }
     p[i] = x;
-    reinterpret_cast<Pack<T>*>(act)[i] = y;
+    if (act) {
+      if constexpr (!DERIV) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) y.v[j] = st<T>(gelu(ld(x.v[j])));
+      }
+      reinterpret_cast<Pack<T>*>(act)[i] = y;
+    }
   }
 }
 // act = gelu(pre) over `packs` Packs: the MLP's GELU output recomputed in the backward from the kept
@@ -92,7 +82,7 @@ __global__ void gelu_fwd_vec(const T* pre, T* act, size_t packs) {
   }
 }
 // d = d * gelu'(x) in place, over `packs` Packs (gelu_bwd with dx == dy, 128-bit accesses); KEPT: x is the
-// derivative itself, kept by fc's forward (--gelu-deriv, bias_gelu_deriv_vec), and d = d * x.
+// derivative itself, kept by fc's forward (--gelu-deriv, bias_gelu_vec<T, true>), and d = d * x.
 template <class T, bool KEPT = false>
 __global__ void gelu_bwd_vec(const T* x, T* d, size_t packs) {
   constexpr int V = 16 / sizeof(T);
