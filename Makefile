@@ -75,9 +75,10 @@ tools:
 endif
 
 # day50's default training step, the same step on one stream, with the chain at the side stream's
-# priority, with fc keeping the GELU's input, with the layers' cuBLASLt weight gradients adding their split-K
-# parts inside the GEMM (the head's and the embeddings' are cuBLAS's: unchanged), and with those sized for half
-# the SMs: 200 steps each, the last 60 summarised.
+# priority, with fc keeping the GELU's input, with the layers' cuBLASLt weight gradients asked for algorithms
+# that add their split-K parts in place (a request: the variant's run shows whether splitKreduce_kernel calls
+# remain; the head's and the embeddings' are cuBLAS's: unchanged), and with those sized for half the SMs:
+# 200 steps each, the last 60 summarised.
 trace: day50_gpt tools
 	python3 scripts/trace_kernels.py --lesson day50_gpt --marker adamw --window 60 \
 	  --json "results/{gpu}/day50_gpt-trace.json" \
