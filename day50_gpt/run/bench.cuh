@@ -64,7 +64,7 @@ inline std::string variant_name(const TrainOptions& o) {
   if (!o.batch_finish) s += ", finishes one by one";
   if (o.graph && o.dw_stream && !o.chain_priority) s += ", chain at default priority";
   if (!o.gelu_deriv) s += ", GELU input kept";
-  if (!o.dw_reduce_kernel) s += ", dW reduced in the GEMM";
+  if (!o.dw_reduce_kernel) s += ", dW asked to reduce in place";
   if (o.dw_sm_share < 1) s += ", dW sized for " + std::to_string(int(o.dw_sm_share * 100 + 0.5)) + "% of the SMs";
   return s.empty() ? s : " " + s.substr(2);
 }
