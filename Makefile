@@ -85,7 +85,7 @@ trace: day50_gpt tools
 	  --variant "default=" --variant "one stream=--dw-stream off" \
 	  --variant "chain at default priority=--chain-priority off" \
 	  --variant "GELU input kept=--gelu-deriv off" \
-	  --variant "dW reduced in the GEMM=--dw-reduce-kernel off" \
+	  --variant "dW asked to reduce in place=--dw-reduce-kernel off" \
 	  --variant "dW sized for 50% of the SMs=--dw-sm-share 0.5" \
 	  -- day50_gpt/build/gpt --steps 5000 --until 200 --val-every 1000 --log-every 100
 

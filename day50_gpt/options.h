@@ -169,7 +169,8 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
   f.reduce = args.str("dw-reduce-kernel", "on",
                       "on | off: on: a layer's weight gradient may be any algorithm cuBLASLt's heuristic offers, "
                       "among them those that split K and add the parts in a reduce kernel of their own; off: only "
-                      "those that add them inside the GEMM (in place) or do not split K");
+                      "those whose configuration reports an in-place reduction or none (a request: an H200 trace "
+                      "showed cuBLASLt's split-K kernels still followed by their reduce kernel)");
   f.dw_share = args.real("dw-sm-share", 1, 0.05, 1,
                          "the share of the GPU's SMs (0.05 to 1) cuBLASLt's heuristic sizes a layer's weight-gradient "
                          "algorithm for (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to the chain beside "

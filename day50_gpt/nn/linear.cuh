@@ -494,7 +494,9 @@ bool Model<T>::linear_back(const T* in, size_t w, size_t b, const T* dout, T* di
     lt::Spec sp;
     sp.ta = CUBLAS_OP_N, sp.tb = CUBLAS_OP_T, sp.m = I, sp.n = O, sp.k = N, sp.lda = I, sp.ldb = O, sp.ldd = I;
     sp.epilogue = bias_done ? CUBLASLT_EPILOGUE_DEFAULT : CUBLASLT_EPILOGUE_BGRADB;
-    if (!dw_reduce_kernel) sp.reductions = CUBLASLT_REDUCTION_SCHEME_INPLACE;  // (and algorithms that do not split K)
+    // A preference on the algorithms' own CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME: the H200 trace of 763c323
+    // still had 26 splitKreduce_kernel calls a step with it, after the nvjet kernels it let through.
+    if (!dw_reduce_kernel) sp.reductions = CUBLASLT_REDUCTION_SCHEME_INPLACE;
     sp.sm_target = dw_sm_target();
     mw = lt_get(sp, CUDA_R_32F);
     // With --dw-reduce-kernel off or --dw-sm-share below 1 the weight gradient stays cuBLASLt's, its bias

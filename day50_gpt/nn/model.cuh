@@ -151,8 +151,10 @@ struct Model {
   bool gelu_deriv = true;
   // --dw-reduce-kernel on (the default): a layer's weight gradient (K = N, every token of the batch) may run
   // as any algorithm cuBLASLt's heuristic offers, among them those that split K over CTAs and add the parts
-  // in a reduce kernel of their own, one more launch beside the chain. off: only algorithms that add inside
-  // the GEMM (in place, or K not split), so a weight gradient is one kernel (nn/linear.cuh, linear_back).
+  // in a reduce kernel of their own, one more launch beside the chain. off: only algorithms whose own
+  // configuration reports an in-place reduction or none (nn/linear.cuh, linear_back). Meant to make each
+  // weight gradient one kernel, it does not: the H200 trace of 763c323 had 26 splitKreduce_kernel calls a
+  // step either way, after the nvjet split-K kernels the preference lets through (the notes' "Also tried").
   // Either way the timed choices (--lt-search) pick the fastest of what the heuristic offers, timed alone.
   // Only cuBLASLt's take the preference: the tied head's and the embeddings' weight gradients, and a layer's
   // whose bias gradient is timed faster apart (bgrad_in_epilogue), are cuBLAS's plain matmul, which may still

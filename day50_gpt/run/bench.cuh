@@ -41,7 +41,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].batch_finish = true;         // and the step finishing each column sum in a launch of its own
     v[i].chain_priority = true;       // and the graph with both branches at the default stream priority
     v[i].gelu_deriv = true;           // and the step keeping the GELU's input, not its derivative
-    v[i].dw_reduce_kernel = true;     // and the weight gradients' split-K parts added inside the GEMM
+    v[i].dw_reduce_kernel = true;     // and the weight gradients asked to add their split-K parts in place
     v[i].dw_sm_share = 1;             // and the weight gradients sized for a share of the SMs
   }
   return v;
@@ -64,7 +64,7 @@ inline std::string variant_name(const TrainOptions& o) {
   if (!o.batch_finish) s += ", finishes one by one";
   if (o.graph && o.dw_stream && !o.chain_priority) s += ", chain at default priority";
   if (!o.gelu_deriv) s += ", GELU input kept";
-  if (!o.dw_reduce_kernel) s += ", dW reduced in the GEMM";
+  if (!o.dw_reduce_kernel) s += ", dW asked to reduce in place";
   if (o.dw_sm_share < 1) s += ", dW sized for " + std::to_string(int(o.dw_sm_share * 100 + 0.5)) + "% of the SMs";
   return s.empty() ? s : " " + s.substr(2);
 }
@@ -641,7 +641,7 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     input.gelu_deriv = false;                                // and the backward computing gelu' (nn/linear.cuh)
     bench_train<bf16>(res, cfg, input, data, op.attn, seed);
     TrainOptions inside = step_variants(base, true).back();  // the default step with each layer's cuBLASLt weight
-    inside.dw_reduce_kernel = false;                          // gradient one kernel: split-K parts added in the GEMM
+    inside.dw_reduce_kernel = false;                          // gradient asked to add its split-K parts in place
     bench_train<bf16>(res, cfg, inside, data, op.attn, seed);
     for (double share : {0.75, 0.5}) {  // the default step with the weight gradients' algorithms sized for fewer SMs
       TrainOptions fewer = step_variants(base, true).back();

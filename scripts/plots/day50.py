@@ -62,7 +62,7 @@ def variant_lines(rows):
         # other --recompute setting than the default's, the graph on one stream where the default uses two, our
         # fused GEMM's other loop (--keep-a), the finishes one by one (--batch-finish off), both streams at one
         # priority (--chain-priority off), fc keeping the GELU's input (--gelu-deriv off), the weight gradients
-        # reduced in the GEMM (--dw-reduce-kernel off) or sized for fewer SMs (--dw-sm-share), the cuDNN ones)
+        # asked to reduce in place (--dw-reduce-kernel off) or sized for fewer SMs (--dw-sm-share), the cuDNN ones)
         # against the default step of its precision.
         one_stream = ex.get("graph") and ex.get("dw_stream") is False and default_dw.get(d) is True
         other_loop = "keep_a" in ex and ex.get("keep_a") != default_keep.get(d, ex.get("keep_a"))
