@@ -176,7 +176,7 @@ inline verify::Check normwise(const std::string& name, const std::vector<float>&
 // not a maximum over ten million weights.)
 template <class T>
 void verify_bf16_allreduce(results::Results& res, const gpt::Config& c, TrainOptions o, const train::Corpus& data,
-                           uint64_t seed, Attn attn, int n, const DpRun& fp32) {
+                           uint64_t seed, Attn attn, int n, const DpRun& fp32, const verify::Tol& bf16_loss_tol) {
   o.bucket_bytes = 1, o.allreduce_bf16 = true;
   const DpRun b = dp_train<T>(c, o, data, attn, seed, n);
   const std::string tag = "data parallel " + std::to_string(n) + " GPUs " + Types<T>::name() + ", bf16 all-reduce";
@@ -190,8 +190,8 @@ void verify_bf16_allreduce(results::Results& res, const gpt::Config& c, TrainOpt
                    2.0 * (n + 1) * std::ldexp(1.0, -8), "2 (N+1) 2^-8 normwise"));
   // The losses: the rounding of the gradient is of the size of the bf16 model's own rounding, so the
   // bf16 run-to-run tolerances (the one-GPU-vs-N-GPU bf16 checks above) apply in both precisions.
-  const verify::Tol first_tol{0, 5e-3, "bf16 run-to-run"}, loss_tol{0, 1e-2, "bf16 run-to-run"};
-  check_curves(res, tag, b, fp32, "the fp32 all-reduce's", first_tol, loss_tol);
+  const verify::Tol first_tol{0, 5e-3, "bf16 run-to-run"};
+  check_curves(res, tag, b, fp32, "the fp32 all-reduce's", first_tol, bf16_loss_tol);
   // The weights after the run, two ways (adam_gap_bound; then normwise, against the displacement).
   const std::vector<float>& wb = b.params;
   const std::vector<float>& wf = fp32.params;
@@ -255,7 +255,8 @@ void verify_zero1_resume(results::Results& res, const std::string& tag, const gp
 // checks, the replicas identical after the all-gather; then the resume from a checkpoint.
 template <class T>
 void verify_zero1(results::Results& res, const gpt::Config& c, TrainOptions o, const train::Corpus& data, uint64_t seed,
-                  Attn attn, int n, const DpRun& one, const verify::Tol& first_tol, const verify::Tol& loss_tol) {
+                  Attn attn, int n, const DpRun& one, const verify::Tol& first_tol, const verify::Tol& loss_tol,
+                  const verify::Tol& bf16_loss_tol) {
   o.zero = 1;
   struct Case {
     size_t bucket;
@@ -270,11 +271,80 @@ void verify_zero1(results::Results& res, const gpt::Config& c, TrainOptions o, c
     const std::string tag = "ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name() + ", " + k.what;
     // bf16 collectives: the bf16 run-to-run tolerances, as for the bf16 all-reduce.
     const verify::Tol f = k.bf16 ? verify::Tol{0, 5e-3, "bf16 run-to-run"} : first_tol,
-                      l = k.bf16 ? verify::Tol{0, 1e-2, "bf16 run-to-run"} : loss_tol;
+                      l = k.bf16 ? bf16_loss_tol : loss_tol;
     check_curves(res, tag, z, one, "one GPU's", f, l);
   }
   o.bucket_bytes = 1;
   verify_zero1_resume<T>(res, "ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name(), c, o, data, seed, attn, n);
+}
+
+// The largest relative gap between two runs' loss curves: over the means of 10 steps and the validation
+// loss (what check_curves compares after the first 10 steps).
+inline double curve_gap(const DpRun& a, const DpRun& ref) {
+  double gap = std::fabs(a.val - ref.val) / std::fabs(ref.val);
+  const size_t nl = a.losses.size() == ref.losses.size() ? ref.losses.size() : 0;
+  if (nl < 10) return NAN;
+  for (size_t i = 0; i + 10 <= nl; i += 10) {
+    double sa = 0, sr = 0;
+    for (size_t j = i; j < i + 10; ++j) sa += a.losses[j], sr += ref.losses[j];
+    gap = std::max(gap, std::fabs(sa - sr) / std::fabs(sr));
+  }
+  return gap;  // NaN in a loss or the validation makes it NaN (std::max keeps the first NaN argument)
+}
+
+// bf16: how far two correct runs drift apart, measured. Two bf16 runs that differ only in rounding take
+// different, equally good paths, and how far apart they are after 60 steps is a random amount: on
+// 2 x H200 (day50 code of aacdaf5) the six bf16 pairs of one data-parallel verify run differed by 0.23% to
+// 1.06% in their means of 10 steps, and the one-GPU-vs-two-GPU pair at 1.06% failed the fixed 1e-2 that
+// had held on 2 x H100 at older code (0.59%). So the one-GPU run is compared with three siblings that
+// differ from it in rounding alone (the same math): cuBLAS's heuristic algorithms in place of the timed
+// picks (--lt-search off: other orders of the sums), GELU's input kept in place of its derivative
+// (--gelu-deriv off), and LayerNorm apart from the residual add (--fused-ln off). Each must equal it in
+// the first 10 steps (5e-3, as an N-GPU run must), and the largest gap B of the three sets the band of
+// the bf16 curve checks: max(1e-2, 3 B). The factor covers the spread of a random amount known from
+// three samples; the structure of the data-parallel code is held far tighter by the fp32 run of the same
+// code (1e-3, where it stays near 1e-5), and by the first step's gradient and first 10 losses in bf16.
+template <class T>
+verify::Tol rounding_band(results::Results& res, const gpt::Config& c, const TrainOptions& o,
+                          const train::Corpus& data, uint64_t seed, Attn attn, const DpRun& one) {
+  struct Sibling {
+    const char* what;
+    void (*set)(TrainOptions&);
+  };
+  const Sibling sibs[] = {
+      {"--lt-search off", [](TrainOptions& t) { t.lt_search = false; }},
+      {"--gelu-deriv off", [](TrainOptions& t) { t.gelu_deriv = false; }},
+      {"--fused-ln off", [](TrainOptions& t) { t.fused_ln = false; }},
+  };
+  double band = 0;
+  bool differ = false;
+  std::string gaps;
+  for (const Sibling& sb : sibs) {
+    TrainOptions os = o;
+    sb.set(os);
+    const DpRun s = dp_train<T>(c, os, data, attn, seed, 1);
+    const std::string tag = std::string("bf16 rounding band, one GPU ") + sb.what;
+    std::vector<double> a, r;
+    for (size_t i = 0; i < std::min<size_t>(10, std::min(s.losses.size(), one.losses.size())); ++i)
+      a.push_back(s.losses[i]), r.push_back(one.losses[i]);
+    res.add(verify::compare(tag + ": the first 10 steps' losses == the default's (a change of rounding only)",
+                            a.data(), r.data(), a.size(), verify::Tol{0, 5e-3, "bf16 run-to-run"}));
+    const double g = curve_gap(s, one);
+    band = std::isnan(g) ? g : std::isnan(band) ? band : std::max(band, g);
+    differ = differ || s.losses != one.losses;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.2e", gaps.empty() ? "" : ", ", sb.what, g);
+    gaps += buf;
+  }
+  const double rtol = std::max(1e-2, 3 * band);
+  // A band of 0 (every sibling bit-identical) or NaN would measure nothing: that fails.
+  verify::Check f = verify::fact("bf16 rounding band: the one-GPU run's largest gap to three siblings that differ "
+                                 "in rounding only (means of 10 steps, validation loss)",
+                                 differ && band > 0 && std::isfinite(band), "measured", gaps);
+  f.rel_l2 = band;
+  res.add(f);
+  std::printf("bf16 rounding band: largest gap %.2e (%s): bf16 loss curves held to %.2e\n", band, gaps.c_str(), rtol);
+  return verify::Tol{0, std::isfinite(rtol) ? rtol : 1e-2, "bf16: max(1e-2, 3 x the measured rounding band)"};
 }
 
 // --verify on a machine with two or more GPUs: N GPUs must train as one GPU does with the same global
@@ -292,8 +362,13 @@ void verify_data_parallel(results::Results& res, const train::Corpus& data, uint
   const bool bf = std::is_same<T, bf16>::value;
   // Only the order of the sums differs (each GPU's mean over half the rows, then their mean); the
   // losses then drift apart slowly, as any two runs that differ in rounding do.
-  const verify::Tol grad_tol{1e-6, 1e-3, Types<T>::name()}, first_tol{0, bf ? 5e-3 : 1e-4, Types<T>::name()},
-      loss_tol{0, bf ? 1e-2 : 1e-3, Types<T>::name()};
+  const verify::Tol grad_tol{1e-6, 1e-3, Types<T>::name()}, first_tol{0, bf ? 5e-3 : 1e-4, Types<T>::name()};
+  // fp32: 1e-3 (the runs stay near 1e-5 apart). bf16: the band measured just now (rounding_band).
+  const verify::Tol loss_tol = bf ? rounding_band<T>(res, c, o, data, seed, attn, one)
+                                  : verify::Tol{0, 1e-3, Types<T>::name()};
+  // The bf16 collectives' curves (in either model) against a run whose rounding differs: the bf16 band,
+  // measured in the bf16 model; the fp32 model keeps bf16's fixed 1e-2 (its pairs stay near 3e-3 apart).
+  const verify::Tol bf16_loss_tol = bf ? loss_tol : verify::Tol{0, 1e-2, "bf16 run-to-run"};
   DpRun per_block;
   for (size_t bucket :
        {size_t(0),
@@ -321,8 +396,8 @@ void verify_data_parallel(results::Results& res, const train::Corpus& data, uint
     check_curves(res, tag, many, one, "one GPU's", first_tol, loss_tol);
     if (bucket) per_block = std::move(many);
   }
-  verify_bf16_allreduce<T>(res, c, o, data, seed, attn, n, per_block);
-  verify_zero1<T>(res, c, o, data, seed, attn, n, one, first_tol, loss_tol);
+  verify_bf16_allreduce<T>(res, c, o, data, seed, attn, n, per_block, bf16_loss_tol);
+  verify_zero1<T>(res, c, o, data, seed, attn, n, one, first_tol, loss_tol, bf16_loss_tol);
 }
 
 // The multi-GPU benchmark (--bench --gpus N).
