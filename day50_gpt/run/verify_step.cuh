@@ -28,7 +28,7 @@ void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
   if (side_launches) *side_launches = t.m.dws.launches;  // dW matmuls captured on the side stream
   if (deterministic) *deterministic = t.m.impl != Attn::kCudnn || t.m.ours_attn_bwd();
   if (finishes) finishes[0] = t.m.finishes.pushed, finishes[1] = t.m.finishes.launches;
-  if (lt_variants) t.m.lt_variants(lt_variants[0], lt_variants[1]);
+  if (lt_variants) t.m.lt_variants(lt_variants[0], lt_variants[1], lt_variants[2]);
   losses.assign(t.losses.begin(), t.losses.end());
   const std::vector<float> p = to_host(t.m.params.template as<float>(), t.m.lay.total);
   params.assign(p.begin(), p.end());
@@ -156,15 +156,16 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
   // request, not the kernels that run; only a trace shows those.
   o.recompute = false, o.dw_reduce_kernel = false;
   std::vector<double> l_in, p_in;
-  int var[2] = {0, 0};
+  int var[3] = {0, 0, 0};  // built, outside the mask, unreadable
   train_for<T>(c, o, data, attn, seed, steps, l_in, p_in, a, nullptr, nullptr, 0, nullptr, var);
   // The flag reached the descriptors: the layers' dW matmuls (four shapes) were built with the mask, and
-  // none picked an algorithm whose configuration reports a reduction the mask leaves out. (The losses
-  // alone could not tell: at this model's K of 1,024 tokens cuBLASLt may not split K at all.)
+  // every pick's configuration reports its reduction scheme, none one the mask leaves out (an unreadable
+  // scheme is no evidence, so it fails). (The losses alone could not tell: at this model's K of 1,024
+  // tokens cuBLASLt may not split K at all.)
   res.add(verify::fact(tag2 + ": --dw-reduce-kernel off: the weight gradients' cuBLASLt matmuls asked for in-place "
-                              "reductions only, and none picked another",
-                       var[0] >= 1 && var[1] == 0, "built / outside the mask",
-                       std::to_string(var[0]) + " / " + std::to_string(var[1])));
+                              "reductions only, and each picked one that reports such a reduction or none",
+                       var[0] >= 1 && var[1] == 0 && var[2] == 0, "built / outside the mask / unreadable",
+                       std::to_string(var[0]) + " / " + std::to_string(var[1]) + " / " + std::to_string(var[2])));
   res.add(verify::compare(
       tag2 + ": weight gradients asked to reduce in place (--dw-reduce-kernel off): losses == default's, to rounding (" +
           std::to_string(steps) + " steps)",
