@@ -13,7 +13,8 @@ and rewrites the text between the markers
     <!-- results:summary -->  ...  <!-- /results:summary -->  (in README.md)
     <!-- v:EXPR|FMT -->TEXT<!-- /v -->                         (one figure, anywhere in a README)
 
-so that every number in the notes comes from a results file, never from a hand.
+so that every number in the notes comes from a results file, never from a hand; and so does a verdict about
+numbers ("saved more than the spread"): a comparison in EXPR with FMT `either:TRUE-TEXT/FALSE-TEXT` (plots/expr.py).
 Exit codes: 0 done, 1 check-notes found a difference or a marker it cannot resolve, 2 bad input.
 """
 import argparse

@@ -1,17 +1,21 @@
 """The inline markers' expressions:  <!-- v:EXPR|FMT -->TEXT<!-- /v -->
 
 EXPR   arithmetic (+ - * / and ** for powers, parentheses, numbers, min(..), max(..), abs(..), len(..)) over references
-       {FILE:PATH}; FILE is a results file under results/ without .json (nvidia-h200/day10_matmul).
+       {FILE:PATH}; FILE is a results file under results/ without .json (nvidia-h200/day10_matmul). One comparison
+       (< > <= >=) makes a true/false value, and all(..) / any(..) join such values: a sentence's verdict
+       ("saved more than the spread") is then computed from the files, like its figures.
 PATH   dotted keys (config.loss_curve.seconds; a key in double quotes may hold dots and brackets:
        graphs."embedding (one-hot . wte) 16384x256x384".engine), integer indexes ([0], [-1]) and list filters
        ([name=x,shape=4096x4096x4096]: '=' exact, '~=' substring, a list value joined by 'x'); a filter
        must select exactly one element; a value may hold balanced brackets ([name=14_stream_k [s4 c2 tail]]).
 FMT    a Python format spec (.1f, ,.0f, .2e, d, .0%); empty: str(value); `met` writes a goal's boolean as
-       "met" or "missed", so a sentence that says whether a goal was reached cannot go stale either.
+       "met" or "missed", so a sentence that says whether a goal was reached cannot go stale either;
+       `either:A/B` writes A for true and B for false (A and B hold no '/'), for any other verdict.
 """
 import re
 
-FUNCS = {"min": min, "max": max, "abs": abs, "len": len}
+FUNCS = {"min": min, "max": max, "abs": abs, "len": len, "all": all, "any": any}
+COMPARE = {"<": lambda a, b: a < b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b}
 
 
 class ExprError(Exception):
@@ -133,11 +137,16 @@ def tokenize(expr):
             toks.append(("num", float(num) if any(c in num for c in ".eE") else int(num)))
         elif name:
             if name not in FUNCS:
-                raise ExprError(f"unknown function {name!r} (min, max, abs, len)")
+                raise ExprError(f"unknown function {name!r} (min, max, abs, len, all, any)")
             toks.append(("fn", name))
         elif op == "*" and expr.startswith("**", m.end() - 1):
             toks.append(("op", "**"))
             pos = m.end() + 1
+            continue
+        elif op is not None and op in "<>":
+            two = expr.startswith("=", m.end())
+            toks.append(("cmp", op + "=" if two else op))
+            pos = m.end() + (1 if two else 0)
             continue
         elif op is not None and op in "+-*/(),":
             toks.append(("op", op))
@@ -148,8 +157,9 @@ def tokenize(expr):
 
 
 class _Parser:
-    """expr := term (('+'|'-') term)*; term := unary (('*'|'/') unary)*; unary := '-' unary | power;
-    power := atom ('**' unary)?  (as in Python: -2**2 = -4, 2**-1 = 0.5); atom := number | {ref} | fn '(' expr (',' expr)* ')' | '(' expr ')'."""
+    """compare := expr (('<'|'>'|'<='|'>=') expr)?, a true/false value (one comparison: a < b < c is refused);
+    expr := term (('+'|'-') term)*; term := unary (('*'|'/') unary)*; unary := '-' unary | power;
+    power := atom ('**' unary)?  (as in Python: -2**2 = -4, 2**-1 = 0.5); atom := number | {ref} | fn '(' compare (',' compare)* ')' | '(' compare ')'."""
 
     def __init__(self, toks, lookup):
         self.toks, self.i, self.lookup = toks, 0, lookup
@@ -163,6 +173,15 @@ class _Parser:
             raise ExprError(f"expected {want or 'more'} at token {self.i + 1}")
         self.i += 1
         return t
+
+    def compare(self):
+        v = self.expr()
+        if self.peek()[0] == "cmp":
+            op = self.take()[1]
+            v = COMPARE[op](_num(v), _num(self.expr()))
+            if self.peek()[0] == "cmp":
+                raise ExprError("one comparison at a time: join verdicts with all(..) or any(..)")
+        return v
 
     def expr(self):
         v = self.term()
@@ -200,19 +219,23 @@ class _Parser:
             return self.lookup(val)
         if kind == "fn":
             self.take("(")
-            args = [self.expr()]
+            args = [self.compare()]
             while self.peek() == ("op", ","):
                 self.take()
-                args.append(self.expr())
+                args.append(self.compare())
             self.take(")")
             if val == "len":
                 if len(args) != 1 or not isinstance(args[0], (list, dict, str)):
                     raise ExprError("len() takes one list")
                 return len(args[0])
+            if val in ("all", "any"):
+                if not all(isinstance(a, bool) for a in args):
+                    raise ExprError(f"{val}() joins true/false values (comparisons)")
+                return FUNCS[val](args)
             args = [_num(a) for a in args]
             return abs(*args) if val == "abs" else FUNCS[val](args)
         if (kind, val) == ("op", "("):
-            v = self.expr()
+            v = self.compare()
             self.take(")")
             return v
         raise ExprError(f"unexpected {val!r}")
@@ -237,7 +260,7 @@ def evaluate(expr, files):
         return resolve(data, path.strip(), name.strip())
 
     p = _Parser(tokenize(expr), lookup)
-    v = p.expr()
+    v = p.compare()
     if p.i != len(p.toks):
         raise ExprError(f"unexpected {p.toks[p.i][1]!r} after the expression")
     return v
@@ -251,6 +274,13 @@ def render(value, spec):
         if not isinstance(value, bool):
             raise ExprError(f"format 'met' needs a true/false value, got {value!r}")
         return "met" if value else "missed"
+    if spec.startswith("either:"):
+        words = spec[len("either:"):].split("/")
+        if len(words) != 2:
+            raise ExprError(f"format {spec!r}: either:A/B names two texts, for true and for false")
+        if not isinstance(value, bool):
+            raise ExprError(f"format 'either' needs a true/false value, got {value!r}")
+        return words[0] if value else words[1]
     if spec.endswith("d") and isinstance(value, float) and value.is_integer():
         value = int(value)
     try:

@@ -101,6 +101,19 @@ def test_grammar():
     r = expr.render
     expect([r(84.25, ".1f"), r(12345.6, ",.0f"), r(0.000123, ".2e"), r(7.0, "d"), r(0.25, ".0%"), r("580.1", "")] ==
            ["84.2", "12,346", "1.23e-04", "7", "25%", "580.1"], "grammar: formats .1f ,.0f .2e d .0% and empty")
+    spread = "{g/day10:bench[name=08_autotuned,shape=4096x4096x4096].ms}-{g/day10:bench[name=08_autotuned,shape=1024x1024x1024].ms}"
+    expect(ev(spread + " > 1") is True and ev(spread + " <= 1") is False and ev("2 >= 2") is True and ev("1<0") is False,
+           "grammar: one comparison gives a true/false value, below + and - in precedence")
+    expect(ev("all(1 < 2, (3 > 2))") is True and ev("all(1 < 2, 3 < 2)") is False and ev("any(1 > 2, 3 > 2)") is True,
+           "grammar: all() and any() join verdicts")
+    expect(raises(lambda: ev("1 < 2 < 3"), "one comparison") and raises(lambda: ev("all(1, 2)"), "true/false")
+           and raises(lambda: ev("(1 < 2) + 1"), "not a number") and raises(lambda: ev("min(1 < 2, 3)"), "not a number"),
+           "grammar: chained comparisons, all() of numbers and arithmetic on a verdict are refused")
+    expect(r(True, "either:saved more than/saved no more than") == "saved more than"
+           and r(False, "either:saved more than/saved no more than") == "saved no more than",
+           "FMT either:A/B: a verdict written as one of two texts")
+    expect(raises(lambda: r(1.0, "either:a/b"), "true/false") and raises(lambda: r(True, "either:a"), "two texts"),
+           "FMT either: a number, or one text alone, is refused")
 
 
 def write(path, s):
