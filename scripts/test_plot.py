@@ -85,6 +85,8 @@ def main():
                              "torch": "2.11", "date": "2026-11-22T00:00:00Z"}}
         expect(env_line(torch_env) == "G, 2 SMs, driver 1, CUDA 13.0, cuDNN 9.19.0, PyTorch 2.11, 2026-11-22",
                "a PyTorch-written environment: cuDNN's integer version spelled out, PyTorch named, no cuBLAS field invented")
+        two = {"env": dict(torch_env["env"], driver="580.1\n580.1")}
+        expect(env_line(two).startswith("G, 2 SMs, driver 580.1, CUDA"), "nvidia-smi's one driver line per GPU: said once")
         expect(folder_of("day50_gpt_multi") == "day50_gpt" and folder_of("day50_gpt-torch_peer") == "day50_gpt",
                "results files map to their lesson's folder")
         row = lambda name, ms, batch, ex: {"name": name, "dtype": "bf16", "shape": [1, 1, 8, 4, batch], "ms": ms,

@@ -143,7 +143,8 @@ def day50_peer_block(data):
     alone = generation_alone(data) if isinstance(data.get("ratios", {}).get("generation_vs_best_torch"), dict) else None
     tail = {False: ["", "The generation ratio and its goal row are this run's, where PyTorch's decoders shared the process with "
                     "the training variants; a generation-only run (`--generation-only`) times them with no training variant "
-                    "in its process, their strongest setting.", ""],
+                    "in its process, meant as their strongest setting (the table under \"Generation\" shows how far the "
+                    "compiled decoder's speed moves between runs).", ""],
             True: ["", "The generation rounds ran first, before any training variant existed in the process, each round "
                    "PyTorch's decoders then ./build/gpt --bench --bench-part generate; the training rounds followed.", ""]
             }.get(alone, [])

@@ -39,12 +39,18 @@ def version_text(v):
     return v
 
 
+def driver_text(v):
+    """nvidia-smi prints one driver line per GPU it sees (it ignores CUDA_VISIBLE_DEVICES), so a file written on a
+    machine with two GPUs may hold "580.1\n580.1": one version, said once (different ones joined by " / ")."""
+    return " / ".join(dict.fromkeys(str(v).split())) or "?"
+
+
 def env_line(data):
     e = data.get("env", {})
     if e.get("source") and "sm_count" not in e:  # recorded from nvidia-smi only (scripts/trace_kernels.py): what it knows
-        return ", ".join([str(e.get("gpu", "?")), f"driver {e.get('driver', '?')}", str(e.get("date", "?"))[:10],
+        return ", ".join([str(e.get("gpu", "?")), f"driver {driver_text(e.get('driver', '?'))}", str(e.get("date", "?"))[:10],
                           f"environment from {e['source']}"])
-    parts = [f"{e.get('gpu', '?')}, {e.get('sm_count', '?')} SMs, driver {e.get('driver', '?')}, CUDA {e.get('cuda_runtime', '?')}"]
+    parts = [f"{e.get('gpu', '?')}, {e.get('sm_count', '?')} SMs, driver {driver_text(e.get('driver', '?'))}, CUDA {e.get('cuda_runtime', '?')}"]
     if "cublas" in e or "torch" not in e:  # a PyTorch-written file has no cuBLAS field: say PyTorch's version instead
         parts.append(f"cuBLAS {e.get('cublas', '?')}")
     parts.append(f"cuDNN {version_text(e.get('cudnn_loaded', '?'))}")
