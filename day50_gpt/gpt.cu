@@ -223,7 +223,12 @@ int main(int argc, char** argv) {
     if (o.train.batch % gpus)
       cli::usage_error(kProg, "--batch " + std::to_string(o.train.batch) + " does not split evenly over " +
                                   std::to_string(gpus) + " GPUs");
-#ifndef GPT_HAVE_NCCL
+#ifdef GPT_HAVE_NCCL
+    if (o.train.copy_collectives && count > 0 && gpus > 1) {
+      const std::string why = dp::peer_access_missing(gpus);
+      if (!why.empty()) cli::usage_error(kProg, "--collectives copy: " + why);
+    }
+#else
     if (gpus > 1)
       cli::usage_error(kProg, "--gpus > 1 needs NCCL, and this build found none (see the first lines make prints)");
 #endif

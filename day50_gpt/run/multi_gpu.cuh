@@ -179,7 +179,8 @@ void verify_bf16_allreduce(results::Results& res, const gpt::Config& c, TrainOpt
                            uint64_t seed, Attn attn, int n, const DpRun& fp32, const verify::Tol& bf16_loss_tol) {
   o.bucket_bytes = 1, o.allreduce_bf16 = true;
   const DpRun b = dp_train<T>(c, o, data, attn, seed, n);
-  const std::string tag = "data parallel " + std::to_string(n) + " GPUs " + Types<T>::name() + ", bf16 all-reduce";
+  const std::string tag = "data parallel " + std::to_string(n) + " GPUs " + Types<T>::name() + ", bf16 all-reduce" +
+                          (o.copy_collectives ? ", copy engines" : "");
   // The first step's gradient, normwise. bf16 keeps 8 significant bits, so rounding to it costs at
   // most 2^-8 of the value. Every element is rounded on each rank, after each of the ring's N-1
   // additions, and once more when the sum is divided: at most (N+1) 2^-8 of the sum of the terms'
@@ -213,6 +214,35 @@ void verify_bf16_allreduce(results::Results& res, const gpt::Config& c, TrainOpt
                                  gap <= 0.5, "normwise", "ratio " + std::to_string(gap), nw);
   w.rel_l2 = gap, w.tol = verify::Tol{0, 0.5, "half the displacement"};
   res.add(w);
+}
+
+// --collectives copy (run/copy_allreduce.cuh) against NCCL's all-reduce, both with a bucket per block:
+// the first step's averaged gradient, the loss curves, the replicas identical; then the copy engines
+// with bf16 collectives against NCCL's fp32 all-reduce, as NCCL's bf16 collectives are checked. Each
+// shard's mean is x_0/N + ... + x_(N-1)/N in rank order, NCCL's is its own order of the same terms:
+// with two GPUs the two are the same bits (x/2 + y/2 either way), with more they differ by rounding,
+// within the tolerances of the one-GPU comparison (grad_tol). Needs peer access between the GPUs.
+template <class T>
+void verify_copy_allreduce(results::Results& res, const gpt::Config& c, TrainOptions o, const train::Corpus& data,
+                           uint64_t seed, Attn attn, int n, const DpRun& nccl, const verify::Tol& grad_tol,
+                           const verify::Tol& first_tol, const verify::Tol& loss_tol, const verify::Tol& bf16_loss_tol) {
+  const std::string why = dp::peer_access_missing(n);
+  if (!why.empty()) {
+    std::printf("note: --collectives copy not checked here: %s\n", why.c_str());
+    return;
+  }
+  o.bucket_bytes = 1, o.copy_collectives = true, o.allreduce_bf16 = false;
+  const DpRun cp = dp_train<T>(c, o, data, attn, seed, n);
+  const std::string tag =
+      "data parallel " + std::to_string(n) + " GPUs " + Types<T>::name() + ", a bucket per block, copy engines";
+  if (std::is_same<T, bf16>::value)  // the bf16 model: cuBLASLt's timed picks may differ between the runs
+    res.add(normwise(tag + ": first step's averaged gradient == NCCL's (normwise)", cp.grads0, nccl.grads0,
+                     std::ldexp(1.0, -8), "2^-8 normwise (bf16 roundings)"));
+  else
+    res.add(verify::compare(tag + ": first step's averaged gradient == NCCL's", cp.grads0.data(), nccl.grads0.data(),
+                            std::min(cp.grads0.size(), nccl.grads0.size()), grad_tol));
+  check_curves(res, tag, cp, nccl, "NCCL's", first_tol, loss_tol);
+  verify_bf16_allreduce<T>(res, c, o, data, seed, attn, n, nccl, bf16_loss_tol);
 }
 
 // A ZeRO-1 run interrupted by a checkpoint: every rank gathers m and v (a collective), the run goes on,
@@ -397,6 +427,7 @@ void verify_data_parallel(results::Results& res, const train::Corpus& data, uint
     if (bucket) per_block = std::move(many);
   }
   verify_bf16_allreduce<T>(res, c, o, data, seed, attn, n, per_block, bf16_loss_tol);
+  verify_copy_allreduce<T>(res, c, o, data, seed, attn, n, per_block, grad_tol, first_tol, loss_tol, bf16_loss_tol);
   verify_zero1<T>(res, c, o, data, seed, attn, n, one, first_tol, loss_tol, bf16_loss_tol);
 }
 
