@@ -147,12 +147,13 @@ class CopyPort {
       ++slot;
     }
     if (count) {
+      const int g = grid_for(count);
       if (stage_)
-        k::shard_mean<bf16><<<grid_for(count), 256, 0, s>>>(stage_ + m0, scratch_.as<bf16>(), cap_, n, rank_, count,
-                                                             stage_ + m0, grads_ + m0);
+        (n == 2 ? k::shard_mean<bf16, 2> : k::shard_mean<bf16, 0>)<<<g, 256, 0, s>>>(
+            stage_ + m0, scratch_.as<bf16>(), cap_, n, rank_, count, stage_ + m0, grads_ + m0);
       else
-        k::shard_mean<float><<<grid_for(count), 256, 0, s>>>(grads_ + m0, scratch_.as<float>(), cap_, n, rank_,
-                                                              count, nullptr, grads_ + m0);
+        (n == 2 ? k::shard_mean<float, 2> : k::shard_mean<float, 0>)<<<g, 256, 0, s>>>(
+            grads_ + m0, scratch_.as<float>(), cap_, n, rank_, count, nullptr, grads_ + m0);
       LAUNCH_CHECK();
     }
     CUDA_CHECK(cudaEventRecord(me.reduced, s));

@@ -79,6 +79,7 @@ class Replica {
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, greatest));
+
     CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
     CUDA_CHECK(cudaMalloc(&scalars_, 4 * sizeof(float)));
@@ -101,6 +102,14 @@ class Replica {
         std::exit(1);
       }
       port_.open(copy_world_, rank);
+      // DEV (wip measurement, not for main): the side stream at the lowest priority for the copy engines.
+      if (const char* e = std::getenv("GPT_DEV_COPY_LOWPRIO"); e && *e == '1') {
+        int least = 0, greatest = 0;
+        CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        CUDA_CHECK(cudaStreamSynchronize(side_));
+        CUDA_CHECK(cudaStreamDestroy(side_));
+        CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, least));
+      }
     }
     buckets_ = plan_buckets(c, s.bucket_bytes, s.first_bytes, s.order), next_ = 0, layers_ = c.layers;
     shards_ = plan_shards(gpt::Layout(c).total, world);

@@ -14,13 +14,20 @@ namespace k {
 // T = float: out_f is the gradient itself (== own: each element is read before it is written).
 // T = bf16 (--allreduce bf16): the mean rounded to bf16 goes to out_t (the staging the other GPUs pull
 // from), and those same bits, widened, to out_f (the fp32 gradient AdamW reads).
-template <class T>
+// N: the ranks when known at compile time (2: both loads issued before either is used, no loop), 0: `n`.
+template <class T, int N = 0>
 __global__ void shard_mean(const T* own, const T* peers, size_t stride, int n, int rank, size_t count, T* out_t,
                            float* out_f) {
+  if constexpr (N) n = N;
   const float inv = 1.f / float(n);
   GRID_STRIDE(i, count) {
     float s = 0.f;
-    for (int q = 0, slot = 0; q < n; ++q) s += (q == rank ? ld(own[i]) : ld(peers[size_t(slot++) * stride + i])) * inv;
+    if constexpr (N == 2) {
+      const float a = ld(own[i]) * inv, b = ld(peers[i]) * inv;
+      s = rank == 0 ? a + b : b + a;  // rank order (the same bits either way: addition commutes)
+    } else {
+      for (int q = 0, slot = 0; q < n; ++q) s += (q == rank ? ld(own[i]) : ld(peers[size_t(slot++) * stride + i])) * inv;
+    }
     if constexpr (std::is_same<T, float>::value) {
       out_f[i] = s;
     } else {
