@@ -23,9 +23,9 @@
 //   - the next step's backward overwrites the gradient, and the step's end waits for every `done`.
 #pragma once
 
-#include <condition_variable>
-#include <mutex>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../nn/kernels/adamw.cuh"
@@ -34,26 +34,29 @@
 
 namespace dp {
 
-// The replicas' host threads meet here: nobody leaves until all have arrived.
+// The replicas' host threads meet here: nobody leaves until all have arrived. It spins: a bucket makes
+// its threads meet twice, a step a few dozen times, and a thread put to sleep on a condition variable
+// takes tens of microseconds to wake, time in which its GPU's stream may run dry (eager steps are
+// enqueued just ahead of the GPU). The threads are few (one per GPU), so spinning costs no core
+// that anything else needed.
 class HostBarrier {
  public:
   explicit HostBarrier(int n) : n_(n) {}
   void wait() {
-    std::unique_lock<std::mutex> lock(m_);
-    const unsigned long long gen = gen_;
-    if (++waiting_ == n_) {
-      waiting_ = 0, ++gen_;
-      cv_.notify_all();
+    const unsigned gen = gen_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      gen_.store(gen + 1, std::memory_order_release);  // the last to arrive lets everyone go
       return;
     }
-    cv_.wait(lock, [&] { return gen_ != gen; });
+    for (unsigned spins = 0; gen_.load(std::memory_order_acquire) == gen; ++spins)
+      if (spins > (1u << 20)) std::this_thread::yield();  // a peer thread descheduled: stop burning the core
   }
 
  private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  int n_, waiting_ = 0;
-  unsigned long long gen_ = 0;
+  const int n_;
+  std::atomic<int> arrived_{0};
+  std::atomic<unsigned> gen_{0};
 };
 
 // What the GPUs of one process share: each rank's events and the array its peers read.

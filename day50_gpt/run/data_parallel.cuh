@@ -102,8 +102,12 @@ class Replica {
         std::exit(1);
       }
       port_.open(copy_world_, rank);
-      // DEV (wip measurement, not for main): the side stream at the lowest priority for the copy engines.
-      if (const char* e = std::getenv("GPT_DEV_COPY_LOWPRIO"); e && *e == '1') {
+      // The side stream at the lowest priority here: its kernels (the averaging, bf16's casts) then take
+      // the SMs the backward leaves free instead of running ahead of the next GEMM (traced on 2 x H200:
+      // the large model's step 27.01 ms against 27.32 at the highest). NCCL keeps the highest, above:
+      // its kernel holds its SMs until the bucket is done, and should start as soon as it can.
+      // DEV (wip measurement): GPT_DEV_COPY_HIPRIO=1 keeps the highest, to compare.
+      if (const char* e = std::getenv("GPT_DEV_COPY_HIPRIO"); !(e && *e == '1')) {
         int least = 0, greatest = 0;
         CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
         CUDA_CHECK(cudaStreamSynchronize(side_));
