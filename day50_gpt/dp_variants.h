@@ -69,9 +69,11 @@ inline std::vector<Variant> variants(const TrainOptions& to, bool more, bool cop
   v.push_back({b + ", first bucket one block", first, 0, false});
   v.push_back({b + " in forward order", fwd, 0, false});
   v.push_back({b + ", bf16 all-reduce", half, 0, false});
-  if (copy_ok) {  // --collectives copy: peer access between the GPUs (run/copy_allreduce.cuh)
-    v.push_back({b + ", copy engines", copy, 0, false});
-    v.push_back({b + ", bf16 all-reduce, copy engines", copy_half, 0, false});
+  if (copy_ok) {  // --collectives copy: peer access between the GPUs (run/copy_allreduce.cuh); the
+                  // command line's own collectives are its headline row already
+    if (!(to.copy_collectives && !to.allreduce_bf16)) v.push_back({b + ", copy engines", copy, 0, false});
+    if (!(to.copy_collectives && to.allreduce_bf16))
+      v.push_back({b + ", bf16 all-reduce, copy engines", copy_half, 0, false});
   }
   v.push_back({"ZeRO-1, one reduce-scatter", zone, 0, false});
   v.push_back({"ZeRO-1, " + b, z, 0, false});

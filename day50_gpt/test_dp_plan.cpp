@@ -248,7 +248,8 @@ static void check_variants(const TrainOptions& to, bool more, bool copy_ok = tru
     EXPECT(!(x.o.copy_collectives && x.o.zero));  // the copy engines sum the whole gradient: never with ZeRO-1
   }
   EXPECT(more ? zero == 3 && ch == 4 : zero == 0 && ch == 0);
-  EXPECT(copy == (more && copy_ok ? 2u : 0u));  // the copy engines' rows only where the GPUs allow them
+  // the copy engines' rows only where the GPUs allow them, and not again the command line's own
+  EXPECT(copy == (more && copy_ok ? (to.copy_collectives ? 1u : 2u) : 0u));
 }
 
 TEST(bench_variants_have_one_headline_that_runs_the_command_line) {

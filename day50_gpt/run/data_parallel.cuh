@@ -102,18 +102,20 @@ class Replica {
         std::exit(1);
       }
       port_.open(copy_world_, rank);
-      // The side stream at the lowest priority here: its kernels (the averaging, bf16's casts) then take
-      // the SMs the backward leaves free instead of running ahead of the next GEMM (traced on 2 x H200:
-      // the large model's step 27.01 ms against 27.32 at the highest). NCCL keeps the highest, above:
-      // its kernel holds its SMs until the bucket is done, and should start as soon as it can.
-      // DEV (wip measurement): GPT_DEV_COPY_HIPRIO=1 keeps the highest, to compare.
-      if (const char* e = std::getenv("GPT_DEV_COPY_HIPRIO"); !(e && *e == '1')) {
-        int least = 0, greatest = 0;
-        CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-        CUDA_CHECK(cudaStreamSynchronize(side_));
-        CUDA_CHECK(cudaStreamDestroy(side_));
-        CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, least));
-      }
+    }
+    // The copy engines' side stream at the lowest priority: its kernels (the averaging, bf16's casts)
+    // then take the SMs the backward leaves free instead of running ahead of the next GEMM. Traced on
+    // 2 x H200 (the large model), the lowest saved 0.3 ms a step while the host threads met on a
+    // condition variable, and made no difference once they spun (HostBarrier): it stays, as the order
+    // that fits. NCCL's side stream keeps the highest (the constructor's): its kernel holds its SMs
+    // until the bucket is done, so it should start as soon as it can.
+    if (s.copy != side_low_) {
+      int least = 0, greatest = 0;
+      CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      CUDA_CHECK(cudaStreamSynchronize(side_));
+      CUDA_CHECK(cudaStreamDestroy(side_));
+      CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, s.copy ? least : greatest));
+      side_low_ = s.copy;
     }
     buckets_ = plan_buckets(c, s.bucket_bytes, s.first_bytes, s.order), next_ = 0, layers_ = c.layers;
     shards_ = plan_shards(gpt::Layout(c).total, world);
@@ -365,7 +367,8 @@ class Replica {
   float* grads_ = nullptr;
   DeviceBuffer stage_;  // bf16 collectives: the gradient in bf16
   CopyWorld* copy_world_ = nullptr;
-  CopyPort port_;  // --collectives copy: this GPU's end of the copy-engine all-reduce
+  CopyPort port_;          // --collectives copy: this GPU's end of the copy-engine all-reduce
+  bool side_low_ = false;  // the side stream is at the lowest priority (the copy engines')
   EventLog log_;
   bool timed_ = false;
 };

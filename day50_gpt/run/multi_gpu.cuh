@@ -19,7 +19,8 @@
 // The data-parallel settings beyond the buckets, and the memory each GPU holds for the model's state.
 template <class T>
 void print_dp_settings(const gpt::Config& cfg, const TrainOptions& o, int n) {
-  std::printf("  gradient collectives in %s%s%s%s", o.allreduce_bf16 ? "bf16" : "fp32",
+  std::printf("  gradient collectives in %s, %s%s%s%s", o.allreduce_bf16 ? "bf16" : "fp32",
+              o.copy_collectives ? "through the copy engines (--collectives copy)" : "by NCCL",
               o.zero ? "; ZeRO-1 (optimizer state sharded)" : "", o.bucket_forward ? "; buckets in forward order" : "",
               o.first_bucket_bytes ? "; first bucket early" : "");
   if (o.nccl_channels) std::printf("; NCCL_MAX_NCHANNELS=%d", o.nccl_channels);
