@@ -69,11 +69,16 @@ inline std::vector<Variant> variants(const TrainOptions& to, bool more, bool cop
   v.push_back({b + ", first bucket one block", first, 0, false});
   v.push_back({b + " in forward order", fwd, 0, false});
   v.push_back({b + ", bf16 all-reduce", half, 0, false});
-  if (copy_ok) {  // --collectives copy: peer access between the GPUs (run/copy_allreduce.cuh); the
-                  // command line's own collectives are its headline row already
-    if (!(to.copy_collectives && !to.allreduce_bf16)) v.push_back({b + ", copy engines", copy, 0, false});
-    if (!(to.copy_collectives && to.allreduce_bf16))
-      v.push_back({b + ", bf16 all-reduce, copy engines", copy_half, 0, false});
+  // --collectives copy: peer access between the GPUs (run/copy_allreduce.cuh); a row that would run
+  // exactly the command line's settings is its headline row already.
+  const auto same = [&](const TrainOptions& a) {
+    return a.bucket_bytes == to.bucket_bytes && a.first_bucket_bytes == to.first_bucket_bytes &&
+           a.bucket_forward == to.bucket_forward && a.allreduce_bf16 == to.allreduce_bf16 && a.zero == to.zero &&
+           a.copy_collectives == to.copy_collectives && !to.nccl_channels;
+  };
+  if (copy_ok) {
+    if (!same(copy)) v.push_back({b + ", copy engines", copy, 0, false});
+    if (!same(copy_half)) v.push_back({b + ", bf16 all-reduce, copy engines", copy_half, 0, false});
   }
   v.push_back({"ZeRO-1, one reduce-scatter", zone, 0, false});
   v.push_back({"ZeRO-1, " + b, z, 0, false});

@@ -307,6 +307,8 @@ inline void check_dp(int argc, char** argv, Options& o, double first_mb) {
     cli::usage_error(kProg, "--collectives copy needs the GPUs in one process (--gpus N): with --world each process has one GPU");
   if (o.train.copy_collectives && o.train.zero)
     cli::usage_error(kProg, "--collectives copy sums the whole gradient on every GPU: it does not go with --zero 1");
+  if (o.train.copy_collectives && o.train.nccl_channels)
+    cli::usage_error(kProg, "--nccl-channels limits NCCL's kernels: --collectives copy does not use them");
   o.train.bucket_forward = o.bucket_order == "forward";
   o.train.first_bucket_bytes = size_t(first_mb * (1 << 20));
   for (const char* f : {"allreduce", "zero", "nccl-channels", "first-bucket-mb", "bucket-order", "collectives"})

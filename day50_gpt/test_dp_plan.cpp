@@ -249,7 +249,9 @@ static void check_variants(const TrainOptions& to, bool more, bool copy_ok = tru
   }
   EXPECT(more ? zero == 3 && ch == 4 : zero == 0 && ch == 0);
   // the copy engines' rows only where the GPUs allow them, and not again the command line's own
-  EXPECT(copy == (more && copy_ok ? (to.copy_collectives ? 1u : 2u) : 0u));
+  const bool cmd_is_copy_row = to.copy_collectives && to.bucket_bytes == (size_t(25) << 20) &&
+                              !to.first_bucket_bytes && !to.bucket_forward && !to.zero && !to.nccl_channels;
+  EXPECT(copy == (more && copy_ok ? (cmd_is_copy_row ? 1u : 2u) : 0u));
 }
 
 TEST(bench_variants_have_one_headline_that_runs_the_command_line) {
@@ -276,6 +278,8 @@ TEST(bench_variants_have_one_headline_that_runs_the_command_line) {
     e.copy_collectives = true;
     check_variants(e, more);
     e.allreduce_bf16 = true;
+    check_variants(e, more);
+    e.bucket_bytes = 0;  // --bucket-mb 0 --collectives copy: the 25 MiB copy rows are not the command line's
     check_variants(e, more);
   }
 }

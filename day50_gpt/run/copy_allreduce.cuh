@@ -24,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,13 +51,14 @@ class HostBarrier {
       return;
     }
     for (unsigned spins = 0; gen_.load(std::memory_order_acquire) == gen; ++spins)
-      if (spins > (1u << 20)) std::this_thread::yield();  // a peer thread descheduled: stop burning the core
+      if (spins > (1u << 20))  // a peer thread is busy elsewhere (printing, a file): stop burning the core
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 
  private:
   const int n_;
-  std::atomic<int> arrived_{0};
-  std::atomic<unsigned> gen_{0};
+  alignas(64) std::atomic<int> arrived_{0};  // the two on their own cache lines: arrivals do not
+  alignas(64) std::atomic<unsigned> gen_{0};  // disturb the spinning readers' line until the release
 };
 
 // What the GPUs of one process share: each rank's events and the array its peers read.
@@ -117,13 +119,28 @@ class CopyPort {
       CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
   }
   bool on() const { return w_ != nullptr; }
+  // How many buckets this end has all-reduced (the checks ask that the copy engines did run).
+  size_t reduced() const { return reduced_; }
 
   // The arrays: the fp32 gradient, and with bf16 collectives the staging (what the others read);
   // scratch for the other ranks' copies of this rank's largest shard.
+  // Shard q of [lo, hi): from shard_begin(q) to shard_begin(q + 1). The inner boundaries are rounded down
+  // to kAlign elements (256 bytes in fp32), so that every shard but the first starts aligned for the
+  // copy engines and the kernel; a shard may be empty (a bucket of fewer than N x kAlign elements).
+  static constexpr size_t kAlign = 64;
+  size_t shard_begin(size_t lo, size_t hi, int q) const {
+    if (q <= 0) return lo;
+    if (q >= w_->n) return hi;
+    const size_t at = (lo + (hi - lo) * size_t(q) / size_t(w_->n)) / kAlign * kAlign;
+    return std::max(lo, at);
+  }
+
   void attach(float* grads, bf16* stage, size_t largest_bucket) {
     grads_ = grads, stage_ = stage;
     const size_t esz = stage ? sizeof(bf16) : sizeof(float);
-    cap_ = largest_bucket / size_t(w_->n) + 1;
+    // The largest shard: 1/N of the largest bucket, plus what the rounding of its ends can add; slots
+    // kAlign-aligned too.
+    cap_ = (largest_bucket / size_t(w_->n) + 2 * kAlign + kAlign - 1) / kAlign * kAlign;
     scratch_.alloc(std::max<size_t>(1, size_t(w_->n - 1) * cap_ * esz));
     w_->ranks[size_t(rank_)].base = stage ? reinterpret_cast<const char*>(stage) : reinterpret_cast<const char*>(grads);
   }
@@ -133,10 +150,11 @@ class CopyPort {
   void all_reduce(size_t lo, size_t hi, cudaStream_t s) {
     const int n = w_->n;
     const size_t esz = stage_ ? sizeof(bf16) : sizeof(float);
-    const auto shard = [&](int q) { return lo + (hi - lo) * size_t(q) / size_t(n); };
+    const auto shard = [&](int q) { return shard_begin(lo, hi, q); };
     const size_t m0 = shard(rank_), count = shard(rank_ + 1) - m0;
     Rank& me = w_->ranks[size_t(rank_)];
     char* mine = const_cast<char*>(me.base);
+    ++reduced_;
     CUDA_CHECK(cudaEventRecord(me.ready, s));
     w_->barrier.wait();  // every rank's `ready` is recorded
     int slot = 0;
@@ -190,7 +208,7 @@ class CopyPort {
   int rank_ = 0;
   float* grads_ = nullptr;
   bf16* stage_ = nullptr;
-  size_t cap_ = 0;
+  size_t cap_ = 0, reduced_ = 0;
   DeviceBuffer scratch_;
 };
 

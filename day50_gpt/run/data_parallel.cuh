@@ -30,6 +30,7 @@
 #include "check.cuh"
 #include "copy_allreduce.cuh"
 #include "dp_timeline.cuh"
+#include "timing.cuh"
 
 #define NCCL_CHECK(call)                                                                                        \
   do {                                                                                                          \
@@ -236,38 +237,47 @@ class Replica {
   }
 
   // Bench, --collectives copy: the copy engines' all-reduce of the largest bucket alone, on idle GPUs
-  // (collective; the gradient ends averaged, as after a step): the median ms, the bf16 cast included.
+  // (collective; the gradient ends averaged, as after a step): the median ms of one all-reduce with its
+  // step-end meeting, the bf16 cast included. The reps are enqueued behind a gate (timing::StreamGate)
+  // and run back to back: timed one by one, an idle GPU would wait for each rep's host-side meetings
+  // and calls, and the figure would be the host's pace.
   double time_copy_bucket_ms(int reps) {
     size_t lo = 0, hi = 0;
     for (const Bucket& b : buckets_)
       if (b.end - b.begin > hi - lo) lo = b.begin, hi = b.end;
-    cudaEvent_t a, b;
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-    std::vector<double> ms;
-    for (int i = -3; i < reps; ++i) {
-      CUDA_CHECK(cudaEventRecord(a, side_));
+    const auto one = [&] {
       if (set_.bf16) {
         k::convert<bf16><<<grid_for(hi - lo), 256, 0, side_>>>(grads_ + lo, stage_.as<bf16>() + lo, hi - lo);
         LAUNCH_CHECK();
       }
       port_.all_reduce(lo, hi, side_);
       port_.finish(side_);
-      CUDA_CHECK(cudaEventRecord(b, side_));
-      CUDA_CHECK(cudaEventSynchronize(b));
-      float x = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&x, a, b));
-      if (i >= 0) ms.push_back(x);
+    };
+    fork_side();  // after everything the compute stream has enqueued (the last step's gradient)
+    for (int i = 0; i < 3; ++i) one();  // warm-up
+    std::vector<cudaEvent_t> ev(size_t(reps) + 1);
+    for (cudaEvent_t& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+    timing::StreamGate gate;
+    gate.hold(side_);
+    CUDA_CHECK(cudaEventRecord(ev[0], side_));
+    for (int i = 0; i < reps; ++i) {
+      one();
+      CUDA_CHECK(cudaEventRecord(ev[size_t(i) + 1], side_));
     }
-    cudaEventDestroy(a), cudaEventDestroy(b);
+    gate.release();
+    CUDA_CHECK(cudaEventSynchronize(ev.back()));
+    std::vector<double> ms;
+    for (int i = 0; i < reps; ++i) {
+      float x = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&x, ev[size_t(i)], ev[size_t(i) + 1]));
+      ms.push_back(x);
+    }
+    for (cudaEvent_t e : ev) cudaEventDestroy(e);
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
   }
-  size_t largest_bucket_bytes() const {
-    size_t m = 0;
-    for (const Bucket& b : buckets_) m = std::max(m, (b.end - b.begin) * sizeof(float));
-    return m;
-  }
+  // --collectives copy: the buckets this replica's copy engines have all-reduced (the checks' evidence).
+  size_t copy_reduced() const { return port_.reduced(); }
 
   // Bench: NCCL alone, on idle GPUs: the median time of an all-reduce (ncclAvg, fp32) of `bytes`.
   double time_allreduce_ms(float* buf, size_t bytes, int reps) {
