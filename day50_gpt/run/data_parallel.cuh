@@ -30,7 +30,7 @@
 #include "check.cuh"
 #include "copy_allreduce.cuh"
 #include "dp_timeline.cuh"
-#include "timing.cuh"
+#include "stream_gate.cuh"
 
 #define NCCL_CHECK(call)                                                                                        \
   do {                                                                                                          \
@@ -238,7 +238,7 @@ class Replica {
 
   // Bench, --collectives copy: the copy engines' all-reduce of the largest bucket alone, on idle GPUs
   // (collective; the gradient ends averaged, as after a step): the median ms of one all-reduce with its
-  // step-end meeting, the bf16 cast included. The reps are enqueued behind a gate (timing::StreamGate)
+  // step-end meeting, the bf16 cast included. The reps are enqueued behind a gate (run/stream_gate.cuh)
   // and run back to back: timed one by one, an idle GPU would wait for each rep's host-side meetings
   // and calls, and the figure would be the host's pace.
   double time_copy_bucket_ms(int reps) {
@@ -257,7 +257,7 @@ class Replica {
     for (int i = 0; i < 3; ++i) one();  // warm-up
     std::vector<cudaEvent_t> ev(size_t(reps) + 1);
     for (cudaEvent_t& e : ev) CUDA_CHECK(cudaEventCreate(&e));
-    timing::StreamGate gate;
+    StreamGate gate;
     gate.hold(side_);
     CUDA_CHECK(cudaEventRecord(ev[0], side_));
     for (int i = 0; i < reps; ++i) {
