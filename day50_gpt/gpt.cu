@@ -208,7 +208,7 @@ static int run_train(results::Results& res, const gpt::Options& o, const train::
 }
 
 int main(int argc, char** argv) {
-  const gpt::Options o = gpt::parse_options(argc, argv);
+  gpt::Options o = gpt::parse_options(argc, argv);
   if (o.check_args) return 0;
   clusters_enabled() = o.clusters;
   if (!o.sample.empty()) return run_sample(o);
@@ -223,7 +223,16 @@ int main(int argc, char** argv) {
     if (o.train.batch % gpus)
       cli::usage_error(kProg, "--batch " + std::to_string(o.train.batch) + " does not split evenly over " +
                                   std::to_string(gpus) + " GPUs");
-#ifndef GPT_HAVE_NCCL
+#ifdef GPT_HAVE_NCCL
+    // --collectives: copy asked for must be possible; auto takes the copy engines wherever they can run
+    // (one process, plain data parallelism, no NCCL channel limit asked for, peer access between every
+    // pair of GPUs), else NCCL.
+    const std::string why = count > 0 && gpus > 1 ? dp::peer_access_missing(gpus) : "no GPUs to pair";
+    if (o.collectives == "copy" && count > 0 && gpus > 1 && !why.empty())
+      cli::usage_error(kProg, "--collectives copy: " + why);
+    if (o.collectives == "auto")  // --nccl-channels asks for NCCL's kernels: auto keeps them then
+      o.train.copy_collectives = o.world == 1 && !o.train.zero && !o.train.nccl_channels && why.empty();
+#else
     if (gpus > 1)
       cli::usage_error(kProg, "--gpus > 1 needs NCCL, and this build found none (see the first lines make prints)");
 #endif

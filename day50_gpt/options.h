@@ -58,6 +58,8 @@ struct TrainOptions {
   bool allreduce_bf16 = false;             // data parallel: the gradient's collectives in bf16
   int zero = 0;                            // data parallel: 1 = ZeRO-1 (optimizer state sharded)
   int nccl_channels = 0;                   // data parallel: NCCL channels at most (0: NCCL's choice)
+  bool copy_collectives = false;           // data parallel: the gradient summed through the copy engines, not NCCL
+                                           // (--collectives auto picks them in gpt.cu's main where they can run)
   Backend backend = Backend::kCustom;      // --backend: who runs the layers (nn/backend.h)
   bool tf32 = false;                       // --precision tf32: the fp32 model, its matmuls on TF32 tensor cores
 };
@@ -91,7 +93,7 @@ struct Options {
   long long gpus_req = 0;  // --gpus N (0: 'all')
   int world = 1, rank = 0, device = -1;
   std::string id_file, verify_only = "all";
-  std::string allreduce = "fp32", bucket_order = "backward";
+  std::string allreduce = "fp32", bucket_order = "backward", collectives = "auto";
   int bench_steps = 0;
   double cut_dropout = kCutDropout;  // --bench's quality-cut run: --dropout when given
   int cut_steps = kCutSteps;         // and --bench-steps when given
@@ -134,6 +136,12 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
   o.bucket_order = args.str("bucket-order", "backward",
                             "data parallel: backward | forward (forward: parameter order, each bucket waits for the "
                             "whole backward; for measuring)");
+  o.collectives = args.str("collectives", "auto",
+                           "data parallel: auto | nccl | copy, who sums the gradient's buckets. nccl: NCCL's "
+                           "all-reduce, whose kernels hold SMs while the backward runs. copy: each GPU pulls its shard "
+                           "of a bucket from the others with the copy engines, averages it in one short kernel and "
+                           "pulls the other shards back, no SM held (--gpus N, plain data parallelism, GPUs with peer "
+                           "access). auto: copy where it can run, else nccl");
 }
 
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
@@ -291,10 +299,19 @@ inline void check_dp(int argc, char** argv, Options& o, double first_mb) {
     cli::usage_error(kProg, "--allreduce must be fp32 or bf16, got '" + o.allreduce + "'");
   if (o.bucket_order != "backward" && o.bucket_order != "forward")
     cli::usage_error(kProg, "--bucket-order must be backward or forward, got '" + o.bucket_order + "'");
+  if (o.collectives != "auto" && o.collectives != "nccl" && o.collectives != "copy")
+    cli::usage_error(kProg, "--collectives must be auto, nccl or copy, got '" + o.collectives + "'");
   o.train.allreduce_bf16 = o.allreduce == "bf16";
+  o.train.copy_collectives = o.collectives == "copy";
+  if (o.train.copy_collectives && o.world > 1)
+    cli::usage_error(kProg, "--collectives copy needs the GPUs in one process (--gpus N): with --world each process has one GPU");
+  if (o.train.copy_collectives && o.train.zero)
+    cli::usage_error(kProg, "--collectives copy sums the whole gradient on every GPU: it does not go with --zero 1");
+  if (o.train.copy_collectives && o.train.nccl_channels)
+    cli::usage_error(kProg, "--nccl-channels limits NCCL's kernels: --collectives copy does not use them");
   o.train.bucket_forward = o.bucket_order == "forward";
   o.train.first_bucket_bytes = size_t(first_mb * (1 << 20));
-  for (const char* f : {"allreduce", "zero", "nccl-channels", "first-bucket-mb", "bucket-order"})
+  for (const char* f : {"allreduce", "zero", "nccl-channels", "first-bucket-mb", "bucket-order", "collectives"})
     if (given(argc, argv, f) && !o.multi())
       cli::usage_error(kProg, std::string("--") + f + " goes with --gpus N or --world N (data parallel)");
 }

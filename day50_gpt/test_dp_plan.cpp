@@ -226,8 +226,8 @@ TEST(timeline_json_carries_both_streams_and_the_hidden_share) {
 
 // The benchmark's ways of running a configuration: exactly one headline row, and it runs what the
 // command line asked for; the extra variants only where asked; every row's name different.
-static void check_variants(const TrainOptions& to, bool more) {
-  const auto v = dp::variants(to, more);
+static void check_variants(const TrainOptions& to, bool more, bool copy_ok = true) {
+  const auto v = dp::variants(to, more, copy_ok);
   int heads = 0;
   std::set<std::string> names;
   for (const auto& x : v) {
@@ -236,13 +236,22 @@ static void check_variants(const TrainOptions& to, bool more) {
     ++heads;
     EXPECT(x.o.bucket_bytes == to.bucket_bytes && x.o.zero == to.zero && x.o.allreduce_bf16 == to.allreduce_bf16);
     EXPECT(x.o.first_bucket_bytes == to.first_bucket_bytes && x.o.bucket_forward == to.bucket_forward);
+    EXPECT(x.o.copy_collectives == to.copy_collectives);
     EXPECT(x.channels == to.nccl_channels);
   }
   EXPECT(heads == 1);
   EXPECT(names.size() == v.size());
-  size_t zero = 0, ch = 0;
-  for (const auto& x : v) zero += x.o.zero > 0 && !x.headline, ch += x.channels > 0 && !x.headline;
+  size_t zero = 0, ch = 0, copy = 0;
+  for (const auto& x : v) {
+    zero += x.o.zero > 0 && !x.headline, ch += x.channels > 0 && !x.headline;
+    copy += x.o.copy_collectives && !x.headline;
+    EXPECT(!(x.o.copy_collectives && x.o.zero));  // the copy engines sum the whole gradient: never with ZeRO-1
+  }
   EXPECT(more ? zero == 3 && ch == 4 : zero == 0 && ch == 0);
+  // the copy engines' rows only where the GPUs allow them, and not again the command line's own
+  const bool cmd_is_copy_row = to.copy_collectives && to.bucket_bytes == (size_t(25) << 20) &&
+                              !to.first_bucket_bytes && !to.bucket_forward && !to.zero && !to.nccl_channels;
+  EXPECT(copy == (more && copy_ok ? (cmd_is_copy_row ? 1u : 2u) : 0u));
 }
 
 TEST(bench_variants_have_one_headline_that_runs_the_command_line) {
@@ -264,6 +273,14 @@ TEST(bench_variants_have_one_headline_that_runs_the_command_line) {
     TrainOptions c;
     c.nccl_channels = 8;
     check_variants(c, more);
+    check_variants(c, more, false);
+    TrainOptions e;  // --collectives copy on the command line: its own headline row
+    e.copy_collectives = true;
+    check_variants(e, more);
+    e.allreduce_bf16 = true;
+    check_variants(e, more);
+    e.bucket_bytes = 0;  // --bucket-mb 0 --collectives copy: the 25 MiB copy rows are not the command line's
+    check_variants(e, more);
   }
 }
 

@@ -59,7 +59,7 @@ struct VariantRun {
   std::vector<double> ms, comm;
   std::vector<dp::Interval> compute_tl, comm_tl;
   size_t buckets = 0, biggest = 0, staging = 0;
-  double alone_all = NAN, alone_bucket = NAN, used_bytes = NAN;
+  double alone_all = NAN, alone_bucket = NAN, used_bytes = NAN, copy_bucket = NAN;
   bool finite = true, same = true;
 };
 
@@ -100,11 +100,13 @@ VariantRun run_variant(const MultiConfig& mc, const dp::Variant& v, const train:
           all_ms = r.time_allreduce_ms(g, tr.m.lay.total * sizeof(float), 20);
           bucket_ms = v.o.bucket_bytes ? r.time_allreduce_ms(g, big_b, 20) : all_ms;
         }
+        // The copy engines' all-reduce of the largest bucket alone (its rows: the same GPUs, idle).
+        const double copy_ms = v.o.copy_collectives ? r.time_copy_bucket_ms(20) : NAN;
         std::sort(c.begin(), c.end());
         if (r.rank == 0)
           out.ms = t, out.comm = c, out.compute_tl = ctl, out.comm_tl = ntl, out.buckets = r.buckets().size(),
           out.biggest = big_b, out.staging = r.staging_bytes(), out.alone_all = all_ms, out.alone_bucket = bucket_ms,
-          out.used_bytes = double(total_b - free_b), out.finite = ok, out.same = s;
+          out.used_bytes = double(total_b - free_b), out.finite = ok, out.same = s, out.copy_bucket = copy_ms;
       },
       v.channels);
   CUDA_CHECK(cudaSetDevice(0));
@@ -130,6 +132,7 @@ json::Value bench_multi_variant(results::Results& res, const MultiConfig& mc, co
   ex["first_bucket_bytes"] = double(v.o.first_bucket_bytes);
   ex["bucket_order"] = v.o.bucket_forward ? "forward" : "backward";
   ex["allreduce"] = v.o.allreduce_bf16 ? "bf16" : "fp32", ex["zero"] = v.o.zero, ex["nccl_channels"] = v.channels;
+  ex["collectives"] = v.o.copy_collectives ? "copy" : "nccl";
   // Exposed communication: the step beyond one replica's compute alone (the 1-GPU run of one replica's
   // share of the batch); hidden fraction: the share of the collectives' time that the timeline shows
   // beside computation, and the same judged from the exposed time.
@@ -148,6 +151,10 @@ json::Value bench_multi_variant(results::Results& res, const MultiConfig& mc, co
   ex["bus_gbps_alone"] = dp::bus_gbps(mt.grad_bytes, run.alone_all, n);
   ex["bucket_allreduce_alone_ms"] = run.alone_bucket;
   ex["bucket_bus_gbps_alone"] = dp::bus_gbps(double(run.biggest), run.alone_bucket, n);
+  // --collectives copy: the copy engines' all-reduce of the largest bucket alone (in its type: bf16 moves half).
+  ex["copy_bucket_alone_ms"] = run.copy_bucket;
+  ex["copy_bucket_bus_gbps_alone"] =
+      dp::bus_gbps(double(run.biggest) / (v.o.allreduce_bf16 ? 2 : 1), run.copy_bucket, n);
   // Memory per GPU: the model's state by arithmetic (dp_plan.h), against plain data parallelism, and
   // what the device had in use (everything: activations, NCCL's buffers, the libraries' workspaces).
   const size_t P = gpt::Layout(mc.cfg).total;
@@ -167,6 +174,9 @@ json::Value bench_multi_variant(results::Results& res, const MultiConfig& mc, co
   if (v.o.zero || v.o.allreduce_bf16)
     std::printf("      memory per GPU: model state %.2f GB (plain data parallel %.2f GB); device in use %.2f GB\n",
                 state / 1e9, plain / 1e9, run.used_bytes / 1e9);
+  if (std::isfinite(run.copy_bucket))
+    std::printf("      copy engines alone: the largest bucket %.3f ms (%.0f GB/s bus)\n", run.copy_bucket,
+                dp::bus_gbps(double(run.biggest) / (v.o.allreduce_bf16 ? 2 : 1), run.copy_bucket, n));
   if (std::isfinite(run.alone_all))
     std::printf("      NCCL alone: the whole gradient %.2f ms (%.0f GB/s bus), the largest bucket %.2f ms\n",
                 run.alone_all, dp::bus_gbps(mt.grad_bytes, run.alone_all, n), run.alone_bucket);
@@ -219,7 +229,7 @@ json::Value bench_multi_config(results::Results& res, const MultiConfig& mc, con
         mc.batch / n, share_ms, 100.0 * one_ms / (n * share_ms));
   }
   json::Value headline;
-  for (const dp::Variant& v : dp::variants(to, more)) {
+  for (const dp::Variant& v : dp::variants(to, more, dp::peer_access_missing(n).empty())) {
     json::Value row =
         bench_multi_variant<T>(res, mc, v, data, attn, seed, n, MultiTimes{one_ms, share_ms, grad_bytes, warm, reps});
     if (v.headline) headline = row;
@@ -306,6 +316,7 @@ void bench_multi(results::Results& res, const gpt::Config& cfg, const TrainOptio
     if (std::getenv(v)) res.config[v] = std::getenv(v);
   res.config["bucket_mib"] = double(o.bucket_bytes) / (1 << 20);
   res.config["allreduce"] = o.allreduce_bf16 ? "bf16" : "fp32", res.config["zero"] = o.zero;
+  res.config["collectives"] = o.copy_collectives ? "copy" : "nccl";
   if (o.nccl_channels) res.config["nccl_channels"] = o.nccl_channels;
   // The variants beyond the bucket sizes run on the default model and on the large one at the larger
   // batch (the goals' configurations); the large model at batch 16 keeps the bucket sizes only.

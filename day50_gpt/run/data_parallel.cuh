@@ -28,7 +28,9 @@
 #include "../nn/kernels/adamw.cuh"
 #include "../nn/types.cuh"
 #include "check.cuh"
+#include "copy_allreduce.cuh"
 #include "dp_timeline.cuh"
+#include "stream_gate.cuh"
 
 #define NCCL_CHECK(call)                                                                                        \
   do {                                                                                                          \
@@ -57,6 +59,7 @@ struct Settings {
   Order order = Order::kBackward;
   bool bf16 = false;  // the collectives carry bf16 (cast from the fp32 gradient, widened back after)
   int zero = 0;       // 1: ZeRO-1 (gradient reduced to its shard's owner, AdamW per shard, all-gather)
+  bool copy = false;  // the buckets summed through the copy engines (run/copy_allreduce.cuh), not NCCL
 };
 
 // One replica's link to the others: its communicator, the side stream the collectives run on, and
@@ -66,7 +69,10 @@ class Replica {
  public:
   const int rank, world;
 
-  Replica(ncclComm_t comm, int rank_, int world_) : rank(rank_), world(world_), comm_(comm) {
+  // copy_world: the process's replicas' shared state for --collectives copy (run_threads makes one;
+  // a process of one rank has none, and --collectives copy is refused there).
+  Replica(ncclComm_t comm, int rank_, int world_, CopyWorld* copy_world = nullptr)
+      : rank(rank_), world(world_), comm_(comm), copy_world_(copy_world) {
     // Non-blocking: the legacy default stream, where the model's kernels run, does not wait for it
     // (nor it for the default stream) except where the events below say so. High priority: when a
     // backward kernel's blocks finish, the all-reduce's blocks get the freed SMs first instead of
@@ -74,6 +80,7 @@ class Replica {
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, greatest));
+
     CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
     CUDA_CHECK(cudaMalloc(&scalars_, 4 * sizeof(float)));
@@ -90,6 +97,27 @@ class Replica {
   // parameter arrays to shards().padded elements before handing the gradient over with set_grads().
   void plan(const gpt::Config& c, const Settings& s) {
     set_ = s;
+    if (s.copy && !port_.on()) {
+      if (!copy_world_ || s.zero) {
+        std::fprintf(stderr, "error: --collectives copy needs --gpus N (one process) and no --zero\n");
+        std::exit(1);
+      }
+      port_.open(copy_world_, rank);
+    }
+    // The copy engines' side stream at the lowest priority: its kernels (the averaging, bf16's casts)
+    // then take the SMs the backward leaves free instead of running ahead of the next GEMM. Traced on
+    // 2 x H200 (the large model), the lowest saved 0.3 ms a step while the host threads met on a
+    // condition variable, and made no difference once they spun (HostBarrier): it stays, as the order
+    // that fits. NCCL's side stream keeps the highest (the constructor's): its kernel holds its SMs
+    // until the bucket is done, so it should start as soon as it can.
+    if (s.copy != side_low_) {
+      int least = 0, greatest = 0;
+      CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      CUDA_CHECK(cudaStreamSynchronize(side_));
+      CUDA_CHECK(cudaStreamDestroy(side_));
+      CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, s.copy ? least : greatest));
+      side_low_ = s.copy;
+    }
     buckets_ = plan_buckets(c, s.bucket_bytes, s.first_bytes, s.order), next_ = 0, layers_ = c.layers;
     shards_ = plan_shards(gpt::Layout(c).total, world);
     total_ = shards_.total;
@@ -99,7 +127,14 @@ class Replica {
       CUDA_CHECK(cudaMemset(stage_.as(), 0, stage_.bytes()));  // the padding stays zero
     }
   }
-  void set_grads(float* grads) { grads_ = grads; }
+  void set_grads(float* grads) {
+    grads_ = grads;
+    if (set_.copy) {
+      size_t largest = 0;
+      for (const Bucket& b : buckets_) largest = std::max(largest, b.end - b.begin);
+      port_.attach(grads, set_.bf16 ? stage_.as<bf16>() : nullptr, largest);
+    }
+  }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const ShardPlan& shards() const { return shards_; }
   bool zero() const { return set_.zero > 0; }
@@ -128,6 +163,7 @@ class Replica {
   // before the optimizer reads the gradient.
   void finish(float* loss) {
     while (next_ < buckets_.size()) launch(next_++);
+    if (set_.copy) port_.finish(side_);  // the others are done reading this GPU's gradient, and it theirs
     log_.open(side_, "loss all-reduce");
     NCCL_CHECK(ncclAllReduce(loss, loss, 1, ncclFloat, ncclAvg, comm_, side_));
     log_.close(side_);
@@ -200,6 +236,49 @@ class Replica {
     return {h[0] == h[1], h[2]};
   }
 
+  // Bench, --collectives copy: the copy engines' all-reduce of the largest bucket alone, on idle GPUs
+  // (collective; the gradient ends averaged, as after a step): the median ms of one all-reduce with its
+  // step-end meeting, the bf16 cast included. The reps are enqueued behind a gate (run/stream_gate.cuh)
+  // and run back to back: timed one by one, an idle GPU would wait for each rep's host-side meetings
+  // and calls, and the figure would be the host's pace.
+  double time_copy_bucket_ms(int reps) {
+    size_t lo = 0, hi = 0;
+    for (const Bucket& b : buckets_)
+      if (b.end - b.begin > hi - lo) lo = b.begin, hi = b.end;
+    const auto one = [&] {
+      if (set_.bf16) {
+        k::convert<bf16><<<grid_for(hi - lo), 256, 0, side_>>>(grads_ + lo, stage_.as<bf16>() + lo, hi - lo);
+        LAUNCH_CHECK();
+      }
+      port_.all_reduce(lo, hi, side_);
+      port_.finish(side_);
+    };
+    fork_side();  // after everything the compute stream has enqueued (the last step's gradient)
+    for (int i = 0; i < 3; ++i) one();  // warm-up
+    std::vector<cudaEvent_t> ev(size_t(reps) + 1);
+    for (cudaEvent_t& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+    StreamGate gate;
+    gate.hold(side_);
+    CUDA_CHECK(cudaEventRecord(ev[0], side_));
+    for (int i = 0; i < reps; ++i) {
+      one();
+      CUDA_CHECK(cudaEventRecord(ev[size_t(i) + 1], side_));
+    }
+    gate.release();
+    CUDA_CHECK(cudaEventSynchronize(ev.back()));
+    std::vector<double> ms;
+    for (int i = 0; i < reps; ++i) {
+      float x = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&x, ev[size_t(i)], ev[size_t(i) + 1]));
+      ms.push_back(x);
+    }
+    for (cudaEvent_t e : ev) cudaEventDestroy(e);
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  }
+  // --collectives copy: the buckets this replica's copy engines have all-reduced (the checks' evidence).
+  size_t copy_reduced() const { return port_.reduced(); }
+
   // Bench: NCCL alone, on idle GPUs: the median time of an all-reduce (ncclAvg, fp32) of `bytes`.
   double time_allreduce_ms(float* buf, size_t bytes, int reps) {
     cudaEvent_t a, b;
@@ -253,6 +332,11 @@ class Replica {
       LAUNCH_CHECK();
       buf = stage_.as<bf16>() + lo;
     }
+    if (set_.copy) {  // the copy engines (run/copy_allreduce.cuh): plain data parallelism only
+      port_.all_reduce(lo, b.end, side_);
+      log_.close(side_);
+      return;
+    }
     const size_t esz = set_.bf16 ? sizeof(bf16) : sizeof(float);
     char* base = static_cast<char*>(buf) - lo * esz;  // element 0 of the array `buf` points into
     const size_t S = shards_.shard, mine = size_t(rank) * S;
@@ -292,6 +376,9 @@ class Replica {
   int layers_ = 0;
   float* grads_ = nullptr;
   DeviceBuffer stage_;  // bf16 collectives: the gradient in bf16
+  CopyWorld* copy_world_ = nullptr;
+  CopyPort port_;          // --collectives copy: this GPU's end of the copy-engine all-reduce
+  bool side_low_ = false;  // the side stream is at the lowest priority (the copy engines')
   EventLog log_;
   bool timed_ = false;
 };
@@ -343,11 +430,12 @@ inline void run_threads(int n, const std::function<void(Replica&)>& body, int ch
     NCCL_CHECK(ncclCommInitRankConfig(&comms[size_t(i)], n, id, i, &cfgs[size_t(i)]));
   }
   NCCL_CHECK(ncclGroupEnd());
+  CopyWorld copy_world(n);  // used only by replicas that plan --collectives copy
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       CUDA_CHECK(cudaSetDevice(r));
-      Replica rep(comms[size_t(r)], r, n);
+      Replica rep(comms[size_t(r)], r, n, &copy_world);
       body(rep);
     });
   for (auto& t : threads) t.join();

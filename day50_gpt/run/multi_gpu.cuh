@@ -19,7 +19,8 @@
 // The data-parallel settings beyond the buckets, and the memory each GPU holds for the model's state.
 template <class T>
 void print_dp_settings(const gpt::Config& cfg, const TrainOptions& o, int n) {
-  std::printf("  gradient collectives in %s%s%s%s", o.allreduce_bf16 ? "bf16" : "fp32",
+  std::printf("  gradient collectives in %s, %s%s%s%s", o.allreduce_bf16 ? "bf16" : "fp32",
+              o.copy_collectives ? "through the copy engines (--collectives copy)" : "by NCCL",
               o.zero ? "; ZeRO-1 (optimizer state sharded)" : "", o.bucket_forward ? "; buckets in forward order" : "",
               o.first_bucket_bytes ? "; first bucket early" : "");
   if (o.nccl_channels) std::printf("; NCCL_MAX_NCHANNELS=%d", o.nccl_channels);
@@ -79,6 +80,7 @@ struct DpRun {
   std::vector<float> params;          // the weights at the end
   double val = NAN;
   bool replicas_same = true;
+  size_t copy_reduced = 0, buckets = 0;  // buckets the copy engines all-reduced (rank 0), buckets a step
 };
 
 // Train `steps` steps of `o` on `n` GPUs (n = 1: one GPU, no NCCL) and keep what the checks compare.
@@ -95,7 +97,8 @@ DpRun dp_train(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
     const bool same = rep ? tr.replicas_identical() : true;
     if (tr.rank == 0)
       out.grads0 = tr.cap_grads, out.losses = tr.losses, out.val = val, out.replicas_same = same,
-      out.params = to_host(tr.m.params.template as<float>(), tr.m.lay.total);
+      out.params = to_host(tr.m.params.template as<float>(), tr.m.lay.total),
+      out.copy_reduced = rep ? rep->copy_reduced() : 0, out.buckets = rep ? rep->buckets().size() : 0;
   };
   if (n == 1)
     body(nullptr);
@@ -179,7 +182,8 @@ void verify_bf16_allreduce(results::Results& res, const gpt::Config& c, TrainOpt
                            uint64_t seed, Attn attn, int n, const DpRun& fp32, const verify::Tol& bf16_loss_tol) {
   o.bucket_bytes = 1, o.allreduce_bf16 = true;
   const DpRun b = dp_train<T>(c, o, data, attn, seed, n);
-  const std::string tag = "data parallel " + std::to_string(n) + " GPUs " + Types<T>::name() + ", bf16 all-reduce";
+  const std::string tag = "data parallel " + std::to_string(n) + " GPUs " + Types<T>::name() + ", bf16 all-reduce" +
+                          (o.copy_collectives ? ", copy engines" : "");
   // The first step's gradient, normwise. bf16 keeps 8 significant bits, so rounding to it costs at
   // most 2^-8 of the value. Every element is rounded on each rank, after each of the ring's N-1
   // additions, and once more when the sum is divided: at most (N+1) 2^-8 of the sum of the terms'
@@ -213,6 +217,116 @@ void verify_bf16_allreduce(results::Results& res, const gpt::Config& c, TrainOpt
                                  gap <= 0.5, "normwise", "ratio " + std::to_string(gap), nw);
   w.rel_l2 = gap, w.tol = verify::Tol{0, 0.5, "half the displacement"};
   res.add(w);
+}
+
+// The copy engines' all-reduce alone (dp::CopyPort), on synthetic ranges: rank r's element i holds
+// value(r, i), multiples of 1/64 small enough that bf16 holds them and their mean exactly. After each
+// all_reduce(lo, hi), every rank must hold in [lo, hi) the mean over the ranks in rank order (each term
+// times 1/N, as the kernel sums it), and its own values everywhere else: bit for bit with two GPUs,
+// where x/2 + y/2 is exact; with more, to fp32 rounding. The ranges include a bucket of one element and
+// one of fewer elements than ranks (empty shards), odd lengths and unaligned ends; fp32 and bf16 staging.
+inline void verify_copy_ranges(results::Results& res, int n) {
+  const size_t total = 50000;
+  const std::vector<std::pair<size_t, size_t>> ranges = {
+      {0, 1}, {5, 5 + size_t(n) - 1}, {17, 17 + 131}, {300, 300 + 64 * size_t(n) * 5 + 3}, {4099, total - 7}};
+  size_t largest = 0;
+  for (const auto& r : ranges) largest = std::max(largest, r.second - r.first);
+  const auto value = [](int r, size_t i) { return float(int((i * 7 + size_t(r) * 13) % 201) - 100) / 64.f; };
+  for (bool bf : {false, true}) {
+    std::vector<std::vector<float>> got(static_cast<size_t>(n));
+    dp::CopyWorld world(n);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        CUDA_CHECK(cudaSetDevice(r));
+        cudaStream_t s;
+        CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        std::vector<float> h(total);
+        for (size_t i = 0; i < total; ++i) h[i] = value(r, i);
+        DeviceBuffer g(total * sizeof(float)), st(bf ? total * sizeof(bf16) : 0);
+        CUDA_CHECK(cudaMemcpy(g.as(), h.data(), total * sizeof(float), cudaMemcpyHostToDevice));
+        {
+          dp::CopyPort port;
+          port.open(&world, r);
+          port.attach(g.as<float>(), bf ? st.as<bf16>() : nullptr, largest);
+          for (const auto& [lo, hi] : ranges) {
+            if (bf) {
+              k::convert<bf16><<<grid_for(hi - lo), 256, 0, s>>>(g.as<float>() + lo, st.as<bf16>() + lo, hi - lo);
+              LAUNCH_CHECK();
+            }
+            port.all_reduce(lo, hi, s);
+          }
+          port.finish(s);
+          CUDA_CHECK(cudaStreamSynchronize(s));
+          got[size_t(r)] = to_host(g.as<float>(), total);
+        }
+        CUDA_CHECK(cudaStreamDestroy(s));
+      });
+    for (auto& t : threads) t.join();
+    CUDA_CHECK(cudaSetDevice(0));
+    std::vector<char> inside(total, 0);
+    for (const auto& [lo, hi] : ranges) std::fill(inside.begin() + long(lo), inside.begin() + long(hi), 1);
+    const float inv = 1.f / float(n);
+    size_t bad = 0, checked = 0;
+    double worst = 0;
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < total; ++i, ++checked) {
+        float want = value(r, i);
+        if (inside[i]) {
+          want = 0.f;
+          for (int q = 0; q < n; ++q) want += value(q, i) * inv;
+        }
+        const double d = std::fabs(double(got[size_t(r)][i]) - want);
+        worst = std::max(worst, d);
+        if (!(d <= (n == 2 ? 0.0 : 1e-6 * (1 + std::fabs(want))))) ++bad;
+      }
+    verify::Check c = verify::fact(std::string("copy engines' all-reduce alone, ") + std::to_string(n) + " GPUs, " +
+                                       (bf ? "bf16 staging" : "fp32") +
+                                       ": every rank holds the mean in the ranges (one element, fewer than the "
+                                       "ranks, odd, unaligned) and its own values elsewhere",
+                                   bad == 0, n == 2 ? "exact" : "fp32 rounding",
+                                   std::to_string(bad) + " of " + std::to_string(checked) + " differ", checked);
+    c.max_abs_err = worst;
+    res.add(c);
+  }
+}
+
+// --collectives copy (run/copy_allreduce.cuh) against NCCL's all-reduce, both with a bucket per block:
+// the first step's averaged gradient, the loss curves, the replicas identical, and that the copy engines
+// did run (every bucket of every step counted; none in the NCCL run); then the copy engines with bf16
+// collectives against NCCL's fp32 all-reduce, as NCCL's bf16 collectives are checked. Each shard's mean
+// is x_0/N + ... + x_(N-1)/N in rank order, NCCL's its own order of the same terms: with two GPUs the two
+// are the same bits (x/2 + y/2 either way), so the fp32 model's gradient must match exactly; with more
+// they differ by rounding, within the one-GPU comparison's tolerance (grad_tol). Needs peer access.
+template <class T>
+void verify_copy_allreduce(results::Results& res, const gpt::Config& c, TrainOptions o, const train::Corpus& data,
+                           uint64_t seed, Attn attn, int n, const DpRun& nccl, const verify::Tol& grad_tol,
+                           const verify::Tol& first_tol, const verify::Tol& loss_tol, const verify::Tol& bf16_loss_tol) {
+  const std::string why = dp::peer_access_missing(n);
+  res.config["copy_collectives_checked"] = why.empty() ? std::string("yes") : "no: " + why;
+  if (!why.empty()) {
+    std::printf("note: --collectives copy not checked here: %s\n", why.c_str());
+    return;
+  }
+  if (std::is_same<T, float>::value) verify_copy_ranges(res, n);  // once: it does not depend on the model
+  o.bucket_bytes = 1, o.copy_collectives = true, o.allreduce_bf16 = false;
+  const DpRun cp = dp_train<T>(c, o, data, attn, seed, n);
+  const std::string tag =
+      "data parallel " + std::to_string(n) + " GPUs " + Types<T>::name() + ", a bucket per block, copy engines";
+  res.add(verify::fact(tag + ": the copy engines all-reduced every bucket of every step, NCCL none",
+                       cp.copy_reduced == size_t(o.steps) * cp.buckets && cp.buckets > 0 && nccl.copy_reduced == 0,
+                       "counted", std::to_string(cp.copy_reduced) + " = " + std::to_string(o.steps) + " steps x " +
+                                      std::to_string(cp.buckets) + " buckets; NCCL run " +
+                                      std::to_string(nccl.copy_reduced)));
+  if (std::is_same<T, bf16>::value)  // the bf16 model: cuBLASLt's timed picks may differ between the runs
+    res.add(normwise(tag + ": first step's averaged gradient == NCCL's (normwise)", cp.grads0, nccl.grads0,
+                     std::ldexp(1.0, -8), "2^-8 normwise (bf16 roundings)"));
+  else
+    res.add(verify::compare(tag + ": first step's averaged gradient == NCCL's", cp.grads0.data(), nccl.grads0.data(),
+                            std::min(cp.grads0.size(), nccl.grads0.size()),
+                            n == 2 ? verify::Tol{0, 0, "bit-exact (x/2 + y/2)"} : grad_tol));
+  check_curves(res, tag, cp, nccl, "NCCL's", first_tol, loss_tol);
+  verify_bf16_allreduce<T>(res, c, o, data, seed, attn, n, nccl, bf16_loss_tol);
 }
 
 // A ZeRO-1 run interrupted by a checkpoint: every rank gathers m and v (a collective), the run goes on,
@@ -397,6 +511,7 @@ void verify_data_parallel(results::Results& res, const train::Corpus& data, uint
     if (bucket) per_block = std::move(many);
   }
   verify_bf16_allreduce<T>(res, c, o, data, seed, attn, n, per_block, bf16_loss_tol);
+  verify_copy_allreduce<T>(res, c, o, data, seed, attn, n, per_block, grad_tol, first_tol, loss_tol, bf16_loss_tol);
   verify_zero1<T>(res, c, o, data, seed, attn, n, one, first_tol, loss_tol, bf16_loss_tol);
 }
 

@@ -21,7 +21,7 @@ inline Settings settings_of(const TrainOptions& o) {
   Settings s;
   s.bucket_bytes = o.bucket_bytes, s.first_bytes = o.first_bucket_bytes;
   s.order = o.bucket_forward ? Order::kForward : Order::kBackward;
-  s.bf16 = o.allreduce_bf16, s.zero = o.zero;
+  s.bf16 = o.allreduce_bf16, s.zero = o.zero, s.copy = o.copy_collectives;
   return s;
 }
 
