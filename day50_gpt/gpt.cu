@@ -225,13 +225,13 @@ int main(int argc, char** argv) {
                                   std::to_string(gpus) + " GPUs");
 #ifdef GPT_HAVE_NCCL
     // --collectives: copy asked for must be possible; auto takes the copy engines wherever they can run
-    // (one process, plain data parallelism, no NCCL channel limit asked for, peer access between every
-    // pair of GPUs), else NCCL.
+    // (one process, no NCCL channel limit asked for, peer access between every pair of GPUs; with or
+    // without ZeRO-1), else NCCL.
     const std::string why = count > 0 && gpus > 1 ? dp::peer_access_missing(gpus) : "no GPUs to pair";
     if (o.collectives == "copy" && count > 0 && gpus > 1 && !why.empty())
       cli::usage_error(kProg, "--collectives copy: " + why);
     if (o.collectives == "auto")  // --nccl-channels asks for NCCL's kernels: auto keeps them then
-      o.train.copy_collectives = o.world == 1 && !o.train.zero && !o.train.nccl_channels && why.empty();
+      o.train.copy_collectives = o.world == 1 && !o.train.nccl_channels && why.empty();
 #else
     if (gpus > 1)
       cli::usage_error(kProg, "--gpus > 1 needs NCCL, and this build found none (see the first lines make prints)");

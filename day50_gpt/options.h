@@ -140,8 +140,9 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
                            "data parallel: auto | nccl | copy, who sums the gradient's buckets. nccl: NCCL's "
                            "all-reduce, whose kernels hold SMs while the backward runs. copy: each GPU pulls its shard "
                            "of a bucket from the others with the copy engines, averages it in one short kernel and "
-                           "pulls the other shards back, no SM held (--gpus N, plain data parallelism, GPUs with peer "
-                           "access). auto: copy where it can run, else nccl");
+                           "pulls the other shards back (with --zero 1: its owner pulls each piece, and after AdamW "
+                           "each GPU pulls the others' updated shards beside the next forward), no SM held (--gpus "
+                           "N, GPUs with peer access). auto: copy where it can run, else nccl");
 }
 
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
@@ -305,8 +306,6 @@ inline void check_dp(int argc, char** argv, Options& o, double first_mb) {
   o.train.copy_collectives = o.collectives == "copy";
   if (o.train.copy_collectives && o.world > 1)
     cli::usage_error(kProg, "--collectives copy needs the GPUs in one process (--gpus N): with --world each process has one GPU");
-  if (o.train.copy_collectives && o.train.zero)
-    cli::usage_error(kProg, "--collectives copy sums the whole gradient on every GPU: it does not go with --zero 1");
   if (o.train.copy_collectives && o.train.nccl_channels)
     cli::usage_error(kProg, "--nccl-channels limits NCCL's kernels: --collectives copy does not use them");
   o.train.bucket_forward = o.bucket_order == "forward";

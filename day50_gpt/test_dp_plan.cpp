@@ -243,15 +243,17 @@ static void check_variants(const TrainOptions& to, bool more, bool copy_ok = tru
   EXPECT(names.size() == v.size());
   size_t zero = 0, ch = 0, copy = 0;
   for (const auto& x : v) {
-    zero += x.o.zero > 0 && !x.headline, ch += x.channels > 0 && !x.headline;
+    zero += x.o.zero > 0 && !x.o.copy_collectives && !x.headline, ch += x.channels > 0 && !x.headline;
     copy += x.o.copy_collectives && !x.headline;
-    EXPECT(!(x.o.copy_collectives && x.o.zero));  // the copy engines sum the whole gradient: never with ZeRO-1
+    EXPECT(!(x.o.copy_collectives && x.channels));  // NCCL's channel limit means NCCL's kernels
   }
   EXPECT(more ? zero == 3 && ch == 4 : zero == 0 && ch == 0);
-  // the copy engines' rows only where the GPUs allow them, and not again the command line's own
+  // the copy engines' three rows (fp32, bf16, ZeRO-1 in fp32) only where the GPUs allow them, and not
+  // again the command line's own
   const bool cmd_is_copy_row = to.copy_collectives && to.bucket_bytes == (size_t(25) << 20) &&
-                              !to.first_bucket_bytes && !to.bucket_forward && !to.zero && !to.nccl_channels;
-  EXPECT(copy == (more && copy_ok ? (cmd_is_copy_row ? 1u : 2u) : 0u));
+                              !to.first_bucket_bytes && !to.bucket_forward && !to.nccl_channels &&
+                              !(to.zero && to.allreduce_bf16);
+  EXPECT(copy == (more && copy_ok ? (cmd_is_copy_row ? 2u : 3u) : 0u));
 }
 
 TEST(bench_variants_have_one_headline_that_runs_the_command_line) {
@@ -281,6 +283,11 @@ TEST(bench_variants_have_one_headline_that_runs_the_command_line) {
     check_variants(e, more);
     e.bucket_bytes = 0;  // --bucket-mb 0 --collectives copy: the 25 MiB copy rows are not the command line's
     check_variants(e, more);
+    TrainOptions ez;  // --zero 1 with the copy engines: the ZeRO-1 copy row is the command line's
+    ez.copy_collectives = true, ez.zero = 1;
+    check_variants(ez, more);
+    ez.allreduce_bf16 = true;  // ... in bf16: none of the three
+    check_variants(ez, more);
   }
 }
 

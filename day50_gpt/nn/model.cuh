@@ -111,6 +111,10 @@ struct Model {
   // embeddings included). Data parallelism starts the all-reduce of finished gradients from here,
   // while the backward of the earlier blocks goes on.
   std::function<void(int)> on_block_grads;
+  // Data parallel, ZeRO-1 on the copy engines: called before the forward first reads the weights of
+  // range i (0: the embeddings, 1 + l: block l, the last with the final LayerNorm), whose other ranks'
+  // shards may still be arriving (run/data_parallel.cuh, gather).
+  std::function<void(int)> on_range_read;
 
   DeviceBuffer params, params_t, grads, m, v, decay;
   DeviceBuffer tok, tgt, loss, logits, dlogits;
@@ -733,6 +737,10 @@ struct Model {
     drop = dropout::Params();
     if (train && drop_p > 0) drop = dropout::make(drop_p, drop_key, drop_step), drop.first = drop_first;
     const bool fused = ln_fused();
+    const auto reading = [&](int i) {
+      if (on_range_read) on_range_read(i);
+    };
+    reading(0);
     dnn_embedded = on_cudnn() && dnn_embed_fwd();
     if (!dnn_embedded) {
       if (on_cudnn()) fell_back.insert("embedding forward");
@@ -749,6 +757,7 @@ struct Model {
       LAUNCH_CHECK();
     }
     mark(kEmbed);
+    reading(1);
     if (fused)  // block 0's ln1 (every later LayerNorm rides on the residual add before it)
       residual_ln_fwd(nullptr, xs[0].as<float>(), nullptr, kNoSite, lay.layer[0].ln1_w, lay.layer[0].ln1_b,
                       layer[0].ln1.as<T>(), layer[0].ln1_mean.as<float>(), layer[0].ln1_rstd.as<float>());
@@ -767,6 +776,7 @@ struct Model {
       linear(gelu_out(L), Wl.fc2_w, Wl.fc2_b, tmp.as<T>(), 4 * C, C);
       // The LayerNorm after this block: the next block's ln1, or the final one.
       const bool last = l + 1 == c.layers;
+      if (!last) reading(l + 2);  // the next block's ln1
       Layer* nx = last ? nullptr : &layer[size_t(l) + 1];
       const size_t nw = last ? lay.lnf_w : lay.layer[size_t(l) + 1].ln1_w,
                    nb = last ? lay.lnf_b : lay.layer[size_t(l) + 1].ln1_b;

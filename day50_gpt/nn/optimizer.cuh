@@ -31,11 +31,13 @@ void Model<T>::optimizer_step(const train::AdamW& opt, double lr, int64_t t, dou
 // [begin, end) of the flat array; md.m and md.v hold the shard only (their element 0 is parameter
 // `begin`). Clipping needs the norm of the whole gradient: this rank's sum of squares over its shard
 // (whose gradient is already the global mean), summed over the ranks by `sum_over_ranks` (an
-// all-reduce) before AdamW reads it. The bf16 copy is refreshed after the all-gather, for all
-// parameters at once (sync_weights), so AdamW leaves it alone here.
+// all-reduce) before AdamW reads it. NCCL's path refreshes the bf16 copy after its all-gather, for all
+// parameters at once (sync_weights), so AdamW leaves it alone there (pt null); the copy engines' path
+// gathers the bf16 copy too, so AdamW writes this shard's (pt: the copy's element `begin`).
 template <class T>
 void optimizer_step_shard(Model<T>& md, const train::AdamW& opt, double lr, int64_t t, double clip, float* norm_out,
-                          size_t begin, size_t end, const std::function<void(float*)>& sum_over_ranks) {
+                          size_t begin, size_t end, const std::function<void(float*)>& sum_over_ranks,
+                          T* pt = nullptr) {
   const size_t n = end - begin;  // 0 only on a rank whose shard is all padding (a tiny model on many GPUs)
   float* g = md.grads.template as<float>() + begin;
   k::sum_squares_partial<<<k::kNormBlocks, 256, 0, md.s>>>(g, n, md.norm_partial.template as<float>());
@@ -46,7 +48,7 @@ void optimizer_step_shard(Model<T>& md, const train::AdamW& opt, double lr, int6
   sum_over_ranks(md.sumsq.template as<float>());
   // At least one block: block 0 writes the norm even where the shard is empty.
   k::adamw_clipped<T><<<std::max(1, grid_for(n)), 256, 0, md.s>>>(
-      md.params.template as<float>() + begin, static_cast<T*>(nullptr), g, md.m.template as<float>(),
+      md.params.template as<float>() + begin, pt, g, md.m.template as<float>(),
       md.v.template as<float>(), md.decay.template as<unsigned char>() + begin, n, float(lr), float(opt.beta1),
       float(opt.beta2), float(opt.eps), float(opt.weight_decay), float(1 - std::pow(opt.beta1, double(t))),
       float(1 - std::pow(opt.beta2, double(t))), md.sumsq.template as<float>(), 1, float(clip), norm_out);

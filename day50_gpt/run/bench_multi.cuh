@@ -101,7 +101,7 @@ VariantRun run_variant(const MultiConfig& mc, const dp::Variant& v, const train:
           bucket_ms = v.o.bucket_bytes ? r.time_allreduce_ms(g, big_b, 20) : all_ms;
         }
         // The copy engines' all-reduce of the largest bucket alone (its rows: the same GPUs, idle).
-        const double copy_ms = v.o.copy_collectives ? r.time_copy_bucket_ms(20) : NAN;
+        const double copy_ms = v.o.copy_collectives && !v.o.zero ? r.time_copy_bucket_ms(20) : NAN;
         std::sort(c.begin(), c.end());
         if (r.rank == 0)
           out.ms = t, out.comm = c, out.compute_tl = ctl, out.comm_tl = ntl, out.buckets = r.buckets().size(),

@@ -21,17 +21,31 @@
 //   - p's shard r (read by r in step 1) is overwritten by p's step 3, which waits for r's `reduced`,
 //     recorded after r's step 1;
 //   - the next step's backward overwrites the gradient, and the step's end waits for every `done`.
+//
+// ZeRO-1 on the copy engines (--zero 1, reduce_to_owners and gather_params below). Each GPU owns one
+// contiguous shard of the parameters (dp_plan.h's ShardPlan, as NCCL's ZeRO-1 path) and keeps AdamW's
+// m and v for it alone. A bucket's pieces are pulled only by their owner, which averages them (step 1
+// and 2 above, no step 3): nobody needs the others' averaged gradient. After the backward each GPU
+// updates its shard (half of AdamW's memory traffic on two GPUs), then pulls the others' updated shards,
+// fp32 and bf16, block by block in the forward's order. Nothing waits for those copies but the next
+// step's forward, block by block (Replica::block_forward), so they run beside it. Two more events:
+//   - `updated` (its shard is written by AdamW): the others pull it only after that;
+//   - `pulled` (it has copied the others' shards): the others' next AdamW overwrites their shard only
+//     after that.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../nn/kernels/adamw.cuh"
 #include "../nn/kernels/shard_mean.cuh"
 #include "../nn/types.cuh"
+#include "../dp_plan.h"
 
 namespace dp {
 
@@ -65,7 +79,9 @@ class HostBarrier {
 struct CopyWorld {
   struct Rank {
     const char* base = nullptr;  // the array the others read: the fp32 gradient, or its bf16 staging
-    cudaEvent_t ready = nullptr, reduced = nullptr, done = nullptr;
+    const float* params = nullptr;  // ZeRO-1: the weights the others pull this rank's shard of
+    const char* params_t = nullptr;  // and their bf16 copy (null in the fp32 model)
+    cudaEvent_t ready = nullptr, reduced = nullptr, done = nullptr, updated = nullptr, pulled = nullptr;
   };
   explicit CopyWorld(int n) : n(n), barrier(n), ranks(size_t(n)) {}
   const int n;
@@ -107,6 +123,7 @@ class CopyPort {
     if (w_) {
       Rank& me = w_->ranks[size_t(rank_)];
       cudaEventDestroy(me.ready), cudaEventDestroy(me.reduced), cudaEventDestroy(me.done);
+      cudaEventDestroy(me.updated), cudaEventDestroy(me.pulled);
     }
   }
 
@@ -115,7 +132,7 @@ class CopyPort {
     w_ = w, rank_ = rank;
     enable_peer_access(rank, w->n);
     Rank& me = w_->ranks[size_t(rank)];
-    for (cudaEvent_t* e : {&me.ready, &me.reduced, &me.done})
+    for (cudaEvent_t* e : {&me.ready, &me.reduced, &me.done, &me.updated, &me.pulled})
       CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
   }
   bool on() const { return w_ != nullptr; }
@@ -135,12 +152,13 @@ class CopyPort {
     return std::max(lo, at);
   }
 
-  void attach(float* grads, bf16* stage, size_t largest_bucket) {
+  // whole_pieces (ZeRO-1): a rank may own a whole bucket, so a slot holds the largest bucket.
+  void attach(float* grads, bf16* stage, size_t largest_bucket, bool whole_pieces = false) {
     grads_ = grads, stage_ = stage;
     const size_t esz = stage ? sizeof(bf16) : sizeof(float);
     // The largest shard: 1/N of the largest bucket, plus what the rounding of its ends can add; slots
     // kAlign-aligned too.
-    cap_ = (largest_bucket / size_t(w_->n) + 2 * kAlign + kAlign - 1) / kAlign * kAlign;
+    cap_ = ((whole_pieces ? largest_bucket : largest_bucket / size_t(w_->n) + 2 * kAlign) + kAlign - 1) / kAlign * kAlign;
     scratch_.alloc(std::max<size_t>(1, size_t(w_->n - 1) * cap_ * esz));
     w_->ranks[size_t(rank_)].base = stage ? reinterpret_cast<const char*>(stage) : reinterpret_cast<const char*>(grads);
   }
@@ -191,6 +209,81 @@ class CopyPort {
       }
     }
   }
+
+  // ZeRO-1: the weights the others pull this rank's shard of (after any reallocation of them).
+  void attach_params(const float* params, const void* params_t) {
+    Rank& me = w_->ranks[size_t(rank_)];
+    me.params = params, me.params_t = static_cast<const char*>(params_t);
+  }
+
+  // ZeRO-1: the bucket's pieces (dp_plan.h's bucket_pieces: [begin, end) and the rank that owns it),
+  // each averaged over the ranks into its owner's gradient only. Steps 1 and 2 of all_reduce for the
+  // pieces this rank owns; the others' are pulled from here by their owners.
+  void reduce_to_owners(const std::vector<Piece>& pieces, cudaStream_t s) {
+    const int n = w_->n;
+    const size_t esz = stage_ ? sizeof(bf16) : sizeof(float);
+    Rank& me = w_->ranks[size_t(rank_)];
+    ++reduced_;
+    CUDA_CHECK(cudaEventRecord(me.ready, s));
+    w_->barrier.wait();  // every rank's `ready` is recorded
+    for (const Piece& pc : pieces) {
+      if (pc.root != rank_ || pc.end <= pc.begin) continue;
+      const size_t m0 = pc.begin, count = pc.end - pc.begin;
+      int slot = 0;
+      for (int p = 0; p < n; ++p) {
+        if (p == rank_) continue;
+        const Rank& peer = w_->ranks[size_t(p)];
+        CUDA_CHECK(cudaStreamWaitEvent(s, peer.ready, 0));
+        CUDA_CHECK(cudaMemcpyPeerAsync(scratch_.as<char>() + size_t(slot) * cap_ * esz, rank_, peer.base + m0 * esz, p,
+                                       count * esz, s));
+        ++slot;
+      }
+      const int g = grid_for(count);
+      if (stage_)
+        (n == 2 ? k::shard_mean<bf16, 2> : k::shard_mean<bf16, 0>)<<<g, 256, 0, s>>>(
+            stage_ + m0, scratch_.as<bf16>(), cap_, n, rank_, count, stage_ + m0, grads_ + m0);
+      else
+        (n == 2 ? k::shard_mean<float, 2> : k::shard_mean<float, 0>)<<<g, 256, 0, s>>>(
+            grads_ + m0, scratch_.as<float>(), cap_, n, rank_, count, nullptr, grads_ + m0);
+      LAUNCH_CHECK();
+    }
+  }
+
+  // ZeRO-1, before this rank's AdamW writes its shard (on the compute stream `c`): the others have
+  // finished pulling the last update of it. The meeting after the waits: nobody records `pulled` again
+  // before every wait on its last record is enqueued.
+  void before_update(cudaStream_t c) {
+    for (int p = 0; p < w_->n; ++p)
+      if (p != rank_) CUDA_CHECK(cudaStreamWaitEvent(c, w_->ranks[size_t(p)].pulled, 0));
+    w_->barrier.wait();
+  }
+  // ZeRO-1, after this rank's AdamW (enqueued on the compute stream `c`): pull every other rank's
+  // updated shard on stream s (which already waits for `c`), fp32 and bf16, one range of `ranges`
+  // (the forward's order) at a time, recording ranges_done[i] after range i; `pulled` at the end.
+  void gather_params(const std::vector<std::pair<size_t, size_t>>& ranges, const ShardPlan& shards, float* params,
+                     char* params_t, size_t tsz, const std::vector<cudaEvent_t>& ranges_done, cudaStream_t c,
+                     cudaStream_t s) {
+    Rank& me = w_->ranks[size_t(rank_)];
+    CUDA_CHECK(cudaEventRecord(me.updated, c));
+    w_->barrier.wait();  // every rank's `updated` is recorded
+    for (int p = 0; p < w_->n; ++p)
+      if (p != rank_) CUDA_CHECK(cudaStreamWaitEvent(s, w_->ranks[size_t(p)].updated, 0));
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      for (int p = 0; p < w_->n; ++p) {
+        if (p == rank_) continue;
+        const size_t a = std::max(ranges[i].first, shards.begin(p)), b = std::min(ranges[i].second, shards.end(p));
+        if (a >= b) continue;
+        const Rank& peer = w_->ranks[size_t(p)];
+        CUDA_CHECK(cudaMemcpyPeerAsync(params + a, rank_, peer.params + a, p, (b - a) * sizeof(float), s));
+        if (params_t)
+          CUDA_CHECK(cudaMemcpyPeerAsync(params_t + a * tsz, rank_, peer.params_t + a * tsz, p, (b - a) * tsz, s));
+      }
+      CUDA_CHECK(cudaEventRecord(ranges_done[i], s));
+    }
+    CUDA_CHECK(cudaEventRecord(me.pulled, s));
+  }
+  // Stream c waits until this rank's last gather_params has landed (before the host reads the weights).
+  void settle(cudaStream_t c) { CUDA_CHECK(cudaStreamWaitEvent(c, w_->ranks[size_t(rank_)].pulled, 0)); }
 
   // The step's end: stream s waits until every rank has finished reading this rank's arrays (and this
   // rank theirs), so the next step may overwrite the gradient.

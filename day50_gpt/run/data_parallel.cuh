@@ -86,6 +86,7 @@ class Replica {
     CUDA_CHECK(cudaMalloc(&scalars_, 4 * sizeof(float)));
   }
   ~Replica() {
+    for (cudaEvent_t e : range_done_) cudaEventDestroy(e);
     cudaFree(scalars_);
     cudaEventDestroy(done_), cudaEventDestroy(ready_), cudaStreamDestroy(side_);
     ncclCommDestroy(comm_);
@@ -98,8 +99,8 @@ class Replica {
   void plan(const gpt::Config& c, const Settings& s) {
     set_ = s;
     if (s.copy && !port_.on()) {
-      if (!copy_world_ || s.zero) {
-        std::fprintf(stderr, "error: --collectives copy needs --gpus N (one process) and no --zero\n");
+      if (!copy_world_) {
+        std::fprintf(stderr, "error: --collectives copy needs --gpus N (one process)\n");
         std::exit(1);
       }
       port_.open(copy_world_, rank);
@@ -120,6 +121,20 @@ class Replica {
     }
     buckets_ = plan_buckets(c, s.bucket_bytes, s.first_bytes, s.order), next_ = 0, layers_ = c.layers;
     shards_ = plan_shards(gpt::Layout(c).total, world);
+    // ZeRO-1 on the copy engines: the ranges the next forward reads one after the other (the embeddings,
+    // then each block, the last with the final LayerNorm), each with the event its gather records.
+    ranges_.clear();
+    if (s.copy && s.zero) {
+      const gpt::Layout lay(c);
+      const auto begin = [&](int l) { return lay.layer[size_t(l)].ln1_w; };
+      ranges_.push_back({0, begin(0)});
+      for (int l = 0; l < c.layers; ++l) ranges_.push_back({begin(l), l + 1 < c.layers ? begin(l + 1) : lay.total});
+      while (range_done_.size() < ranges_.size()) {
+        cudaEvent_t e;
+        CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        range_done_.push_back(e);
+      }
+    }
     total_ = shards_.total;
     const size_t elems = s.zero ? shards_.padded : total_;
     if (s.bf16) {
@@ -132,8 +147,36 @@ class Replica {
     if (set_.copy) {
       size_t largest = 0;
       for (const Bucket& b : buckets_) largest = std::max(largest, b.end - b.begin);
-      port_.attach(grads, set_.bf16 ? stage_.as<bf16>() : nullptr, largest);
+      port_.attach(grads, set_.bf16 ? stage_.as<bf16>() : nullptr, largest, zero());
     }
+  }
+  // ZeRO-1 on the copy engines: the weights (fp32, padded like the gradient) and their copy in the
+  // step's type (tsz bytes an element; null in the fp32 model), whose other shards gather() pulls.
+  void set_params(float* params, void* params_t, size_t tsz) {
+    params_ = params, params_t_ = static_cast<char*>(params_t), tsz_ = tsz;
+    if (copy_zero()) port_.attach_params(params, params_t);
+  }
+  bool copy_zero() const { return set_.copy && zero(); }
+
+  // ZeRO-1 on the copy engines, the optimizer step around this rank's AdamW (on the compute stream):
+  // before it, wait until the others have pulled this rank's last update; after it, pull theirs on the
+  // side stream, range by range. Nothing waits here for those copies: the next forward waits for each
+  // range as it reaches it (block_forward), and settle() for all of them.
+  void before_update() { port_.before_update(0); }
+  void gather() {
+    log_.point("AdamW on this rank's shard");
+    fork_side();  // after this rank's AdamW: its own shard is final, the others' ranges are free to overwrite
+    log_.open(side_, "gather the others' shards (beside the next forward)");
+    port_.gather_params(ranges_, shards_, params_, params_t_, tsz_, range_done_, 0, side_);
+    log_.close(side_);
+  }
+  // The forward is about to read range r (0: the embeddings, 1 + l: block l): wait for its gather.
+  void block_forward(int r) {
+    if (copy_zero() && size_t(r) < range_done_.size()) CUDA_CHECK(cudaStreamWaitEvent(0, range_done_[size_t(r)], 0));
+  }
+  // Before the host reads or overwrites the weights: the last gather has landed.
+  void settle() {
+    if (copy_zero()) port_.settle(0);
   }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const ShardPlan& shards() const { return shards_; }
@@ -332,8 +375,11 @@ class Replica {
       LAUNCH_CHECK();
       buf = stage_.as<bf16>() + lo;
     }
-    if (set_.copy) {  // the copy engines (run/copy_allreduce.cuh): plain data parallelism only
-      port_.all_reduce(lo, b.end, side_);
+    if (set_.copy) {  // the copy engines (run/copy_allreduce.cuh)
+      if (zero())       // ZeRO-1: each piece to its owner only
+        port_.reduce_to_owners(bucket_pieces(Bucket{lo, b.end, b.after_block}, shards_), side_);
+      else
+        port_.all_reduce(lo, b.end, side_);
       log_.close(side_);
       return;
     }
@@ -378,6 +424,12 @@ class Replica {
   DeviceBuffer stage_;  // bf16 collectives: the gradient in bf16
   CopyWorld* copy_world_ = nullptr;
   CopyPort port_;          // --collectives copy: this GPU's end of the copy-engine all-reduce
+  // ZeRO-1 on the copy engines: the forward's ranges, their gathers' events, the weights
+  std::vector<std::pair<size_t, size_t>> ranges_;
+  std::vector<cudaEvent_t> range_done_;
+  float* params_ = nullptr;
+  char* params_t_ = nullptr;
+  size_t tsz_ = 0;
   bool side_low_ = false;  // the side stream is at the lowest priority (the copy engines')
   EventLog log_;
   bool timed_ = false;

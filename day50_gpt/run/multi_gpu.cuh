@@ -377,19 +377,52 @@ void verify_zero1(results::Results& res, const gpt::Config& c, TrainOptions o, c
     bool bf16;
     const char* what;
   };
+  DpRun per_block;  // NCCL's, fp32 collectives: what the copy engines' ZeRO-1 must equal
   for (const Case& k : {Case{0, false, "one reduce-scatter"}, Case{1, false, "a bucket per block"},
                         Case{1, true, "a bucket per block, bf16"}}) {
     TrainOptions oz = o;
-    oz.bucket_bytes = k.bucket, oz.allreduce_bf16 = k.bf16;
-    const DpRun z = dp_train<T>(c, oz, data, attn, seed, n);
+    oz.bucket_bytes = k.bucket, oz.allreduce_bf16 = k.bf16, oz.copy_collectives = false;
+    DpRun z = dp_train<T>(c, oz, data, attn, seed, n);
     const std::string tag = "ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name() + ", " + k.what;
     // bf16 collectives: the bf16 run-to-run tolerances, as for the bf16 all-reduce.
     const verify::Tol f = k.bf16 ? verify::Tol{0, 5e-3, "bf16 run-to-run"} : first_tol,
                       l = k.bf16 ? bf16_loss_tol : loss_tol;
     check_curves(res, tag, z, one, "one GPU's", f, l);
+    if (k.bucket && !k.bf16) per_block = std::move(z);
   }
-  o.bucket_bytes = 1;
+  o.bucket_bytes = 1, o.copy_collectives = false;
   verify_zero1_resume<T>(res, "ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name(), c, o, data, seed, attn, n);
+  // ZeRO-1 on the copy engines (run/copy_allreduce.cuh: reduce_to_owners, gather_params): the same shards,
+  // the same AdamW and, with two GPUs, the same x/2 + y/2 as NCCL's ncclAvg, so in the fp32 model the run
+  // must equal NCCL's ZeRO-1 run bit for bit (losses and final weights); the bf16 model's cuBLASLt picks
+  // may differ between two runs, so there it must follow NCCL's run and one GPU's within their tolerances.
+  // The copy engines must have reduced every bucket of every step; the others' shards arrive beside the
+  // next forward, which waits for each as it reaches it, so a missed wait would show as a wrong loss.
+  const std::string why = dp::peer_access_missing(n);
+  if (!why.empty()) {
+    std::printf("note: ZeRO-1 on the copy engines not checked here: %s\n", why.c_str());
+    return;
+  }
+  TrainOptions oc = o;
+  oc.bucket_bytes = 1, oc.copy_collectives = true, oc.allreduce_bf16 = false;
+  const DpRun cz = dp_train<T>(c, oc, data, attn, seed, n);
+  const std::string tag = "ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name() + ", a bucket per block, copy engines";
+  res.add(verify::fact(tag + ": the copy engines reduced every bucket of every step to its owners",
+                       cz.copy_reduced == size_t(o.steps) * cz.buckets && cz.buckets > 0, "counted",
+                       std::to_string(cz.copy_reduced) + " = " + std::to_string(o.steps) + " steps x " +
+                           std::to_string(cz.buckets) + " buckets"));
+  if (std::is_same<T, float>::value && n == 2) {
+    const verify::Tol exact{0, 0, "bit-exact (the same shards, x/2 + y/2, the same AdamW)"};
+    const size_t nl = cz.losses.size() == per_block.losses.size() ? cz.losses.size() : 0;
+    res.add(verify::compare(tag + ": losses == NCCL's ZeRO-1", cz.losses.data(), per_block.losses.data(), nl, exact));
+    res.add(verify::compare(tag + ": final weights == NCCL's ZeRO-1", cz.params.data(), per_block.params.data(),
+                            std::min(cz.params.size(), per_block.params.size()), exact));
+  } else {
+    check_curves(res, tag, cz, per_block, "NCCL's ZeRO-1", first_tol, loss_tol);
+  }
+  check_curves(res, tag, cz, one, "one GPU's", first_tol, loss_tol);
+  verify_zero1_resume<T>(res, "ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name() + ", copy engines", c, oc,
+                         data, seed, attn, n);
 }
 
 // The largest relative gap between two runs' loss curves: over the means of 10 steps and the validation

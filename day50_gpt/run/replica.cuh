@@ -3,6 +3,7 @@
 // (run/data_parallel.cuh); without it nothing can make a Replica, the pointer is always null, and
 // every hook is the one-GPU answer.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,7 +50,15 @@ inline void attach(Replica* r, const gpt::Config& c, const TrainOptions& o, M& m
     resize_floats(model.v, s.shard, 0);
   }
   r->set_grads(model.grads.template as<float>());
+  r->set_params(model.params.template as<float>(), model.params_t.bytes() ? model.params_t.as() : nullptr,
+                model.params_t.bytes() / std::max<size_t>(1, model.lay.total));
   model.on_block_grads = [r](int l) { r->block_done(l); };
+  // ZeRO-1 on the copy engines: the forward waits for each range of the others' shards as it reaches it
+  if (r->copy_zero()) model.on_range_read = [r](int i) { r->block_forward(i); };
+}
+// Before the host reads or overwrites the weights (ZeRO-1 on the copy engines: the last gather has landed).
+inline void settle(Replica* r) {
+  if (r) r->settle();
 }
 // The step's first event and the end of its forward, for the timeline.
 inline void step_begin(Replica* r) {
@@ -73,6 +82,15 @@ inline void optimizer_step(Replica* r, Model<T>& m, const train::AdamW& opt, dou
     return;
   }
   const ShardPlan& s = r->shards();
+  if (r->copy_zero()) {  // the copy engines: AdamW writes this shard's bf16 copy too; the gather runs beside the next forward
+    T* pt = nullptr;
+    if constexpr (!std::is_same<T, float>::value) pt = m.params_t.template as<T>() + s.begin(r->rank);
+    r->before_update();
+    optimizer_step_shard(m, opt, lr, t, clip, norm_out, s.begin(r->rank), s.end(r->rank),
+                         [r](float* x) { r->sum_over_ranks(x); }, pt);
+    r->gather();
+    return;
+  }
   optimizer_step_shard(m, opt, lr, t, clip, norm_out, s.begin(r->rank), s.end(r->rank),
                        [r](float* x) { r->sum_over_ranks(x); });
   r->mark("AdamW on this rank's shard");
@@ -114,6 +132,7 @@ inline int world_of(const Replica*) { return 1; }
 inline int rank_of(const Replica*) { return 0; }
 template <class M>
 inline void attach(Replica*, const gpt::Config&, const TrainOptions&, M&) {}
+inline void settle(Replica*) {}
 inline void step_begin(Replica*) {}
 inline void mark(Replica*, const char*) {}
 inline void finish_step(Replica*, float*) {}

@@ -105,6 +105,7 @@ struct Trainer {
   // in a fixed order) compared across the replicas. Collective: every replica calls it at the same step.
   bool replicas_identical() {
     if (!checksum.bytes()) checksum.alloc(sizeof(float));
+    dp::settle(dp);  // (ZeRO-1 on the copy engines: the others' shards have landed)
     k::sum_squares_partial<<<k::kNormBlocks, 256>>>(m.params.template as<float>(), m.lay.total,
                                                     m.norm_partial.template as<float>());
     LAUNCH_CHECK();
@@ -215,11 +216,13 @@ struct Trainer {
     read_back();
     ckpt::Checkpoint k;
     k.config = cfg, k.step = step, k.data_pos = pos, k.rng_state = rng_state;
+    dp::settle(dp);
     k.params = to_host(m.params.template as<float>(), m.lay.total);
     dp::optimizer_state(dp, m, k.m, k.v);  // ZeRO-1: gathered from every rank (collective)
     return k;
   }
   void restore(const ckpt::Checkpoint& k) {
+    dp::settle(dp);  // (no gather still writing the weights)
     to_device(m.params.template as<float>(), k.params);
     dp::restore_optimizer_state(dp, m, k.m, k.v);  // ZeRO-1: this rank's shard
     step = k.step, pos = k.data_pos % data.train.size(), rng_state = k.rng_state;
