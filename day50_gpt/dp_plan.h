@@ -157,10 +157,20 @@ inline double span_ms(const std::vector<Interval>& v) {
   for (const Interval& a : v) s += std::max(0.0, a.end - a.start);
   return s;
 }
-// The share of the communication time that ran beside computation (1: all hidden; 1 with no
-// communication at all).
+// Milliseconds of `comm` after the compute stream's last interval ends: work the step left running
+// into the next one (ZeRO-1 on the copy engines gathers the others' shards beside the next forward).
+// One step's log cannot see what ran beside it, so it is reported apart and left out of the fraction.
+inline double after_step_ms(const std::vector<Interval>& comm, const std::vector<Interval>& compute) {
+  if (compute.empty()) return 0.0;
+  const double end = compute.back().end;
+  double s = 0;
+  for (const Interval& a : comm) s += std::max(0.0, a.end - std::max(a.start, end));
+  return s;
+}
+// The share of the communication time inside the step that ran beside computation (1: all hidden; 1
+// with no communication at all).
 inline double hidden_fraction(const std::vector<Interval>& comm, const std::vector<Interval>& compute) {
-  const double c = span_ms(comm);
+  const double c = span_ms(comm) - after_step_ms(comm, compute);
   return c > 0 ? std::min(1.0, overlapped_ms(comm, compute) / c) : 1.0;
 }
 
@@ -173,8 +183,9 @@ inline double bus_gbps(double bytes, double ms, int n) {
 }
 
 // The results file's `timeline` object: per stream, labelled intervals in ms from the step's start;
-// `comm_ms` the collectives' time, `overlapped_ms` the part of it that ran beside computation and
-// `hidden_fraction` their ratio.
+// `comm_ms` the collectives' time, `after_step_ms` the part of it after the step's end (beside the next
+// step), `overlapped_ms` the part that ran beside computation and `hidden_fraction` its share of the
+// time inside the step.
 inline json::Value timeline_json(const std::vector<Interval>& compute, const std::vector<Interval>& comm) {
   const auto list = [](const std::vector<Interval>& v) {
     json::Value a = json::Value::array();
@@ -191,6 +202,7 @@ inline json::Value timeline_json(const std::vector<Interval>& compute, const std
   t["streams"] = streams;
   t["step_ms"] = compute.empty() ? 0.0 : compute.back().end;
   t["comm_ms"] = span_ms(comm);
+  t["after_step_ms"] = after_step_ms(comm, compute);
   t["overlapped_ms"] = overlapped_ms(comm, compute);
   t["hidden_fraction"] = hidden_fraction(comm, compute);
   return t;

@@ -232,6 +232,11 @@ int main(int argc, char** argv) {
       cli::usage_error(kProg, "--collectives copy: " + why);
     if (o.collectives == "auto")  // --nccl-channels asks for NCCL's kernels: auto keeps them then
       o.train.copy_collectives = o.world == 1 && !o.train.nccl_channels && why.empty();
+    // --zero auto: ZeRO-1 where the copy engines carry the collectives. There each GPU runs AdamW on
+    // its shard only and pulls the others' beside the next forward: a shorter step than the plain
+    // all-reduce, and less memory (make bench-multi measures both). NCCL's ZeRO-1 all-gathers after
+    // AdamW, in the step's path, so with NCCL the plain all-reduce stays the default.
+    if (o.zero == "auto") o.train.zero = o.train.copy_collectives ? 1 : 0;
 #else
     if (gpus > 1)
       cli::usage_error(kProg, "--gpus > 1 needs NCCL, and this build found none (see the first lines make prints)");

@@ -93,7 +93,7 @@ struct Options {
   long long gpus_req = 0;  // --gpus N (0: 'all')
   int world = 1, rank = 0, device = -1;
   std::string id_file, verify_only = "all";
-  std::string allreduce = "fp32", bucket_order = "backward", collectives = "auto";
+  std::string allreduce = "fp32", bucket_order = "backward", collectives = "auto", zero = "auto";
   int bench_steps = 0;
   double cut_dropout = kCutDropout;  // --bench's quality-cut run: --dropout when given
   int cut_steps = kCutSteps;         // and --bench-steps when given
@@ -125,9 +125,10 @@ inline std::string default_data_path() {
 // The data-parallel flags beyond --gpus / --world (run/data_parallel.cuh).
 inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
   o.allreduce = args.str("allreduce", "fp32", "data parallel: fp32 | bf16, the type the gradient is summed in");
-  o.train.zero = int(args.integer("zero", 0, 0, 1,
-                                  "data parallel: 1 = ZeRO-1 (each GPU keeps AdamW's state for its shard of the "
-                                  "parameters; reduce-scatter, sharded AdamW, all-gather)"));
+  o.zero = args.str("zero", "auto",
+                    "data parallel: auto | 0 | 1. 1 = ZeRO-1 (each GPU keeps AdamW's state for its shard of the "
+                    "parameters; reduce-scatter, sharded AdamW, all-gather). auto: 1 where the copy engines carry the "
+                    "collectives (there the all-gather runs beside the next forward: the faster step), else 0");
   o.train.nccl_channels = int(args.integer("nccl-channels", 0, 0, 64,
                                            "data parallel: at most this many NCCL channels (SMs) (0: NCCL's choice)"));
   first_mb =
@@ -302,6 +303,9 @@ inline void check_dp(int argc, char** argv, Options& o, double first_mb) {
     cli::usage_error(kProg, "--bucket-order must be backward or forward, got '" + o.bucket_order + "'");
   if (o.collectives != "auto" && o.collectives != "nccl" && o.collectives != "copy")
     cli::usage_error(kProg, "--collectives must be auto, nccl or copy, got '" + o.collectives + "'");
+  if (o.zero != "auto" && o.zero != "0" && o.zero != "1")
+    cli::usage_error(kProg, "--zero must be auto, 0 or 1, got '" + o.zero + "'");
+  o.train.zero = o.zero == "1";  // auto: decided with --collectives auto in gpt.cu's main
   o.train.allreduce_bf16 = o.allreduce == "bf16";
   o.train.copy_collectives = o.collectives == "copy";
   if (o.train.copy_collectives && o.world > 1)

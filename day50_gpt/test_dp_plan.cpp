@@ -206,6 +206,13 @@ TEST(timeline_overlap_arithmetic) {
   EXPECT(std::fabs(dp::overlapped_ms(comm, compute) - 1.5) < 1e-12);  // 3-4 and 6-6.5
   EXPECT(std::fabs(dp::hidden_fraction(comm, compute) - 0.5) < 1e-12);
   EXPECT(dp::hidden_fraction({}, compute) == 1.0);
+  // a collective that runs on past the step's end (ZeRO-1's gather beside the next forward): that part
+  // is reported apart and left out of the fraction
+  EXPECT(dp::after_step_ms(comm, compute) == 0.0);
+  std::vector<dp::Interval> late = comm;
+  late.push_back({"gather", 6.5, 9, true});  // after b1 (one stream), 0.5 ms of it inside the step
+  EXPECT(std::fabs(dp::after_step_ms(late, compute) - 2.0) < 1e-12);
+  EXPECT(std::fabs(dp::hidden_fraction(late, compute) - 2.0 / 3.5) < 1e-12);  // (1 + 0.5 + 0.5) / (2 + 1 + 0.5)
 }
 
 TEST(timeline_json_carries_both_streams_and_the_hidden_share) {

@@ -171,6 +171,8 @@ json::Value bench_multi_variant(results::Results& res, const MultiConfig& mc, co
       "exposed %.2f ms, hidden %.0f%%)\n",
       n, v.mode.c_str(), med, b.tokens_per_s, scaling, 100.0 * mt.share_ms / med, comm_ms, exposed,
       100.0 * dp::hidden_fraction(run.comm_tl, run.compute_tl));
+  if (const double after = dp::after_step_ms(run.comm_tl, run.compute_tl); after > 0)
+    std::printf("      of the collectives' time, %.2f ms after the step's end, beside the next step's forward\n", after);
   if (v.o.zero || v.o.allreduce_bf16)
     std::printf("      memory per GPU: model state %.2f GB (plain data parallel %.2f GB); device in use %.2f GB\n",
                 state / 1e9, plain / 1e9, run.used_bytes / 1e9);

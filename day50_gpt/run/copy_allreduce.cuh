@@ -1,4 +1,5 @@
-// day50_gpt/run/copy_allreduce.cuh: the gradient's all-reduce through the copy engines (--collectives copy).
+// day50_gpt/run/copy_allreduce.cuh: the gradient's all-reduce through the copy engines (--collectives copy),
+// and ZeRO-1's reduce to the shards' owners and gather of the updated shards (--zero 1).
 //
 // Why. NCCL's all-reduce is a kernel: each of its channels holds an SM for as long as a bucket is in
 // flight. Beside the backward that costs more than those SMs' share of the time: a GEMM launched for all

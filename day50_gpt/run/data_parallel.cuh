@@ -1,4 +1,5 @@
-// day50_gpt/run/data_parallel.cuh: one GPU's part in data-parallel training, through NCCL.
+// day50_gpt/run/data_parallel.cuh: one GPU's part in data-parallel training, through NCCL or the copy
+// engines (run/copy_allreduce.cuh).
 //
 // Every GPU holds the whole model (a replica) and takes its own slice of each global batch. After the
 // backward, each replica's gradient is the mean over its slice; NCCL's all-reduce (ncclAvg) turns it
