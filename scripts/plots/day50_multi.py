@@ -74,9 +74,16 @@ def multi_plot(plt, data, png):
     if not rows or not alone or not lc:
         return False
     n = data["config"]["gpus"]
-    fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.6))
+    lanes = timeline_rows(rows)
+    if lanes:
+        fig = plt.figure(figsize=(16, 8.4))
+        gs = fig.add_gridspec(2, 3, height_ratios=[1, 0.75])
+        ax, ax2, ax3 = (fig.add_subplot(gs[0, i]) for i in range(3))
+        draw_timelines(fig.add_subplot(gs[1, :]), lanes, n)
+    else:
+        fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.6))
     names = list(rows)
-    kinds = [("1 GPU", "#999"), (f"{n} GPUs, one all-reduce", "#e92"), (f"{n} GPUs, default buckets", "#3a7"),
+    kinds = [("1 GPU", "#999"), (f"{n} GPUs, one all-reduce", "#e92"), (f"{n} GPUs, the command line's settings", "#3a7"),
              (f"{n} × one replica's share (free communication)", "#69c")]
     w = 0.2
     for k, (label, color) in enumerate(kinds):
@@ -123,6 +130,68 @@ def multi_plot(plt, data, png):
     fig.tight_layout()
     fig.savefig(png, dpi=100)
     return True
+
+
+def timeline_rows(rows):
+    """The sampled steps to draw, of the largest configuration: the headline row's (the command line's
+    settings) and, where the headline is another way of running, the plain copy-engine all-reduce's beside
+    it. [(label, row)]; [] where the file has no timelines."""
+    if not rows:
+        return []
+    c = rows[list(rows)[-1]]
+    head = next((b for b in c["many"] if b["extra"].get("default_bucket")), None)
+    if not head or "timeline" not in head["extra"]:
+        return []
+    out = [(f"{head['extra']['mode']}", head)]
+    plain = next((b for b in c["many"] if b["extra"].get("collectives") == "copy" and not b["extra"].get("zero")
+                  and b["extra"].get("allreduce") == "fp32" and b is not head and "timeline" in b["extra"]), None)
+    if plain:
+        out.insert(0, (plain["extra"]["mode"], plain))
+    return out
+
+
+def draw_timelines(ax, lanes, n):
+    """One sampled step of each row on two lanes, ms from the step's start: the compute stream's phases
+    (busy and waiting) and the side stream's collectives; what runs on past the step's end (ZeRO-1's
+    gather, beside the next forward) is drawn faded, right of a line at the step's end."""
+    def color(label, waiting):
+        if waiting:
+            return "#ccc"
+        if "forward" in label:
+            return "#69c"
+        if "backward" in label:
+            return "#3a7"
+        if "AdamW" in label or "optimizer" in label or "sum of squares" in label:
+            return "#e92"
+        return "#a6c"
+    yt, yl = [], []
+    for i, (label, row) in enumerate(reversed(lanes)):
+        t = row["extra"]["timeline"]
+        end = t.get("step_ms", 0)
+        y0 = 3 * i
+        for k, iv in enumerate(t["streams"]["compute"]):
+            w = iv["end_ms"] - iv["start_ms"]
+            ax.barh(y0 + 1, w, left=iv["start_ms"], height=0.8, color=color(iv["label"], iv.get("waiting")),
+                    edgecolor="white", linewidth=0.5, hatch="//" if iv.get("waiting") else None)
+        for iv in t["streams"]["nccl"]:
+            a, b = iv["start_ms"], iv["end_ms"]
+            c = "#c33" if "gather" in iv["label"] else "#555"
+            inside = min(b, end) - a
+            if inside > 0:
+                ax.barh(y0, inside, left=a, height=0.8, color=c, edgecolor="white", linewidth=0.5)
+            if b > end:
+                ax.barh(y0, b - max(a, end), left=max(a, end), height=0.8, color=c, alpha=0.35, edgecolor="white",
+                        linewidth=0.5)
+        ax.plot([end, end], [y0 - 0.5, y0 + 1.5], color="black", linewidth=1)
+        ax.text(end, y0 + 1.55, f" step ends {end:.1f} ms", fontsize=7, va="bottom")
+        yt += [y0, y0 + 1]
+        yl += ["side stream", f"{label}\ncompute stream"]
+    ax.set_yticks(yt)
+    ax.set_yticklabels(yl, fontsize=7)
+    ax.set_xlabel("ms from the step's start (one sampled step, rank 0)")
+    ax.set_title(f"one step of the large model on {n} GPUs: forward (blue), backward blocks (green), waiting (grey), "
+                 "AdamW (orange); side stream: buckets (dark), ZeRO-1's gather (red, faded past the step's end)",
+                 fontsize=9)
 
 
 VIEWS = {"day50_gpt_multi": dict(block=multi_block, plot=multi_plot, headline=multi_headline)}
