@@ -189,9 +189,10 @@ def draw_timelines(ax, lanes, n):
     ax.set_yticks(yt)
     ax.set_yticklabels(yl, fontsize=7)
     ax.set_xlabel("ms from the step's start (one sampled step, rank 0)")
+    gathers = any("gather" in iv["label"] for _, row in lanes for iv in row["extra"]["timeline"]["streams"]["nccl"])
     ax.set_title(f"one step of the large model on {n} GPUs: forward (blue), backward blocks (green), waiting (grey), "
-                 "AdamW (orange); side stream: buckets (dark), ZeRO-1's gather (red, faded past the step's end)",
-                 fontsize=9)
+                 "AdamW (orange); side stream: the collectives (dark)" +
+                 (", ZeRO-1's gather (red, faded past the step's end)" if gathers else ""), fontsize=9)
 
 
 VIEWS = {"day50_gpt_multi": dict(block=multi_block, plot=multi_plot, headline=multi_headline)}
