@@ -169,7 +169,7 @@ def draw_timelines(ax, lanes, n):
         t = row["extra"]["timeline"]
         end = t.get("step_ms", 0)
         y0 = 3 * i
-        for k, iv in enumerate(t["streams"]["compute"]):
+        for iv in t["streams"]["compute"]:
             w = iv["end_ms"] - iv["start_ms"]
             ax.barh(y0 + 1, w, left=iv["start_ms"], height=0.8, color=color(iv["label"], iv.get("waiting")),
                     edgecolor="white", linewidth=0.5, hatch="//" if iv.get("waiting") else None)
