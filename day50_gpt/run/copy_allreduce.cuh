@@ -178,26 +178,7 @@ class CopyPort {
     ++reduced_;
     CUDA_CHECK(cudaEventRecord(me.ready, s));
     w_->barrier.wait();  // every rank's `ready` is recorded
-    int slot = 0;
-    for (int p = 0; p < n; ++p) {
-      if (p == rank_) continue;
-      const Rank& peer = w_->ranks[size_t(p)];
-      CUDA_CHECK(cudaStreamWaitEvent(s, peer.ready, 0));
-      if (count)
-        CUDA_CHECK(cudaMemcpyPeerAsync(scratch_.as<char>() + size_t(slot) * cap_ * esz, rank_, peer.base + m0 * esz, p,
-                                       count * esz, s));
-      ++slot;
-    }
-    if (count) {
-      const int g = grid_for(count);
-      if (stage_)
-        (n == 2 ? k::shard_mean<bf16, 2> : k::shard_mean<bf16, 0>)<<<g, 256, 0, s>>>(
-            stage_ + m0, scratch_.as<bf16>(), cap_, n, rank_, count, stage_ + m0, grads_ + m0);
-      else
-        (n == 2 ? k::shard_mean<float, 2> : k::shard_mean<float, 0>)<<<g, 256, 0, s>>>(
-            grads_ + m0, scratch_.as<float>(), cap_, n, rank_, count, nullptr, grads_ + m0);
-      LAUNCH_CHECK();
-    }
+    pull_and_average(m0, count, s);
     CUDA_CHECK(cudaEventRecord(me.reduced, s));
     w_->barrier.wait();  // every rank's `reduced` is recorded (and every wait on `ready` enqueued)
     for (int p = 0; p < n; ++p) {
@@ -229,35 +210,13 @@ class CopyPort {
   // before a peer has enqueued its wait for this one; that wait then binds to the newer record, which
   // only waits longer (for this rank's next block), never too little, and cannot close a cycle.
   void reduce_to_owners(const std::vector<Piece>& pieces, cudaStream_t s) {
-    const int n = w_->n;
-    const size_t esz = stage_ ? sizeof(bf16) : sizeof(float);
     Rank& me = w_->ranks[size_t(rank_)];
     ++reduced_;
     CUDA_CHECK(cudaEventRecord(me.ready, s));
     w_->barrier.wait();  // every rank's `ready` is recorded
-    for (const Piece& pc : pieces) {
-      if (pc.root != rank_ || pc.end <= pc.begin) continue;
-      const size_t m0 = pc.begin, count = pc.end - pc.begin;
-      int slot = 0;
-      for (int p = 0; p < n; ++p) {
-        if (p == rank_) continue;
-        const Rank& peer = w_->ranks[size_t(p)];
-        CUDA_CHECK(cudaStreamWaitEvent(s, peer.ready, 0));
-        CUDA_CHECK(cudaMemcpyPeerAsync(scratch_.as<char>() + size_t(slot) * cap_ * esz, rank_, peer.base + m0 * esz, p,
-                                       count * esz, s));
-        ++slot;
-      }
-      const int g = grid_for(count);
-      if (stage_)
-        (n == 2 ? k::shard_mean<bf16, 2> : k::shard_mean<bf16, 0>)<<<g, 256, 0, s>>>(
-            stage_ + m0, scratch_.as<bf16>(), cap_, n, rank_, count, stage_ + m0, grads_ + m0);
-      else
-        (n == 2 ? k::shard_mean<float, 2> : k::shard_mean<float, 0>)<<<g, 256, 0, s>>>(
-            grads_ + m0, scratch_.as<float>(), cap_, n, rank_, count, nullptr, grads_ + m0);
-      LAUNCH_CHECK();
-    }
+    for (const Piece& pc : pieces)
+      if (pc.root == rank_ && pc.end > pc.begin) pull_and_average(pc.begin, pc.end - pc.begin, s);
   }
-
   // ZeRO-1, before this rank's AdamW writes its shard (on the compute stream `c`): the others have
   // finished pulling the last update of it. The meeting after the waits: nobody records `pulled` again
   // before every wait on its last record is enqueued.
@@ -308,6 +267,32 @@ class CopyPort {
 
  private:
   using Rank = CopyWorld::Rank;
+  // Steps 1 and 2 for elements [m0, m0 + count) owned here: wait for every other rank's `ready`, pull
+  // its copy of them into a scratch slot (one per other rank, in rank order), then average all N copies
+  // into this rank's gradient (and its bf16 staging). With count 0 only the waits are enqueued.
+  void pull_and_average(size_t m0, size_t count, cudaStream_t s) {
+    const int n = w_->n;
+    const size_t esz = stage_ ? sizeof(bf16) : sizeof(float);
+    int slot = 0;
+    for (int p = 0; p < n; ++p) {
+      if (p == rank_) continue;
+      const Rank& peer = w_->ranks[size_t(p)];
+      CUDA_CHECK(cudaStreamWaitEvent(s, peer.ready, 0));
+      if (count)
+        CUDA_CHECK(cudaMemcpyPeerAsync(scratch_.as<char>() + size_t(slot) * cap_ * esz, rank_, peer.base + m0 * esz, p,
+                                       count * esz, s));
+      ++slot;
+    }
+    if (!count) return;
+    const int g = grid_for(count);
+    if (stage_)
+      (n == 2 ? k::shard_mean<bf16, 2> : k::shard_mean<bf16, 0>)<<<g, 256, 0, s>>>(
+          stage_ + m0, scratch_.as<bf16>(), cap_, n, rank_, count, stage_ + m0, grads_ + m0);
+    else
+      (n == 2 ? k::shard_mean<float, 2> : k::shard_mean<float, 0>)<<<g, 256, 0, s>>>(
+          grads_ + m0, scratch_.as<float>(), cap_, n, rank_, count, nullptr, grads_ + m0);
+    LAUNCH_CHECK();
+  }
   CopyWorld* w_ = nullptr;
   int rank_ = 0;
   float* grads_ = nullptr;
