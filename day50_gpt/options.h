@@ -59,12 +59,12 @@ struct TrainOptions {
   int zero = 0;                            // data parallel: 1 = ZeRO-1 (optimizer state sharded)
   int nccl_channels = 0;                   // data parallel: NCCL channels at most (0: NCCL's choice)
   bool copy_collectives = false;           // data parallel: the gradient summed through the copy engines, not NCCL
-  // ZeRO-1 on the copy engines, for the checks only (no flag): hold the side stream this many clock cycles
-  // before each step's gather, so the next forward finds its ranges late; and skip the forward's waits
-  // (the check that shows a skipped wait changes the losses).
-  long long test_gather_delay_cycles = 0;
-  bool test_skip_range_waits = false;
                                            // (--collectives auto picks them in gpt.cu's main where they can run)
+  // ZeRO-1 on the copy engines, for the checks only (no flag): hold the side stream this many clock cycles
+  // before each range of the gather, so the next forward finds every range late; and skip the forward's
+  // wait for one range (-1: none; the check that shows one skipped wait changes the losses).
+  long long test_gather_delay_cycles = 0;
+  int test_skip_range_wait = -1;
   Backend backend = Backend::kCustom;      // --backend: who runs the layers (nn/backend.h)
   bool tf32 = false;                       // --precision tf32: the fp32 model, its matmuls on TF32 tensor cores
 };

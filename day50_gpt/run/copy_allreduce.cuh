@@ -45,6 +45,7 @@
 
 #include "../nn/kernels/adamw.cuh"
 #include "../nn/kernels/shard_mean.cuh"
+#include "../nn/kernels/spin.cuh"
 #include "../nn/types.cuh"
 #include "../dp_plan.h"
 
@@ -235,10 +236,17 @@ class CopyPort {
   }
   // ... then pulls their updated shards, fp32 and bf16, one range of `ranges` (the forward's order) at a
   // time, recording ranges_done[i] after range i; `pulled` at the end.
+  // hold > 0 (the checks only): a kernel spins that many cycles before each range's copies, so every
+  // range lands later than the next forward would reach it without its wait.
   void gather_params(const std::vector<std::pair<size_t, size_t>>& ranges, const ShardPlan& shards, float* params,
-                     char* params_t, size_t tsz, const std::vector<cudaEvent_t>& ranges_done, cudaStream_t s) {
+                     char* params_t, size_t tsz, const std::vector<cudaEvent_t>& ranges_done, cudaStream_t s,
+                     long long hold = 0) {
     Rank& me = w_->ranks[size_t(rank_)];
     for (size_t i = 0; i < ranges.size(); ++i) {
+      if (hold > 0) {
+        k::spin_cycles<<<1, 1, 0, s>>>(hold);
+        LAUNCH_CHECK();
+      }
       for (int p = 0; p < w_->n; ++p) {
         if (p == rank_) continue;
         const size_t a = std::max(ranges[i].first, shards.begin(p)), b = std::min(ranges[i].second, shards.end(p));
@@ -252,6 +260,8 @@ class CopyPort {
     }
     CUDA_CHECK(cudaEventRecord(me.pulled, s));
   }
+  // All ranks' host threads meet (collective).
+  void meet() { w_->barrier.wait(); }
   // Stream c waits until this rank's last gather_params has landed (before the host reads the weights).
   void settle(cudaStream_t c) { CUDA_CHECK(cudaStreamWaitEvent(c, w_->ranks[size_t(rank_)].pulled, 0)); }
 

@@ -32,7 +32,6 @@
 #include "copy_allreduce.cuh"
 #include "dp_timeline.cuh"
 #include "stream_gate.cuh"
-#include "../nn/kernels/spin.cuh"
 
 #define NCCL_CHECK(call)                                                                                        \
   do {                                                                                                          \
@@ -62,10 +61,10 @@ struct Settings {
   bool bf16 = false;  // the collectives carry bf16 (cast from the fp32 gradient, widened back after)
   int zero = 0;       // 1: ZeRO-1 (gradient reduced to its shard's owner, AdamW per shard, all-gather)
   bool copy = false;  // the buckets summed through the copy engines (run/copy_allreduce.cuh), not NCCL
-  // ZeRO-1 on the copy engines, the checks only: hold the gather back this many cycles; skip the
-  // forward's waits for it (TrainOptions::test_gather_delay_cycles, test_skip_range_waits)
+  // ZeRO-1 on the copy engines, the checks only: hold each range of the gather back this many cycles;
+  // skip the forward's wait for one range (TrainOptions::test_gather_delay_cycles, test_skip_range_wait)
   long long gather_delay = 0;
-  bool skip_range_waits = false;
+  int skip_range_wait = -1;
 };
 
 // One replica's link to the others: its communicator, the side stream the collectives run on, and
@@ -173,18 +172,14 @@ class Replica {
     log_.point("AdamW on this rank's shard");
     fork_side();  // after this rank's AdamW: its own shard is final, the others' ranges are free to overwrite
     port_.before_gather(0, side_);  // and after the others' AdamW (the interval below starts there)
-    if (set_.gather_delay > 0) {    // the checks: the copies land late on purpose
-      k::spin_cycles<<<1, 1, 0, side_>>>(set_.gather_delay);
-      LAUNCH_CHECK();
-    }
     log_.open(side_, "gather the others' shards (beside the next forward)");
-    port_.gather_params(ranges_, shards_, params_, params_t_, tsz_, range_done_, side_);
+    port_.gather_params(ranges_, shards_, params_, params_t_, tsz_, range_done_, side_, set_.gather_delay);
     log_.close(side_);
     ++gathers_;
   }
   // The forward is about to read range r (0: the embeddings, 1 + l: block l): wait for its gather.
   void block_forward(int r) {
-    if (set_.skip_range_waits) return;  // the checks' negative control only
+    if (r == set_.skip_range_wait) return;  // the checks' negative control only
     if (copy_zero() && size_t(r) < range_done_.size()) CUDA_CHECK(cudaStreamWaitEvent(0, range_done_[size_t(r)], 0));
   }
   // Before the host reads or overwrites the weights: the last gather has landed.
@@ -196,10 +191,12 @@ class Replica {
   // an NCCL collective on the side stream, after the last gather on every rank, comes first.)
   void quiesce() {
     if (!copy_zero()) return;
-    port_.before_update(0);  // the others' last pulls of this rank's shard
-    port_.settle(0);         // this rank's last pulls of theirs
+    // Each rank's pulls run on its own side stream: once every rank has drained its streams and met
+    // here, every pull of every rank has landed (no event involved: a wait enqueued now might bind to a
+    // peer's `pulled` of the step before, if that peer has not yet recorded its last one).
     CUDA_CHECK(cudaStreamSynchronize(0));
     CUDA_CHECK(cudaStreamSynchronize(side_));
+    port_.meet();
   }
   // The checks' evidence that ZeRO-1 ran on the copy engines: the gathers enqueued.
   size_t copy_gathers() const { return gathers_; }
