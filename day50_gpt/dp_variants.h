@@ -26,7 +26,7 @@ struct Variant {
 // (the first bucket early, bf16, fewer NCCL channels), ZeRO-1, and the forward bucket order (the
 // overlap lost: what the backward order is worth).
 // copy_ok: the GPUs have peer access, so the copy-engine all-reduce (--collectives copy) can run: with
-// `more`, three rows of it (fp32 and bf16 collectives, and ZeRO-1 on the copy engines).
+// `more`, four rows of it (fp32 and bf16 collectives, plain and with ZeRO-1).
 inline std::vector<Variant> variants(const TrainOptions& to, bool more, bool copy_ok = false) {
   std::vector<Variant> v;
   const auto mib = [](size_t b) {
@@ -62,10 +62,11 @@ inline std::vector<Variant> variants(const TrainOptions& to, bool more, bool cop
   if (!more) return v;
   TrainOptions o = v.front().o;  // plain: fp32, no ZeRO, backward order
   o.bucket_bytes = base;
-  TrainOptions first = o, fwd = o, half = o, z = o, zh = o, zone = o, copy = o, copy_half = o, copy_z = o;
+  TrainOptions first = o, fwd = o, half = o, z = o, zh = o, zone = o, copy = o, copy_half = o, copy_z = o, copy_zh = o;
   first.first_bucket_bytes = 1, fwd.bucket_forward = true, half.allreduce_bf16 = true;
   copy.copy_collectives = true, copy_half.copy_collectives = true, copy_half.allreduce_bf16 = true;
   copy_z.copy_collectives = true, copy_z.zero = 1;
+  copy_zh.copy_collectives = true, copy_zh.zero = 1, copy_zh.allreduce_bf16 = true;
   z.zero = 1, zh.zero = 1, zh.allreduce_bf16 = true, zone.zero = 1, zone.bucket_bytes = 0;
   v.push_back({b + ", first bucket one block", first, 0, false});
   v.push_back({b + " in forward order", fwd, 0, false});
@@ -81,6 +82,7 @@ inline std::vector<Variant> variants(const TrainOptions& to, bool more, bool cop
     if (!same(copy)) v.push_back({b + ", copy engines", copy, 0, false});
     if (!same(copy_half)) v.push_back({b + ", bf16 all-reduce, copy engines", copy_half, 0, false});
     if (!same(copy_z)) v.push_back({"ZeRO-1, " + b + ", copy engines", copy_z, 0, false});
+    if (!same(copy_zh)) v.push_back({"ZeRO-1, " + b + ", bf16, copy engines", copy_zh, 0, false});
   }
   v.push_back({"ZeRO-1, one reduce-scatter", zone, 0, false});
   v.push_back({"ZeRO-1, " + b, z, 0, false});

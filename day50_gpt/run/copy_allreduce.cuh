@@ -45,6 +45,7 @@
 
 #include "../nn/kernels/adamw.cuh"
 #include "../nn/kernels/shard_mean.cuh"
+#include "../nn/kernels/spin.cuh"
 #include "../nn/types.cuh"
 #include "../dp_plan.h"
 
@@ -153,13 +154,15 @@ class CopyPort {
     return std::max(lo, at);
   }
 
-  // whole_pieces (ZeRO-1): a rank may own a whole bucket, so a slot holds the largest bucket.
-  void attach(float* grads, bf16* stage, size_t largest_bucket, bool whole_pieces = false) {
+  // piece_cap > 0 (ZeRO-1): a piece is a bucket's overlap with one rank's shard, so a slot holds the
+  // smaller of the largest bucket and a shard (piece_cap).
+  void attach(float* grads, bf16* stage, size_t largest_bucket, size_t piece_cap = 0) {
     grads_ = grads, stage_ = stage;
     const size_t esz = stage ? sizeof(bf16) : sizeof(float);
     // The largest shard: 1/N of the largest bucket, plus what the rounding of its ends can add; slots
     // kAlign-aligned too.
-    cap_ = ((whole_pieces ? largest_bucket : largest_bucket / size_t(w_->n) + 2 * kAlign) + kAlign - 1) / kAlign * kAlign;
+    cap_ = ((piece_cap ? std::min(largest_bucket, piece_cap) : largest_bucket / size_t(w_->n) + 2 * kAlign) + kAlign -
+            1) / kAlign * kAlign;
     scratch_.alloc(std::max<size_t>(1, size_t(w_->n - 1) * cap_ * esz));
     w_->ranks[size_t(rank_)].base = stage ? reinterpret_cast<const char*>(stage) : reinterpret_cast<const char*>(grads);
   }
@@ -176,26 +179,7 @@ class CopyPort {
     ++reduced_;
     CUDA_CHECK(cudaEventRecord(me.ready, s));
     w_->barrier.wait();  // every rank's `ready` is recorded
-    int slot = 0;
-    for (int p = 0; p < n; ++p) {
-      if (p == rank_) continue;
-      const Rank& peer = w_->ranks[size_t(p)];
-      CUDA_CHECK(cudaStreamWaitEvent(s, peer.ready, 0));
-      if (count)
-        CUDA_CHECK(cudaMemcpyPeerAsync(scratch_.as<char>() + size_t(slot) * cap_ * esz, rank_, peer.base + m0 * esz, p,
-                                       count * esz, s));
-      ++slot;
-    }
-    if (count) {
-      const int g = grid_for(count);
-      if (stage_)
-        (n == 2 ? k::shard_mean<bf16, 2> : k::shard_mean<bf16, 0>)<<<g, 256, 0, s>>>(
-            stage_ + m0, scratch_.as<bf16>(), cap_, n, rank_, count, stage_ + m0, grads_ + m0);
-      else
-        (n == 2 ? k::shard_mean<float, 2> : k::shard_mean<float, 0>)<<<g, 256, 0, s>>>(
-            grads_ + m0, scratch_.as<float>(), cap_, n, rank_, count, nullptr, grads_ + m0);
-      LAUNCH_CHECK();
-    }
+    pull_and_average(m0, count, s);
     CUDA_CHECK(cudaEventRecord(me.reduced, s));
     w_->barrier.wait();  // every rank's `reduced` is recorded (and every wait on `ready` enqueued)
     for (int p = 0; p < n; ++p) {
@@ -212,44 +196,28 @@ class CopyPort {
   }
 
   // ZeRO-1: the weights the others pull this rank's shard of (after any reallocation of them).
+  // Collective (every rank attaches a new model at the same point): the meeting first, so that no rank
+  // is still enqueueing a gather from the old pointers while they change.
   void attach_params(const float* params, const void* params_t) {
+    w_->barrier.wait();
     Rank& me = w_->ranks[size_t(rank_)];
     me.params = params, me.params_t = static_cast<const char*>(params_t);
   }
 
   // ZeRO-1: the bucket's pieces (dp_plan.h's bucket_pieces: [begin, end) and the rank that owns it),
   // each averaged over the ranks into its owner's gradient only. Steps 1 and 2 of all_reduce for the
-  // pieces this rank owns; the others' are pulled from here by their owners.
+  // pieces this rank owns; the others' are pulled from here by their owners. One meeting, where
+  // all_reduce has two: a rank that owns nothing of this bucket may record `ready` for the next one
+  // before a peer has enqueued its wait for this one; that wait then binds to the newer record, which
+  // only waits longer (for this rank's next block), never too little, and cannot close a cycle.
   void reduce_to_owners(const std::vector<Piece>& pieces, cudaStream_t s) {
-    const int n = w_->n;
-    const size_t esz = stage_ ? sizeof(bf16) : sizeof(float);
     Rank& me = w_->ranks[size_t(rank_)];
     ++reduced_;
     CUDA_CHECK(cudaEventRecord(me.ready, s));
     w_->barrier.wait();  // every rank's `ready` is recorded
-    for (const Piece& pc : pieces) {
-      if (pc.root != rank_ || pc.end <= pc.begin) continue;
-      const size_t m0 = pc.begin, count = pc.end - pc.begin;
-      int slot = 0;
-      for (int p = 0; p < n; ++p) {
-        if (p == rank_) continue;
-        const Rank& peer = w_->ranks[size_t(p)];
-        CUDA_CHECK(cudaStreamWaitEvent(s, peer.ready, 0));
-        CUDA_CHECK(cudaMemcpyPeerAsync(scratch_.as<char>() + size_t(slot) * cap_ * esz, rank_, peer.base + m0 * esz, p,
-                                       count * esz, s));
-        ++slot;
-      }
-      const int g = grid_for(count);
-      if (stage_)
-        (n == 2 ? k::shard_mean<bf16, 2> : k::shard_mean<bf16, 0>)<<<g, 256, 0, s>>>(
-            stage_ + m0, scratch_.as<bf16>(), cap_, n, rank_, count, stage_ + m0, grads_ + m0);
-      else
-        (n == 2 ? k::shard_mean<float, 2> : k::shard_mean<float, 0>)<<<g, 256, 0, s>>>(
-            grads_ + m0, scratch_.as<float>(), cap_, n, rank_, count, nullptr, grads_ + m0);
-      LAUNCH_CHECK();
-    }
+    for (const Piece& pc : pieces)
+      if (pc.root == rank_ && pc.end > pc.begin) pull_and_average(pc.begin, pc.end - pc.begin, s);
   }
-
   // ZeRO-1, before this rank's AdamW writes its shard (on the compute stream `c`): the others have
   // finished pulling the last update of it. The meeting after the waits: nobody records `pulled` again
   // before every wait on its last record is enqueued.
@@ -258,18 +226,27 @@ class CopyPort {
       if (p != rank_) CUDA_CHECK(cudaStreamWaitEvent(c, w_->ranks[size_t(p)].pulled, 0));
     w_->barrier.wait();
   }
-  // ZeRO-1, after this rank's AdamW (enqueued on the compute stream `c`): pull every other rank's
-  // updated shard on stream s (which already waits for `c`), fp32 and bf16, one range of `ranges`
-  // (the forward's order) at a time, recording ranges_done[i] after range i; `pulled` at the end.
-  void gather_params(const std::vector<std::pair<size_t, size_t>>& ranges, const ShardPlan& shards, float* params,
-                     char* params_t, size_t tsz, const std::vector<cudaEvent_t>& ranges_done, cudaStream_t c,
-                     cudaStream_t s) {
-    Rank& me = w_->ranks[size_t(rank_)];
-    CUDA_CHECK(cudaEventRecord(me.updated, c));
+  // ZeRO-1, after this rank's AdamW (enqueued on the compute stream `c`): stream s (which already
+  // waits for `c`) waits for every other rank's AdamW ...
+  void before_gather(cudaStream_t c, cudaStream_t s) {
+    CUDA_CHECK(cudaEventRecord(w_->ranks[size_t(rank_)].updated, c));
     w_->barrier.wait();  // every rank's `updated` is recorded
     for (int p = 0; p < w_->n; ++p)
       if (p != rank_) CUDA_CHECK(cudaStreamWaitEvent(s, w_->ranks[size_t(p)].updated, 0));
+  }
+  // ... then pulls their updated shards, fp32 and bf16, one range of `ranges` (the forward's order) at a
+  // time, recording ranges_done[i] after range i; `pulled` at the end.
+  // hold > 0 (the checks only): a kernel spins that many cycles before each range's copies, so every
+  // range lands later than the next forward would reach it without its wait.
+  void gather_params(const std::vector<std::pair<size_t, size_t>>& ranges, const ShardPlan& shards, float* params,
+                     char* params_t, size_t tsz, const std::vector<cudaEvent_t>& ranges_done, cudaStream_t s,
+                     long long hold = 0) {
+    Rank& me = w_->ranks[size_t(rank_)];
     for (size_t i = 0; i < ranges.size(); ++i) {
+      if (hold > 0) {
+        k::spin_cycles<<<1, 1, 0, s>>>(hold);
+        LAUNCH_CHECK();
+      }
       for (int p = 0; p < w_->n; ++p) {
         if (p == rank_) continue;
         const size_t a = std::max(ranges[i].first, shards.begin(p)), b = std::min(ranges[i].second, shards.end(p));
@@ -283,6 +260,8 @@ class CopyPort {
     }
     CUDA_CHECK(cudaEventRecord(me.pulled, s));
   }
+  // All ranks' host threads meet (collective).
+  void meet() { w_->barrier.wait(); }
   // Stream c waits until this rank's last gather_params has landed (before the host reads the weights).
   void settle(cudaStream_t c) { CUDA_CHECK(cudaStreamWaitEvent(c, w_->ranks[size_t(rank_)].pulled, 0)); }
 
@@ -298,6 +277,32 @@ class CopyPort {
 
  private:
   using Rank = CopyWorld::Rank;
+  // Steps 1 and 2 for elements [m0, m0 + count) owned here: wait for every other rank's `ready`, pull
+  // its copy of them into a scratch slot (one per other rank, in rank order), then average all N copies
+  // into this rank's gradient (and its bf16 staging). With count 0 only the waits are enqueued.
+  void pull_and_average(size_t m0, size_t count, cudaStream_t s) {
+    const int n = w_->n;
+    const size_t esz = stage_ ? sizeof(bf16) : sizeof(float);
+    int slot = 0;
+    for (int p = 0; p < n; ++p) {
+      if (p == rank_) continue;
+      const Rank& peer = w_->ranks[size_t(p)];
+      CUDA_CHECK(cudaStreamWaitEvent(s, peer.ready, 0));
+      if (count)
+        CUDA_CHECK(cudaMemcpyPeerAsync(scratch_.as<char>() + size_t(slot) * cap_ * esz, rank_, peer.base + m0 * esz, p,
+                                       count * esz, s));
+      ++slot;
+    }
+    if (!count) return;
+    const int g = grid_for(count);
+    if (stage_)
+      (n == 2 ? k::shard_mean<bf16, 2> : k::shard_mean<bf16, 0>)<<<g, 256, 0, s>>>(
+          stage_ + m0, scratch_.as<bf16>(), cap_, n, rank_, count, stage_ + m0, grads_ + m0);
+    else
+      (n == 2 ? k::shard_mean<float, 2> : k::shard_mean<float, 0>)<<<g, 256, 0, s>>>(
+          grads_ + m0, scratch_.as<float>(), cap_, n, rank_, count, nullptr, grads_ + m0);
+    LAUNCH_CHECK();
+  }
   CopyWorld* w_ = nullptr;
   int rank_ = 0;
   float* grads_ = nullptr;

@@ -61,6 +61,10 @@ struct Settings {
   bool bf16 = false;  // the collectives carry bf16 (cast from the fp32 gradient, widened back after)
   int zero = 0;       // 1: ZeRO-1 (gradient reduced to its shard's owner, AdamW per shard, all-gather)
   bool copy = false;  // the buckets summed through the copy engines (run/copy_allreduce.cuh), not NCCL
+  // ZeRO-1 on the copy engines, the checks only: hold each range of the gather back this many cycles;
+  // skip the forward's wait for one range (TrainOptions::test_gather_delay_cycles, test_skip_range_wait)
+  long long gather_delay = 0;
+  int skip_range_wait = -1;
 };
 
 // One replica's link to the others: its communicator, the side stream the collectives run on, and
@@ -148,7 +152,7 @@ class Replica {
     if (set_.copy) {
       size_t largest = 0;
       for (const Bucket& b : buckets_) largest = std::max(largest, b.end - b.begin);
-      port_.attach(grads, set_.bf16 ? stage_.as<bf16>() : nullptr, largest, zero());
+      port_.attach(grads, set_.bf16 ? stage_.as<bf16>() : nullptr, largest, zero() ? shards_.shard : 0);
     }
   }
   // ZeRO-1 on the copy engines: the weights (fp32, padded like the gradient) and their copy in the
@@ -167,18 +171,35 @@ class Replica {
   void gather() {
     log_.point("AdamW on this rank's shard");
     fork_side();  // after this rank's AdamW: its own shard is final, the others' ranges are free to overwrite
+    port_.before_gather(0, side_);  // and after the others' AdamW (the interval below starts there)
     log_.open(side_, "gather the others' shards (beside the next forward)");
-    port_.gather_params(ranges_, shards_, params_, params_t_, tsz_, range_done_, 0, side_);
+    port_.gather_params(ranges_, shards_, params_, params_t_, tsz_, range_done_, side_, set_.gather_delay);
     log_.close(side_);
+    ++gathers_;
   }
   // The forward is about to read range r (0: the embeddings, 1 + l: block l): wait for its gather.
   void block_forward(int r) {
+    if (r == set_.skip_range_wait) return;  // the checks' negative control only
     if (copy_zero() && size_t(r) < range_done_.size()) CUDA_CHECK(cudaStreamWaitEvent(0, range_done_[size_t(r)], 0));
   }
   // Before the host reads or overwrites the weights: the last gather has landed.
   void settle() {
     if (copy_zero()) port_.settle(0);
   }
+  // Before a replica's model is freed outside the usual end (a run stopped by a NaN loss): every rank
+  // has finished pulling from this one and this one from them. Collective. (The usual end needs none:
+  // an NCCL collective on the side stream, after the last gather on every rank, comes first.)
+  void quiesce() {
+    if (!copy_zero()) return;
+    // Each rank's pulls run on its own side stream: once every rank has drained its streams and met
+    // here, every pull of every rank has landed (no event involved: a wait enqueued now might bind to a
+    // peer's `pulled` of the step before, if that peer has not yet recorded its last one).
+    CUDA_CHECK(cudaStreamSynchronize(0));
+    CUDA_CHECK(cudaStreamSynchronize(side_));
+    port_.meet();
+  }
+  // The checks' evidence that ZeRO-1 ran on the copy engines: the gathers enqueued.
+  size_t copy_gathers() const { return gathers_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const ShardPlan& shards() const { return shards_; }
   bool zero() const { return set_.zero > 0; }
@@ -430,7 +451,7 @@ class Replica {
   std::vector<cudaEvent_t> range_done_;
   float* params_ = nullptr;
   char* params_t_ = nullptr;
-  size_t tsz_ = 0;
+  size_t tsz_ = 0, gathers_ = 0;
   bool side_low_ = false;  // the side stream is at the lowest priority (the copy engines')
   EventLog log_;
   bool timed_ = false;

@@ -81,6 +81,8 @@ struct DpRun {
   double val = NAN;
   bool replicas_same = true;
   size_t copy_reduced = 0, buckets = 0;  // buckets the copy engines all-reduced (rank 0), buckets a step
+  size_t copy_gathers = 0;               // ZeRO-1 on the copy engines: the gathers rank 0 enqueued
+  bool sharded = false;                  // ZeRO-1: rank 0's m holds its shard only
 };
 
 // Train `steps` steps of `o` on `n` GPUs (n = 1: one GPU, no NCCL) and keep what the checks compare.
@@ -98,7 +100,9 @@ DpRun dp_train(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
     if (tr.rank == 0)
       out.grads0 = tr.cap_grads, out.losses = tr.losses, out.val = val, out.replicas_same = same,
       out.params = to_host(tr.m.params.template as<float>(), tr.m.lay.total),
-      out.copy_reduced = rep ? rep->copy_reduced() : 0, out.buckets = rep ? rep->buckets().size() : 0;
+      out.copy_reduced = rep ? rep->copy_reduced() : 0, out.buckets = rep ? rep->buckets().size() : 0,
+      out.copy_gathers = rep ? rep->copy_gathers() : 0,
+      out.sharded = rep && rep->zero() && tr.m.m.bytes() == rep->shards().shard * sizeof(float);
   };
   if (n == 1)
     body(nullptr);
@@ -364,6 +368,86 @@ void verify_zero1_resume(results::Results& res, const std::string& tag, const gp
   res.add(verify::fact(tag + ": resumed: replicas' weights identical", same));
 }
 
+// ZeRO-1 on the copy engines (run/copy_allreduce.cuh: reduce_to_owners, gather_params) against NCCL's
+// ZeRO-1 (`nccl`, `nccl_bf16`: a bucket per block, fp32 and bf16 collectives): the same shards, the same
+// AdamW and, with two GPUs, the same x/2 + y/2 as NCCL's ncclAvg, so in the fp32 model the run must equal
+// NCCL's bit for bit (losses and final weights); the bf16 model's cuBLASLt picks, and bf16 collectives'
+// roundings, may differ between two runs, so there it must follow NCCL's run and one GPU's within their
+// tolerances. Every run must have reduced every bucket of every step, gathered once a step and kept m
+// for its shard only (so a fallback to the plain all-reduce fails). The others' shards arrive beside the
+// next forward, which waits for each range as it reaches it. At this model's size a range lands in
+// microseconds, before the forward needs it, so a skipped wait would go unseen; so one run holds each
+// range of every gather back by about 2 ms (k::spin_cycles before its copies) and must still be
+// bit-exact, and a negative control holds them back and skips the wait for one later range (block 1's):
+// its losses must differ, or the bit-exact checks could not see one missing wait.
+template <class T>
+void verify_zero1_copy(results::Results& res, const gpt::Config& c, const TrainOptions& o, const train::Corpus& data,
+                       uint64_t seed, Attn attn, int n, const DpRun& one, const DpRun& nccl, const DpRun& nccl_bf16,
+                       const verify::Tol& first_tol, const verify::Tol& loss_tol, const verify::Tol& bf16_loss_tol) {
+  const std::string why = dp::peer_access_missing(n);
+  if (!why.empty()) {
+    std::printf("note: ZeRO-1 on the copy engines not checked here: %s\n", why.c_str());
+    return;
+  }
+  constexpr long long kHoldBack = 4000000;  // cycles a range: about 2 ms at 1.98 GHz, far longer than a forward here
+  const bool exact_ok = std::is_same<T, float>::value && n == 2;
+  const verify::Tol exact{0, 0, "bit-exact (the same shards, x/2 + y/2, the same AdamW)"};
+  struct Case {
+    bool bf16;
+    long long hold;
+    const char* what;
+  };
+  TrainOptions oc = o;
+  oc.bucket_bytes = 1, oc.copy_collectives = true, oc.zero = 1;
+  for (const Case& k : {Case{false, 0, "a bucket per block, copy engines"},
+                        Case{false, kHoldBack, "a bucket per block, copy engines, each range of the gather held back 2 ms"},
+                        Case{true, 0, "a bucket per block, bf16, copy engines"}}) {
+    TrainOptions ok = oc;
+    ok.allreduce_bf16 = k.bf16, ok.test_gather_delay_cycles = k.hold;
+    const DpRun cz = dp_train<T>(c, ok, data, attn, seed, n);
+    const std::string tag = "ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name() + ", " + k.what;
+    res.add(verify::fact(tag + ": the copy engines reduced every bucket of every step to its owners, gathered once a "
+                               "step, and m holds the shard only",
+                         cz.copy_reduced == size_t(o.steps) * cz.buckets && cz.buckets > 0 &&
+                             cz.copy_gathers == size_t(o.steps) && cz.sharded,
+                         "counted",
+                         std::to_string(cz.copy_reduced) + " = " + std::to_string(o.steps) + " steps x " +
+                             std::to_string(cz.buckets) + " buckets; " + std::to_string(cz.copy_gathers) +
+                             " gathers; m sharded: " + (cz.sharded ? "yes" : "no")));
+    const DpRun& ref = k.bf16 ? nccl_bf16 : nccl;
+    if (exact_ok && !k.bf16) {
+      const size_t nl = cz.losses.size() == ref.losses.size() ? cz.losses.size() : 0;
+      res.add(verify::compare(tag + ": losses == NCCL's ZeRO-1", cz.losses.data(), ref.losses.data(), nl, exact));
+      res.add(verify::compare(tag + ": final weights == NCCL's ZeRO-1", cz.params.data(), ref.params.data(),
+                              std::min(cz.params.size(), ref.params.size()), exact));
+    } else if (k.bf16) {  // bf16 collectives: the bf16 run-to-run tolerances, as for NCCL's bf16 ZeRO-1
+      check_curves(res, tag, cz, ref, "NCCL's ZeRO-1 in bf16", verify::Tol{0, 5e-3, "bf16 run-to-run"},
+                   bf16_loss_tol);
+    } else {
+      check_curves(res, tag, cz, ref, "NCCL's ZeRO-1", first_tol, loss_tol);
+    }
+    if (k.bf16)
+      check_curves(res, tag, cz, one, "one GPU's", verify::Tol{0, 5e-3, "bf16 run-to-run"}, bf16_loss_tol);
+    else
+      check_curves(res, tag, cz, one, "one GPU's", first_tol, loss_tol);
+    if (!k.bf16 && !k.hold)
+      verify_zero1_resume<T>(res, "ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name() + ", copy engines", c,
+                             ok, data, seed, attn, n);
+  }
+  if (exact_ok) {  // the negative control: without one wait, a range held back leaves old weights to read
+    TrainOptions bad = oc;
+    bad.allreduce_bf16 = false, bad.test_gather_delay_cycles = kHoldBack, bad.test_skip_range_wait = 2;  // block 1
+    const DpRun cz = dp_train<T>(c, bad, data, attn, seed, n);
+    size_t differ = 0;
+    for (size_t i = 0; i < std::min(cz.losses.size(), nccl.losses.size()); ++i) differ += cz.losses[i] != nccl.losses[i];
+    res.add(verify::fact("ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name() +
+                             ", copy engines, ranges held back, the forward's wait for block 1 skipped (negative "
+                             "control): losses differ from NCCL's ZeRO-1, so the checks above can see one missing wait",
+                         differ > 0, "counted", std::to_string(differ) + " of " + std::to_string(cz.losses.size()) +
+                                                    " losses differ"));
+  }
+}
+
 // ZeRO-1 against one GPU: with the gradient in one reduce-scatter, in a bucket per block (reduces to
 // the shards' owners), and in bf16; the loss curve within the tolerances of the plain data-parallel
 // checks, the replicas identical after the all-gather; then the resume from a checkpoint.
@@ -377,7 +461,7 @@ void verify_zero1(results::Results& res, const gpt::Config& c, TrainOptions o, c
     bool bf16;
     const char* what;
   };
-  DpRun per_block;  // NCCL's, fp32 collectives: what the copy engines' ZeRO-1 must equal
+  DpRun per_block, per_block_bf16;  // NCCL's, fp32 and bf16 collectives: what the copy engines' ZeRO-1 must equal
   for (const Case& k : {Case{0, false, "one reduce-scatter"}, Case{1, false, "a bucket per block"},
                         Case{1, true, "a bucket per block, bf16"}}) {
     TrainOptions oz = o;
@@ -388,41 +472,12 @@ void verify_zero1(results::Results& res, const gpt::Config& c, TrainOptions o, c
     const verify::Tol f = k.bf16 ? verify::Tol{0, 5e-3, "bf16 run-to-run"} : first_tol,
                       l = k.bf16 ? bf16_loss_tol : loss_tol;
     check_curves(res, tag, z, one, "one GPU's", f, l);
-    if (k.bucket && !k.bf16) per_block = std::move(z);
+    if (k.bucket) (k.bf16 ? per_block_bf16 : per_block) = std::move(z);
   }
   o.bucket_bytes = 1, o.copy_collectives = false;
   verify_zero1_resume<T>(res, "ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name(), c, o, data, seed, attn, n);
-  // ZeRO-1 on the copy engines (run/copy_allreduce.cuh: reduce_to_owners, gather_params): the same shards,
-  // the same AdamW and, with two GPUs, the same x/2 + y/2 as NCCL's ncclAvg, so in the fp32 model the run
-  // must equal NCCL's ZeRO-1 run bit for bit (losses and final weights); the bf16 model's cuBLASLt picks
-  // may differ between two runs, so there it must follow NCCL's run and one GPU's within their tolerances.
-  // The copy engines must have reduced every bucket of every step; the others' shards arrive beside the
-  // next forward, which waits for each as it reaches it, so a missed wait would show as a wrong loss.
-  const std::string why = dp::peer_access_missing(n);
-  if (!why.empty()) {
-    std::printf("note: ZeRO-1 on the copy engines not checked here: %s\n", why.c_str());
-    return;
-  }
-  TrainOptions oc = o;
-  oc.bucket_bytes = 1, oc.copy_collectives = true, oc.allreduce_bf16 = false;
-  const DpRun cz = dp_train<T>(c, oc, data, attn, seed, n);
-  const std::string tag = "ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name() + ", a bucket per block, copy engines";
-  res.add(verify::fact(tag + ": the copy engines reduced every bucket of every step to its owners",
-                       cz.copy_reduced == size_t(o.steps) * cz.buckets && cz.buckets > 0, "counted",
-                       std::to_string(cz.copy_reduced) + " = " + std::to_string(o.steps) + " steps x " +
-                           std::to_string(cz.buckets) + " buckets"));
-  if (std::is_same<T, float>::value && n == 2) {
-    const verify::Tol exact{0, 0, "bit-exact (the same shards, x/2 + y/2, the same AdamW)"};
-    const size_t nl = cz.losses.size() == per_block.losses.size() ? cz.losses.size() : 0;
-    res.add(verify::compare(tag + ": losses == NCCL's ZeRO-1", cz.losses.data(), per_block.losses.data(), nl, exact));
-    res.add(verify::compare(tag + ": final weights == NCCL's ZeRO-1", cz.params.data(), per_block.params.data(),
-                            std::min(cz.params.size(), per_block.params.size()), exact));
-  } else {
-    check_curves(res, tag, cz, per_block, "NCCL's ZeRO-1", first_tol, loss_tol);
-  }
-  check_curves(res, tag, cz, one, "one GPU's", first_tol, loss_tol);
-  verify_zero1_resume<T>(res, "ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name() + ", copy engines", c, oc,
-                         data, seed, attn, n);
+  verify_zero1_copy<T>(res, c, o, data, seed, attn, n, one, per_block, per_block_bf16, first_tol, loss_tol,
+                       bf16_loss_tol);
 }
 
 // The largest relative gap between two runs' loss curves: over the means of 10 steps and the validation

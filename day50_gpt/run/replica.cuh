@@ -23,6 +23,7 @@ inline Settings settings_of(const TrainOptions& o) {
   s.bucket_bytes = o.bucket_bytes, s.first_bytes = o.first_bucket_bytes;
   s.order = o.bucket_forward ? Order::kForward : Order::kBackward;
   s.bf16 = o.allreduce_bf16, s.zero = o.zero, s.copy = o.copy_collectives;
+  s.gather_delay = o.test_gather_delay_cycles, s.skip_range_wait = o.test_skip_range_wait;
   return s;
 }
 
@@ -59,6 +60,10 @@ inline void attach(Replica* r, const gpt::Config& c, const TrainOptions& o, M& m
 // Before the host reads or overwrites the weights (ZeRO-1 on the copy engines: the last gather has landed).
 inline void settle(Replica* r) {
   if (r) r->settle();
+}
+// Before a replica's model is freed early (collective: every rank stops at the same step).
+inline void quiesce(Replica* r) {
+  if (r) r->quiesce();
 }
 // The step's first event and the end of its forward, for the timeline.
 inline void step_begin(Replica* r) {
@@ -133,6 +138,7 @@ inline int rank_of(const Replica*) { return 0; }
 template <class M>
 inline void attach(Replica*, const gpt::Config&, const TrainOptions&, M&) {}
 inline void settle(Replica*) {}
+inline void quiesce(Replica*) {}
 inline void step_begin(Replica*) {}
 inline void mark(Replica*, const char*) {}
 inline void finish_step(Replica*, float*) {}

@@ -135,6 +135,7 @@ int train_run(results::Results* res, const gpt::Config& cfg, const TrainOptions&
       if (!std::isfinite(tr.losses[logged])) {  // the loss is the replicas' mean: every replica stops here
         std::fprintf(stderr, "error: the loss became %g at step %lld (try a lower --lr)\n", tr.losses[logged],
                      (long long)s);
+        dp::quiesce(tr.dp);  // ZeRO-1 on the copy engines: nobody still pulls from this model as it is freed
         return cli::kFail;
       }
       if (log) std::fprintf(log, "%lld %.6f\n", (long long)s, tr.losses[logged]);
