@@ -32,6 +32,12 @@ constexpr double kDefaultDropout = 0.2;
 // (--dropout and --bench-steps override them, as they do for the default run).
 constexpr double kCutDropout = 0.3;
 constexpr int kCutSteps = 2000;
+// --dw-sm-share's default where it applies (bf16, the one-GPU graph with --dw-stream on): cuBLASLt sizes each
+// weight gradient's algorithm for half the SMs, leaving the rest to the chain of data gradients beside it.
+// Measured as the bench's row "dW sized for 50% of the SMs" against every SM: the step was faster in every
+// build timed from fcb025f to 4dbff6d (7 to 134 us a step, H200), so it became the default; the bench keeps
+// the row "dW sized for every SM" beside the ladder to show what it saves (the notes' "Also tried").
+constexpr double kDwSmShareDefault = 0.5;
 
 struct TrainOptions {
   int batch = 64, steps = 5000, until = 0, warmup = 100, val_every = 100, val_batches = 0,
@@ -52,6 +58,7 @@ struct TrainOptions {
   bool chain_priority = true;              // the graph's chain at the highest stream priority, dW at the lowest
   bool dw_reduce_kernel = true;            // a weight gradient's split-K parts may be added in a kernel of their own
   double dw_sm_share = 1;                  // the share of the SMs cuBLASLt sizes a weight gradient's algorithm for
+                                           // (1 here; the command line's default is kDwSmShareDefault where it applies)
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
   size_t first_bucket_bytes = 0;           // data parallel: the first bucket's size (0: bucket_bytes)
   bool bucket_forward = false;             // data parallel: buckets in parameter order (the overlap lost)
@@ -154,7 +161,7 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
 struct StepFlags {
   std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv, reduce;
-  double dw_share = 1;
+  double dw_share = kDwSmShareDefault;
 };
 inline void declare_step(cli::Args& args, StepFlags& f) {
   f.fused_ln = args.str("fused-ln", "on",
@@ -186,10 +193,11 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
                       "among them those that split K and add the parts in a reduce kernel of their own; off: only "
                       "those whose configuration reports an in-place reduction or none (a request: an H200 trace "
                       "showed cuBLASLt's split-K kernels still followed by their reduce kernel)");
-  f.dw_share = args.real("dw-sm-share", 1, 0.05, 1,
+  f.dw_share = args.real("dw-sm-share", kDwSmShareDefault, 0.05, 1,
                          "the share of the GPU's SMs (0.05 to 1) cuBLASLt's heuristic sizes a layer's weight-gradient "
                          "algorithm for (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to the chain beside "
-                         "it; 1: every SM");
+                         "it; 1: every SM. 0.5 by default in bf16 in the one-GPU graph with --dw-stream on (where it was "
+                         "measured), 1 elsewhere");
   f.finish = args.str("batch-finish", "on",
                       "on | off: the backward's column-sum finishes (LayerNorm parameters, qkv and fc biases) "
                       "queued and run many to a launch (nn/finish_queue.cuh; the same sums); off: each in a launch "
@@ -210,6 +218,11 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   o.train.keep_a = on_off("keep-a", f.keep), o.train.batch_finish = on_off("batch-finish", f.finish);
   o.train.chain_priority = on_off("chain-priority", f.priority), o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
   o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce), o.train.dw_sm_share = f.dw_share;
+  // Not given: the default share where it was measured (bf16, the one-GPU graph, weight gradients on the side
+  // stream); elsewhere every SM: an eager dW on the chain's own stream sized for half the GPU only runs longer.
+  if (!given(argc, argv, "dw-sm-share") &&
+      (o.multi() || !o.train.graph || !o.train.dw_stream || o.prec != "bf16"))
+    o.train.dw_sm_share = 1;
   if (given(argc, argv, "graph") && o.multi())
     cli::usage_error(kProg, "--graph is the one-GPU step's; data parallelism (--gpus N, --world N) runs eagerly");
   if (given(argc, argv, "dw-sm-share") && f.dw_share < 1 && (o.multi() || !o.train.graph || !o.train.dw_stream))

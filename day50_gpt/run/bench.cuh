@@ -42,16 +42,18 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].chain_priority = true;       // and the graph with both branches at the default stream priority
     v[i].gelu_deriv = true;           // and the step keeping the GELU's input, not its derivative
     v[i].dw_reduce_kernel = true;     // and the weight gradients asked to add their split-K parts in place
-    v[i].dw_sm_share = 1;             // and the weight gradients sized for a share of the SMs
+    // bf16's graph sizes the weight gradients for half the SMs (options.h: kDwSmShareDefault); the step
+    // sized for every SM has its own row. Without the graph (the dW on the chain's stream) and in fp32: every SM.
+    v[i].dw_sm_share = bf && v[i].graph ? kDwSmShareDefault : 1;
   }
   return v;
 }
-inline bool default_step(const TrainOptions& o) {
+inline bool default_step(const TrainOptions& o, bool bf) {
   return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.dw_stream && !o.keep_a &&
          o.batch_finish && o.chain_priority && o.gelu_deriv && o.dw_reduce_kernel &&
-         o.dw_sm_share == 1;
+         o.dw_sm_share == (bf ? kDwSmShareDefault : 1);
 }
-inline std::string variant_name(const TrainOptions& o) {
+inline std::string variant_name(const TrainOptions& o, double default_share) {
   if (!o.fusion) return " unfused";
   std::string s;
   if (!o.fused_ln) s += ", no fused LN";
@@ -65,7 +67,11 @@ inline std::string variant_name(const TrainOptions& o) {
   if (o.graph && o.dw_stream && !o.chain_priority) s += ", chain at default priority";
   if (!o.gelu_deriv) s += ", GELU input kept";
   if (!o.dw_reduce_kernel) s += ", dW asked to reduce in place";
-  if (o.dw_sm_share < 1) s += ", dW sized for " + std::to_string(int(o.dw_sm_share * 100 + 0.5)) + "% of the SMs";
+  // The share's default is bf16's (options.h), so a bf16 graph row names a share other than the default's; fp32's
+  // rows (every SM) name a share below 1.
+  if (o.graph && o.dw_stream && o.dw_sm_share != default_share)
+    s += o.dw_sm_share < 1 ? ", dW sized for " + std::to_string(int(o.dw_sm_share * 100 + 0.5)) + "% of the SMs"
+                           : ", dW sized for every SM";
   return s.empty() ? s : " " + s.substr(2);
 }
 
@@ -133,7 +139,8 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   Trainer<T> tr(cfg, o, data, attn, seed);
   tr.m.set_tf32(o.tf32);  // before its first step
   const std::string prec = o.tf32 ? "tf32" : Types<T>::name();
-  const std::string name = "train step " + prec + variant_name(o);
+  const std::string name =
+      "train step " + prec + variant_name(o, std::is_same<T, bf16>::value ? kDwSmShareDefault : 1.0);
   std::printf("\n%s: attention = %s\n", name.c_str(), tr.m.attn_note.c_str());
   for (int i = 0; i < 3; ++i) tr.step_once();  // warm-up (cuBLAS heuristics, first launches, the graph's capture)
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -192,7 +199,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["phase_ms"] = pj;
   ex["phase_total_ms"] = total;
   // The default step's LayerNorm alone (last: it leaves the trainer's buffers as garbage); tf32's is fp32's.
-  if (default_step(o) && !o.tf32) ex["layernorm_alone"] = bench_layernorm(res, tr, name);
+  if (default_step(o, bf) && !o.tf32) ex["layernorm_alone"] = bench_layernorm(res, tr, name);
   b.extra = ex;
   if (more) more(b);
   res.add(b);
@@ -204,7 +211,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   for (int p = 0; p < kPhases; ++p)
     std::printf("    %-18s %8.3f ms  %5.1f%%\n", kPhaseName[p], phase_ms[size_t(p)],
                 100.0 * phase_ms[size_t(p)] / total);
-  if (default_step(o) && bf)
+  if (default_step(o, bf) && bf)
     res.add_goal(name + ": MFU >= 35% (model FLOPs / dense bf16 peak)", 100 * tflops / peak_tf,
                  tflops >= 0.35 * peak_tf);
 }
@@ -626,7 +633,8 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     theirs.flash_bwd = false;                                 // in place of ours (nn/kernels/flash_bwd.cuh)
     bench_train<bf16>(res, cfg, theirs, data, op.attn, seed);
     TrainOptions one = step_variants(base, true).back();  // the default step's graph with the weight gradients
-    one.dw_stream = false;                                 // in line, on the chain's stream (nn/dw_stream.h)
+    one.dw_stream = false, one.dw_sm_share = 1;            // in line, on the chain's stream (nn/dw_stream.h),
+                                                           // sized for every SM (as the command line has it)
     bench_train<bf16>(res, cfg, one, data, op.attn, seed);
     TrainOptions kept = step_variants(base, true).back();  // the default step with our fused GEMM keeping A's
     kept.keep_a = true;                                     // row panels in shared memory (nn/gemm_sm90.h)
@@ -643,7 +651,7 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions inside = step_variants(base, true).back();  // the default step with each layer's cuBLASLt weight
     inside.dw_reduce_kernel = false;                          // gradient asked to add its split-K parts in place
     bench_train<bf16>(res, cfg, inside, data, op.attn, seed);
-    for (double share : {0.75, 0.5}) {  // the default step with the weight gradients' algorithms sized for fewer SMs
+    for (double share : {1.0, 0.75}) {  // the default step with the weight gradients' algorithms sized for more SMs
       TrainOptions fewer = step_variants(base, true).back();
       fewer.dw_sm_share = share;
       bench_train<bf16>(res, cfg, fewer, data, op.attn, seed);

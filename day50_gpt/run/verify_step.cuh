@@ -3,8 +3,8 @@
 // deterministic), and the fused LayerNorm (residual add + LayerNorm, fused backward) trains like the
 // unfused one (to rounding: its sums are added in another order), as does the step that recomputes every
 // layer's GELU output (--recompute on) against the default that keeps it, and as does the step whose
-// weight gradients add their split-K parts inside the GEMM (--dw-reduce-kernel off) or are sized for half
-// the SMs (--dw-sm-share 0.5). GPU vs CPU for the
+// weight gradients add their split-K parts inside the GEMM (--dw-reduce-kernel off) or are sized for another
+// share of the SMs than the default's (bf16: every SM against half of them). GPU vs CPU for the
 // fused kernels and for both settings of --recompute is verify_tiny's (run/verify.cuh).
 #pragma once
 #include <string>
@@ -41,6 +41,10 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
   c.layers = 2, c.heads = 4, c.width = 128, c.context = 64;
   TrainOptions o;
   o.batch = 16, o.steps = 200, o.warmup = 10, o.lr = 3e-3, o.log_every = 4;  // 12 steps: 3 logging rounds
+  // The command line's default share of the SMs for the weight gradients (options.h: bf16 only), so that the
+  // graph and eager steps below are the default step's (both build the same algorithms: bit for bit).
+  const double share = std::is_same<T, bf16>::value ? kDwSmShareDefault : 1.0;
+  o.dw_sm_share = share;
   const int steps = 12;
   std::vector<double> l_eager, p_eager, l_graph, p_graph, l_fused, p_fused, l_unf, p_unf;
   std::string a;
@@ -129,8 +133,10 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
     res.add(verify::compare(td + ": CUDA graph losses == eager steps'", ldg.data(), lde.data(), lde.size(), exact));
     res.add(verify::compare(td + ": CUDA graph weights == eager steps'", pdg.data(), pde.data(), pde.size(), exact));
   }
-  // Fused against unfused LayerNorm, with the attention asked for (both with the graph).
-  train_for<T>(c, o, data, attn, seed, steps, l_fused, p_fused, a);
+  // Fused against unfused LayerNorm, with the attention asked for (both with the graph). The fused run is
+  // the default step: it also counts its cuBLASLt matmuls built with an SM target (var_default, below).
+  int var_default[3] = {0, 0, 0};
+  train_for<T>(c, o, data, attn, seed, steps, l_fused, p_fused, a, nullptr, nullptr, 0, nullptr, var_default);
   o.fused_ln = false;
   train_for<T>(c, o, data, attn, seed, steps, l_unf, p_unf, a);
   const bool bf = std::is_same<T, bf16>::value;
@@ -170,14 +176,21 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
       tag2 + ": weight gradients asked to reduce in place (--dw-reduce-kernel off): losses == default's, to rounding (" +
           std::to_string(steps) + " steps)",
       l_in.data(), l_fused.data(), l_fused.size(), tl));
-  // ... and with the weight gradients' algorithms sized for half the SMs (--dw-sm-share 0.5): other
-  // algorithms, the same sums to rounding.
-  o.dw_reduce_kernel = true, o.dw_sm_share = 0.5;
-  std::vector<double> l_half, p_half;
-  train_for<T>(c, o, data, attn, seed, steps, l_half, p_half, a, nullptr, nullptr, 0, nullptr, var);
-  res.add(verify::fact(tag2 + ": --dw-sm-share 0.5: the weight gradients' cuBLASLt matmuls were built for half the SMs",
-                       var[0] >= 1, "built", std::to_string(var[0])));
-  res.add(verify::compare(tag2 + ": weight gradients sized for half the SMs (--dw-sm-share 0.5): losses == default's, "
-                                 "to rounding (" + std::to_string(steps) + " steps)",
-                          l_half.data(), l_fused.data(), l_fused.size(), tl));
+  // ... and with the weight gradients' algorithms sized for the other share of the SMs (bf16's default is
+  // half of them, so here every SM; fp32's is every SM, so here half): other algorithms, the same sums to
+  // rounding. Counted: the cuBLASLt matmuls built with an SM target (lt_variants), in the run with half the
+  // SMs at least one (the share reached the descriptors), in the run with every SM none.
+  o.dw_reduce_kernel = true, o.dw_sm_share = share < 1 ? 1.0 : 0.5;
+  std::vector<double> l_other, p_other;
+  train_for<T>(c, o, data, attn, seed, steps, l_other, p_other, a, nullptr, nullptr, 0, nullptr, var);
+  const std::string other = o.dw_sm_share < 1 ? "half the SMs (--dw-sm-share 0.5)" : "every SM (--dw-sm-share 1)";
+  const int half_built = share < 1 ? var_default[0] : var[0], every_built = share < 1 ? var[0] : var_default[0];
+  res.add(verify::fact(tag2 + ": the weight gradients' cuBLASLt matmuls built with an SM target: some sized for half "
+                              "the SMs, none sized for every SM (default: " +
+                           (share < 1 ? std::string("half") : std::string("every SM")) + ")",
+                       half_built >= 1 && every_built == 0, "half / every SM",
+                       std::to_string(half_built) + " / " + std::to_string(every_built)));
+  res.add(verify::compare(tag2 + ": weight gradients sized for " + other + ": losses == default's, to rounding (" +
+                              std::to_string(steps) + " steps)",
+                          l_other.data(), l_fused.data(), l_fused.size(), tl));
 }

@@ -66,7 +66,9 @@ def variant_lines(rows):
         # against the default step of its precision.
         one_stream = ex.get("graph") and ex.get("dw_stream") is False and default_dw.get(d) is True
         other_loop = "keep_a" in ex and ex.get("keep_a") != default_keep.get(d, ex.get("keep_a"))
-        other_flag = any(f in ex and ex.get(f) != default_flags.get(d, {}).get(f, ex.get(f)) for f in beside_flags)
+        # (the SM share is the graph's with --dw-stream on: a rung without them runs every SM, as it must)
+        other_flag = any(f in ex and ex.get(f) != default_flags.get(d, {}).get(f, ex.get(f)) for f in beside_flags
+                         if f != "dw_sm_share" or (ex.get("graph") and ex.get("dw_stream")))
         other_deriv = ("gelu_deriv" in ex and ex.get("lt_search") is True
                        and ex.get("gelu_deriv") != default_deriv.get(d, ex.get("gelu_deriv")))
         beside = (ex.get("recompute") != default_recompute.get(d, ex.get("recompute")) or one_stream or other_loop
