@@ -40,6 +40,19 @@ def multi_block(data):
             out.append(f"| {name} | {b['shape'][4]} | {ex['gpus']} | {mode} | {b['ms']:.2f} | {fmt(b['tokens_per_s'])} | "
                        f"{ex['scaling_efficiency_pct']:.1f}% | {ex['weak_scaling_pct']:.1f}% | {ex['exposed_ms']:.2f} | "
                        f"{ex['comm_ms_in_training']:.2f} ms, {ex['bus_gbps_in_training']:.0f} GB/s bus |")
+    rounds = [b for b in data.get("bench", []) if b["name"].startswith("interleaved rounds ")]
+    if rounds:
+        out += ["", "The goals' rows again, in interleaved rounds (each round: one GPU with the whole batch, one GPU with "
+                "one replica's share, then the GPUs at the command line's settings; each round's ratios are its own):", "",
+                "| model | GPUs | ways | rounds: scaling | weak | median scaling (min–max) | median weak (min–max) |",
+                "|---|---:|---|---|---|---:|---:|"]
+        for b in rounds:
+            ex = b["extra"]
+            out.append(f"| {ex['model']} | {ex['gpus']} | {ex['mode']} | "
+                       + ", ".join(f"{x:.1f}%" for x in ex["scaling_pct"]) + " | "
+                       + ", ".join(f"{x:.1f}%" for x in ex["weak_scaling_pct"]) + " | "
+                       f"{ex['scaling_median_pct']:.1f}% ({ex['scaling_min_pct']:.1f}–{ex['scaling_max_pct']:.1f}) | "
+                       f"{ex['weak_median_pct']:.1f}% ({ex['weak_min_pct']:.1f}–{ex['weak_max_pct']:.1f}) |")
     alone = [b for b in data.get("bench", []) if b["name"] == "nccl all-reduce alone"]
     if alone:
         out += ["", f"NCCL's all-reduce alone on idle GPUs (fp32, {n} GPUs; bus bandwidth = 2(N−1)/N × bytes / time, "
