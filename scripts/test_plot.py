@@ -103,6 +103,18 @@ def main():
         text = "\n".join(day50_multi.multi_block(multi))
         expect("| m | 8 | 2 | one all-reduce (default) | 6.50 | 4,923 | 76.9% | 92.3% | 0.50 | 0.40 ms, 100 GB/s bus |" in text
                and "**missed**" in text and gpu_label("g", multi) == "2 × G", "day50 multi-GPU table, goals and GPU count")
+        expect("rounds" not in text and day50_multi.multi_headline(multi) == "scaling on 2 GPUs: m (batch 8) 77%",
+               "day50 multi-GPU: a file without interleaved rounds shows one run's scaling")
+        multi["bench"].append(row("interleaved rounds m 2 GPUs one all-reduce", 6.5, 8,
+                                  {"gpus": 2, "rounds": 3, "mode": "one all-reduce", "model": "m",
+                                   "scaling_pct": [76.9, 75.0, None], "weak_scaling_pct": [92.3, 91.0, 93.0],
+                                   "scaling_median_pct": 75.0, "scaling_min_pct": 75.0, "scaling_max_pct": 76.9,
+                                   "weak_median_pct": 92.3, "weak_min_pct": 91.0, "weak_max_pct": 93.0}))
+        text = "\n".join(day50_multi.multi_block(multi))
+        expect("| m | 2 | one all-reduce | 76.9%, 75.0%, – | 92.3%, 91.0%, 93.0% | 75.0% (75.0–76.9) | 92.3% (91.0–93.0) |" in text
+               and day50_multi.multi_headline(multi) == "scaling on 2 GPUs: m (batch 8) 75% (median of the rounds)"
+               and "| m | 8 | 2 | one all-reduce (default) |" in text,
+               "day50 multi-GPU: the interleaved rounds' table (a null value as '–') and the headline read from it")
         log = os.path.join(root, "train.log")
         open(log, "w").write("0 5.5\n1 5.0\n1 val 5.1\n")
         expect(read_loss_log(log) == ([1, 2], [5.5, 5.0], [2], [5.1]), "loss log parsed")

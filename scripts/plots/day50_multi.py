@@ -40,6 +40,20 @@ def multi_block(data):
             out.append(f"| {name} | {b['shape'][4]} | {ex['gpus']} | {mode} | {b['ms']:.2f} | {fmt(b['tokens_per_s'])} | "
                        f"{ex['scaling_efficiency_pct']:.1f}% | {ex['weak_scaling_pct']:.1f}% | {ex['exposed_ms']:.2f} | "
                        f"{ex['comm_ms_in_training']:.2f} ms, {ex['bus_gbps_in_training']:.0f} GB/s bus |")
+    rounds = [b for b in data.get("bench", []) if b["name"].startswith("interleaved rounds ")]
+    if rounds:
+        out += ["", "The goals' rows again, in interleaved rounds (each round: one GPU with the whole batch, one GPU with "
+                "one replica's share, then the GPUs at the command line's settings; each round's ratios are its own):", "",
+                "| model | GPUs | ways | rounds: scaling | weak | median scaling (min–max) | median weak (min–max) |",
+                "|---|---:|---|---|---|---:|---:|"]
+        for b in rounds:
+            ex = b["extra"]
+            pct = lambda x: fmt(x) + ("%" if fmt(x) != "–" else "")  # noqa: E731 (null, a value not formed: "–")
+            out.append(f"| {ex['model']} | {ex['gpus']} | {ex['mode']} | "
+                       + ", ".join(pct(x) for x in ex["scaling_pct"]) + " | "
+                       + ", ".join(pct(x) for x in ex["weak_scaling_pct"]) + " | "
+                       f"{pct(ex['scaling_median_pct'])} ({fmt(ex['scaling_min_pct'])}–{fmt(ex['scaling_max_pct'])}) | "
+                       f"{pct(ex['weak_median_pct'])} ({fmt(ex['weak_min_pct'])}–{fmt(ex['weak_max_pct'])}) |")
     alone = [b for b in data.get("bench", []) if b["name"] == "nccl all-reduce alone"]
     if alone:
         out += ["", f"NCCL's all-reduce alone on idle GPUs (fp32, {n} GPUs; bus bandwidth = 2(N−1)/N × bytes / time, "
@@ -57,13 +71,22 @@ def multi_block(data):
     return out + (goals_table(data, 1) if data.get("goals") else [""])
 
 
+def rounds_median(data, name):
+    """The interleaved rounds' median scaling of model `name` (what its goal reads), or None without rounds."""
+    r = next((b for b in data.get("bench", []) if b["name"].startswith("interleaved rounds ")
+              and b.get("extra", {}).get("model") == name), None)
+    return r["extra"].get("scaling_median_pct") if r else None
+
+
 def multi_headline(data):
     n = data.get("config", {}).get("gpus", "?")
     parts = []
     for name, c in multi_rows(data).items():
         d = [b for b in c["many"] if b["extra"].get("default_bucket")]
         if d:
-            parts.append(f"{name} (batch {d[0]['shape'][4]}) {d[0]['extra']['scaling_efficiency_pct']:.0f}%")
+            med = rounds_median(data, name)
+            v = f"{fmt(med, 0)}% (median of the rounds)" if med is not None else f"{d[0]['extra']['scaling_efficiency_pct']:.0f}%"
+            parts.append(f"{name} (batch {d[0]['shape'][4]}) {v}")
     return f"scaling on {n} GPUs: " + ", ".join(parts)
 
 
