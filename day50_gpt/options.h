@@ -219,7 +219,8 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   o.train.chain_priority = on_off("chain-priority", f.priority), o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
   o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce), o.train.dw_sm_share = f.dw_share;
   // Not given: the default share where it was measured (bf16, the one-GPU graph, weight gradients on the side
-  // stream); elsewhere every SM: an eager dW on the chain's own stream sized for half the GPU only runs longer.
+  // stream); elsewhere every SM: with --graph off or --dw-stream off a dW runs on the chain's own stream, with
+  // nothing beside it to take the SMs it would leave; data parallelism's steps run eagerly; fp32 was not timed.
   if (!given(argc, argv, "dw-sm-share") &&
       (o.multi() || !o.train.graph || !o.train.dw_stream || o.prec != "bf16"))
     o.train.dw_sm_share = 1;
