@@ -70,7 +70,7 @@ struct TrainOptions {
   // ZeRO-1 on the copy engines, for the checks only (no flag): hold the side stream this many clock cycles
   // before each range of the gather, so the next forward finds every range late; and skip the forward's
   // wait for one range (-1: none; the check that shows one skipped wait changes the losses).
-  long long test_gather_delay_cycles = 0;
+  unsigned long long test_gather_delay_ns = 0;
   int test_skip_range_wait = -1;
   Backend backend = Backend::kCustom;      // --backend: who runs the layers (nn/backend.h)
   bool tf32 = false;                       // --precision tf32: the fp32 model, its matmuls on TF32 tensor cores

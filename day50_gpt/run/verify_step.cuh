@@ -121,7 +121,7 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
                          "queued / launches", std::to_string(c2[0]) + " / " + std::to_string(c2[1])));
     res.add(verify::compare(tf + ": losses ==", lb.data(), lq.data(), lq.size(), exact));
     res.add(verify::compare(tf + ": weights ==", pb.data(), pq.data(), pq.size(), exact));
-    // The same with every side-stream dW held back 200 us after its fork (nn/dw_stream.h, dw_delay), and
+    // The same with every side-stream dW held back 200 us after its fork (nn/dw_stream.h, k::spin_ns), and
     // the GELU outputs recomputed into the one buffer the layers share (which fc2's dW reads); dropout is
     // on, as in every run here (the mask's output is a buffer the dW read): a wait missing anywhere now
     // loses the race on every run.
