@@ -70,7 +70,7 @@ struct TrainOptions {
   // ZeRO-1 on the copy engines, for the checks only (no flag): hold the side stream this many clock cycles
   // before each range of the gather, so the next forward finds every range late; and skip the forward's
   // wait for one range (-1: none; the check that shows one skipped wait changes the losses).
-  long long test_gather_delay_cycles = 0;
+  unsigned long long test_gather_delay_ns = 0;
   int test_skip_range_wait = -1;
   Backend backend = Backend::kCustom;      // --backend: who runs the layers (nn/backend.h)
   bool tf32 = false;                       // --precision tf32: the fp32 model, its matmuls on TF32 tensor cores
@@ -219,7 +219,8 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   o.train.chain_priority = on_off("chain-priority", f.priority), o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
   o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce), o.train.dw_sm_share = f.dw_share;
   // Not given: the default share where it was measured (bf16, the one-GPU graph, weight gradients on the side
-  // stream); elsewhere every SM: an eager dW on the chain's own stream sized for half the GPU only runs longer.
+  // stream); elsewhere every SM: with --graph off or --dw-stream off a dW runs on the chain's own stream, with
+  // nothing beside it to take the SMs it would leave; data parallelism's steps run eagerly; fp32 was not timed.
   if (!given(argc, argv, "dw-sm-share") &&
       (o.multi() || !o.train.graph || !o.train.dw_stream || o.prec != "bf16"))
     o.train.dw_sm_share = 1;

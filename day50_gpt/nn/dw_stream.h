@@ -32,18 +32,7 @@
 #include <cstdlib>
 
 #include "check.cuh"
-
-// --verify's race detector: a kernel that only waits `ns` nanoseconds (the GPU's global timer). Put
-// before every dW on the side stream (DwStream::delay_ns), it makes each dW start long after the chain
-// has moved on, so a missing before_write lets the chain overwrite a buffer the dW has not read yet on
-// every run, not only when the timing happens to overlap: the bitwise check against eager steps fails.
-__global__ void dw_delay(unsigned long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < ns);
-}
+#include "kernels/spin.cuh"  // k::spin_ns: --verify's race detector (delay_ns)
 
 class DwStream {
  public:
@@ -72,7 +61,7 @@ class DwStream {
     CUDA_CHECK(cudaEventRecord(e, main));
     CUDA_CHECK(cudaStreamWaitEvent(side_, e, 0));
     if (delay_ns) {
-      dw_delay<<<1, 1, 0, side_>>>(delay_ns);
+      k::spin_ns<<<1, 1, 0, side_>>>(delay_ns);
       CUDA_CHECK(cudaGetLastError());
     }
   }

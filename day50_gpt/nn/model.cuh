@@ -164,7 +164,8 @@ struct Model {
   // whose bias gradient is timed faster apart (bgrad_in_epilogue), are cuBLAS's plain matmul, which may still
   // add its split-K parts in a kernel of its own.
   bool dw_reduce_kernel = true;
-  // --dw-sm-share F (1: the default): a layer's weight gradient asks cuBLASLt's heuristic for algorithms sized
+  // --dw-sm-share F (1 here; the command line's default is 0.5 in bf16's one-GPU graph with --dw-stream on, options.h:
+  // kDwSmShareDefault): a layer's weight gradient asks cuBLASLt's heuristic for algorithms sized
   // for F of the GPU's SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, made for a concurrent stream using the rest):
   // in the graph the weight gradients run beside the chain of data gradients (--dw-stream on), and a dW sized
   // for every SM holds SMs that the chain's next kernel waits for. The search still times them alone.
@@ -179,20 +180,28 @@ struct Model {
     return std::max(1, int(sms * dw_sm_share));
   }
   int sms = 0;  // the GPU's SM count, once asked for
-  // The cuBLASLt matmuls built so far whose descriptors carry a reduction mask or an SM target (the weight
-  // gradients under --dw-reduce-kernel off or --dw-sm-share), and of those, how many picked an algorithm whose
-  // configuration reports a reduction scheme outside the mask, and how many reported none that could be read
-  // (the attribute query failed: no evidence either way; verify_step's checks that the flags arrive).
-  void lt_variants(int& built, int& outside, int& unread) const {
-    built = outside = unread = 0;
+  // What verify_step's checks of the two weight-gradient flags count among the cuBLASLt matmuls built so far:
+  // masked, those whose descriptors carry a reduction mask (--dw-reduce-kernel off), and of those, how many
+  // picked an algorithm whose configuration reports a reduction scheme outside the mask (outside) or none that
+  // could be read (unread: the attribute query failed, no evidence either way); targeted, those built with an
+  // SM target (--dw-sm-share below 1: bf16's default). Counted apart, because bf16's default puts a target on
+  // every weight gradient: one count of both would see it even where the mask never arrived.
+  struct LtVariants {
+    int masked = 0, outside = 0, unread = 0, targeted = 0;
+  };
+  LtVariants lt_variants() const {
+    LtVariants v;
     for (const auto& kv : lt_cache) {
+      if (!kv.second->ok()) continue;
       const lt::Spec& sp = kv.second->spec();
-      if (!kv.second->ok() || (sp.reductions == CUBLASLT_REDUCTION_SCHEME_MASK && sp.sm_target == 0)) continue;
-      ++built;
+      v.targeted += sp.sm_target != 0;
+      if (sp.reductions == CUBLASLT_REDUCTION_SCHEME_MASK) continue;
+      ++v.masked;
       const int r = kv.second->picked_reduction();
-      if (r < 0) ++unread;
-      else if ((uint32_t(r) & ~sp.reductions) != 0) ++outside;
+      if (r < 0) ++v.unread;
+      else if ((uint32_t(r) & ~sp.reductions) != 0) ++v.outside;
     }
+    return v;
   }
   bool gelu_deriv_applies() const {
     return gelu_deriv && std::is_same<T, bf16>::value && fuse && lt_search && !on_cudnn() && !recompute_gelu &&

@@ -67,8 +67,8 @@ inline std::string variant_name(const TrainOptions& o, double default_share) {
   if (o.graph && o.dw_stream && !o.chain_priority) s += ", chain at default priority";
   if (!o.gelu_deriv) s += ", GELU input kept";
   if (!o.dw_reduce_kernel) s += ", dW asked to reduce in place";
-  // The share's default is bf16's (options.h), so a bf16 graph row names a share other than the default's; fp32's
-  // rows (every SM) name a share below 1.
+  // A graph row with the weight gradients on the side stream names its SM share where it is not its precision's
+  // default (default_share: bf16's 0.5, options.h; fp32's 1), as "every SM" or as a percentage.
   if (o.graph && o.dw_stream && o.dw_sm_share != default_share)
     s += o.dw_sm_share < 1 ? ", dW sized for " + std::to_string(int(o.dw_sm_share * 100 + 0.5)) + "% of the SMs"
                            : ", dW sized for every SM";
@@ -652,9 +652,9 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     inside.dw_reduce_kernel = false;                          // gradient asked to add its split-K parts in place
     bench_train<bf16>(res, cfg, inside, data, op.attn, seed);
     for (double share : {1.0, 0.75}) {  // the default step with the weight gradients' algorithms sized for more SMs
-      TrainOptions fewer = step_variants(base, true).back();
-      fewer.dw_sm_share = share;
-      bench_train<bf16>(res, cfg, fewer, data, op.attn, seed);
+      TrainOptions more = step_variants(base, true).back();
+      more.dw_sm_share = share;
+      bench_train<bf16>(res, cfg, more, data, op.attn, seed);
     }
   }
   if (op.bench_part("train-cudnn")) bench_cudnn_backend(res, cfg, base, data, seed);  // run/bench_cudnn.cuh

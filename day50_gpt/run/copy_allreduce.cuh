@@ -236,15 +236,15 @@ class CopyPort {
   }
   // ... then pulls their updated shards, fp32 and bf16, one range of `ranges` (the forward's order) at a
   // time, recording ranges_done[i] after range i; `pulled` at the end.
-  // hold > 0 (the checks only): a kernel spins that many cycles before each range's copies, so every
+  // hold > 0 (the checks only): a kernel spins that many nanoseconds before each range's copies, so every
   // range lands later than the next forward would reach it without its wait.
   void gather_params(const std::vector<std::pair<size_t, size_t>>& ranges, const ShardPlan& shards, float* params,
                      char* params_t, size_t tsz, const std::vector<cudaEvent_t>& ranges_done, cudaStream_t s,
-                     long long hold = 0) {
+                     unsigned long long hold = 0) {
     Rank& me = w_->ranks[size_t(rank_)];
     for (size_t i = 0; i < ranges.size(); ++i) {
       if (hold > 0) {
-        k::spin_cycles<<<1, 1, 0, s>>>(hold);
+        k::spin_ns<<<1, 1, 0, s>>>(hold);
         LAUNCH_CHECK();
       }
       for (int p = 0; p < w_->n; ++p) {

@@ -377,7 +377,7 @@ void verify_zero1_resume(results::Results& res, const std::string& tag, const gp
 // for its shard only (so a fallback to the plain all-reduce fails). The others' shards arrive beside the
 // next forward, which waits for each range as it reaches it. At this model's size a range lands in
 // microseconds, before the forward needs it, so a skipped wait would go unseen; so one run holds each
-// range of every gather back by about 2 ms (k::spin_cycles before its copies) and must still be
+// range of every gather back by about 2 ms (k::spin_ns before its copies) and must still be
 // bit-exact, and a negative control holds them back and skips the wait for one later range (block 1's):
 // its losses must differ, or the bit-exact checks could not see one missing wait.
 template <class T>
@@ -389,12 +389,12 @@ void verify_zero1_copy(results::Results& res, const gpt::Config& c, const TrainO
     std::printf("note: ZeRO-1 on the copy engines not checked here: %s\n", why.c_str());
     return;
   }
-  constexpr long long kHoldBack = 4000000;  // cycles a range: about 2 ms at 1.98 GHz, far longer than a forward here
+  constexpr unsigned long long kHoldBack = 2000000;  // ns a range: 2 ms, far longer than a forward here
   const bool exact_ok = std::is_same<T, float>::value && n == 2;
   const verify::Tol exact{0, 0, "bit-exact (the same shards, x/2 + y/2, the same AdamW)"};
   struct Case {
     bool bf16;
-    long long hold;
+    unsigned long long hold;  // ns
     const char* what;
   };
   TrainOptions oc = o;
@@ -403,7 +403,7 @@ void verify_zero1_copy(results::Results& res, const gpt::Config& c, const TrainO
                         Case{false, kHoldBack, "a bucket per block, copy engines, each range of the gather held back 2 ms"},
                         Case{true, 0, "a bucket per block, bf16, copy engines"}}) {
     TrainOptions ok = oc;
-    ok.allreduce_bf16 = k.bf16, ok.test_gather_delay_cycles = k.hold;
+    ok.allreduce_bf16 = k.bf16, ok.test_gather_delay_ns = k.hold;
     const DpRun cz = dp_train<T>(c, ok, data, attn, seed, n);
     const std::string tag = "ZeRO-1 " + std::to_string(n) + " GPUs " + Types<T>::name() + ", " + k.what;
     res.add(verify::fact(tag + ": the copy engines reduced every bucket of every step to its owners, gathered once a "
@@ -436,7 +436,7 @@ void verify_zero1_copy(results::Results& res, const gpt::Config& c, const TrainO
   }
   if (exact_ok) {  // the negative control: without one wait, a range held back leaves old weights to read
     TrainOptions bad = oc;
-    bad.allreduce_bf16 = false, bad.test_gather_delay_cycles = kHoldBack, bad.test_skip_range_wait = 2;  // block 1
+    bad.allreduce_bf16 = false, bad.test_gather_delay_ns = kHoldBack, bad.test_skip_range_wait = 2;  // block 1
     const DpRun cz = dp_train<T>(c, bad, data, attn, seed, n);
     size_t differ = 0;
     for (size_t i = 0; i < std::min(cz.losses.size(), nccl.losses.size()); ++i) differ += cz.losses[i] != nccl.losses[i];

@@ -23,7 +23,7 @@ inline Settings settings_of(const TrainOptions& o) {
   s.bucket_bytes = o.bucket_bytes, s.first_bytes = o.first_bucket_bytes;
   s.order = o.bucket_forward ? Order::kForward : Order::kBackward;
   s.bf16 = o.allreduce_bf16, s.zero = o.zero, s.copy = o.copy_collectives;
-  s.gather_delay = o.test_gather_delay_cycles, s.skip_range_wait = o.test_skip_range_wait;
+  s.gather_delay = o.test_gather_delay_ns, s.skip_range_wait = o.test_skip_range_wait;
   return s;
 }
 

@@ -19,7 +19,7 @@ template <class T>
 void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus& data, Attn attn, uint64_t seed,
                int steps, std::vector<double>& losses, std::vector<double>& params, std::string& attn_used,
                int* side_launches = nullptr, bool* deterministic = nullptr, unsigned long long side_delay_ns = 0,
-               long* finishes = nullptr, int* lt_variants = nullptr) {
+               long* finishes = nullptr, typename Model<T>::LtVariants* lt_variants = nullptr) {
   Trainer<T> t(c, o, data, attn, seed);
   t.m.dws.delay_ns = side_delay_ns;  // (before the capture, which happens at the second step)
   t.m.set_tf32(o.tf32);  // --precision tf32's model (before its first step)
@@ -28,7 +28,7 @@ void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
   if (side_launches) *side_launches = t.m.dws.launches;  // dW matmuls captured on the side stream
   if (deterministic) *deterministic = t.m.impl != Attn::kCudnn || t.m.ours_attn_bwd();
   if (finishes) finishes[0] = t.m.finishes.pushed, finishes[1] = t.m.finishes.launches;
-  if (lt_variants) t.m.lt_variants(lt_variants[0], lt_variants[1], lt_variants[2]);
+  if (lt_variants) *lt_variants = t.m.lt_variants();
   losses.assign(t.losses.begin(), t.losses.end());
   const std::vector<float> p = to_host(t.m.params.template as<float>(), t.m.lay.total);
   params.assign(p.begin(), p.end());
@@ -41,8 +41,9 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
   c.layers = 2, c.heads = 4, c.width = 128, c.context = 64;
   TrainOptions o;
   o.batch = 16, o.steps = 200, o.warmup = 10, o.lr = 3e-3, o.log_every = 4;  // 12 steps: 3 logging rounds
-  // The command line's default share of the SMs for the weight gradients (options.h: bf16 only), so that the
-  // graph and eager steps below are the default step's (both build the same algorithms: bit for bit).
+  // The command line's default share of the SMs for the weight gradients (options.h: bf16 only). The graph
+  // steps below run at the default step's share, and the eager steps they are compared with run at it too
+  // (which the command line refuses with --graph off): both then build the same algorithms, bit for bit.
   const double share = std::is_same<T, bf16>::value ? kDwSmShareDefault : 1.0;
   o.dw_sm_share = share;
   const int steps = 12;
@@ -120,7 +121,7 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
                          "queued / launches", std::to_string(c2[0]) + " / " + std::to_string(c2[1])));
     res.add(verify::compare(tf + ": losses ==", lb.data(), lq.data(), lq.size(), exact));
     res.add(verify::compare(tf + ": weights ==", pb.data(), pq.data(), pq.size(), exact));
-    // The same with every side-stream dW held back 200 us after its fork (nn/dw_stream.h, dw_delay), and
+    // The same with every side-stream dW held back 200 us after its fork (nn/dw_stream.h, k::spin_ns), and
     // the GELU outputs recomputed into the one buffer the layers share (which fc2's dW reads); dropout is
     // on, as in every run here (the mask's output is a buffer the dW read): a wait missing anywhere now
     // loses the race on every run.
@@ -135,8 +136,8 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
   }
   // Fused against unfused LayerNorm, with the attention asked for (both with the graph). The fused run is
   // the default step: it also counts its cuBLASLt matmuls built with an SM target (var_default, below).
-  int var_default[3] = {0, 0, 0};
-  train_for<T>(c, o, data, attn, seed, steps, l_fused, p_fused, a, nullptr, nullptr, 0, nullptr, var_default);
+  typename Model<T>::LtVariants var_default;
+  train_for<T>(c, o, data, attn, seed, steps, l_fused, p_fused, a, nullptr, nullptr, 0, nullptr, &var_default);
   o.fused_ln = false;
   train_for<T>(c, o, data, attn, seed, steps, l_unf, p_unf, a);
   const bool bf = std::is_same<T, bf16>::value;
@@ -162,16 +163,18 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
   // request, not the kernels that run; only a trace shows those.
   o.recompute = false, o.dw_reduce_kernel = false;
   std::vector<double> l_in, p_in;
-  int var[3] = {0, 0, 0};  // built, outside the mask, unreadable
-  train_for<T>(c, o, data, attn, seed, steps, l_in, p_in, a, nullptr, nullptr, 0, nullptr, var);
+  typename Model<T>::LtVariants var;
+  train_for<T>(c, o, data, attn, seed, steps, l_in, p_in, a, nullptr, nullptr, 0, nullptr, &var);
   // The flag reached the descriptors: the layers' dW matmuls (four shapes) were built with the mask, and
   // every pick's configuration reports its reduction scheme, none one the mask leaves out (an unreadable
   // scheme is no evidence, so it fails). (The losses alone could not tell: at this model's K of 1,024
   // tokens cuBLASLt may not split K at all.)
   res.add(verify::fact(tag2 + ": --dw-reduce-kernel off: the weight gradients' cuBLASLt matmuls asked for in-place "
                               "reductions only, and each picked one that reports such a reduction or none",
-                       var[0] >= 1 && var[1] == 0 && var[2] == 0, "built / outside the mask / unreadable",
-                       std::to_string(var[0]) + " / " + std::to_string(var[1]) + " / " + std::to_string(var[2])));
+                       var.masked >= 1 && var.outside == 0 && var.unread == 0,
+                       "built with the mask / outside it / unreadable",
+                       std::to_string(var.masked) + " / " + std::to_string(var.outside) + " / " +
+                           std::to_string(var.unread)));
   res.add(verify::compare(
       tag2 + ": weight gradients asked to reduce in place (--dw-reduce-kernel off): losses == default's, to rounding (" +
           std::to_string(steps) + " steps)",
@@ -182,9 +185,10 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
   // SMs at least one (the share reached the descriptors), in the run with every SM none.
   o.dw_reduce_kernel = true, o.dw_sm_share = share < 1 ? 1.0 : 0.5;
   std::vector<double> l_other, p_other;
-  train_for<T>(c, o, data, attn, seed, steps, l_other, p_other, a, nullptr, nullptr, 0, nullptr, var);
+  train_for<T>(c, o, data, attn, seed, steps, l_other, p_other, a, nullptr, nullptr, 0, nullptr, &var);
   const std::string other = o.dw_sm_share < 1 ? "half the SMs (--dw-sm-share 0.5)" : "every SM (--dw-sm-share 1)";
-  const int half_built = share < 1 ? var_default[0] : var[0], every_built = share < 1 ? var[0] : var_default[0];
+  const int half_built = share < 1 ? var_default.targeted : var.targeted,
+            every_built = share < 1 ? var.targeted : var_default.targeted;
   res.add(verify::fact(tag2 + ": the weight gradients' cuBLASLt matmuls built with an SM target: some sized for half "
                               "the SMs, none sized for every SM (default: " +
                            (share < 1 ? std::string("half") : std::string("every SM")) + ")",

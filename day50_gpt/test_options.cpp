@@ -1,0 +1,36 @@
+// day50_gpt/test_options.cpp: defaults that the command line decides from other flags, judged on the host
+// (gpt::parse_options, no GPU). The weight gradients' SM share (--dw-sm-share, options.h): 0.5 by default
+// where it was measured, bf16's one-GPU graph with the weight gradients on the side stream, and every SM
+// elsewhere (--graph off, --dw-stream off, fp32 or tf32, data parallelism); a share given on the command
+// line is kept where it is allowed.
+#include <string>
+#include <vector>
+
+#include "minitest.h"
+#include "options.h"
+
+// parse_options on "gpt --data Makefile <args>" (a readable file, so that the files' checks pass), run from
+// the lesson's folder as make test runs its host tests.
+static gpt::Options parse(std::vector<std::string> args) {
+  args.insert(args.begin(), {"gpt", "--data", "Makefile"});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return gpt::parse_options(int(args.size()), argv.data());
+}
+
+TEST(half_the_sms_in_bf16s_one_gpu_graph) { EXPECT(parse({}).train.dw_sm_share == kDwSmShareDefault); }
+TEST(every_sm_without_the_graph) { EXPECT(parse({"--graph", "off"}).train.dw_sm_share == 1); }
+TEST(every_sm_on_one_stream) { EXPECT(parse({"--dw-stream", "off"}).train.dw_sm_share == 1); }
+TEST(every_sm_in_fp32_and_tf32) {
+  EXPECT(parse({"--precision", "fp32"}).train.dw_sm_share == 1);
+  EXPECT(parse({"--precision", "tf32"}).train.dw_sm_share == 1);
+}
+TEST(every_sm_with_data_parallelism) { EXPECT(parse({"--gpus", "2"}).train.dw_sm_share == 1); }
+TEST(a_given_share_is_kept) {
+  EXPECT(parse({"--dw-sm-share", "0.75"}).train.dw_sm_share == 0.75);
+  EXPECT(parse({"--dw-sm-share", "1"}).train.dw_sm_share == 1);
+  EXPECT(parse({"--precision", "fp32", "--dw-sm-share", "0.5"}).train.dw_sm_share == 0.5);
+}
+
+int main() { return minitest::run_all(); }
