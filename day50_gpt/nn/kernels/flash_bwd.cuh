@@ -29,11 +29,8 @@
 // column in order (no atomics: the same bits every run). The qkv weight gradient is then a plain
 // matmul, without cuBLASLt's bias-gradient epilogue (Model::attention_bwd).
 //
-// The next block's tiles are copied into shared memory (two buffers) while the current one is multiplied,
-// by the copy engine: one warp hands it each tile's 64 rows as bulk copies of 128 bytes (cp.async.bulk,
-// common.cuh), counted off the buffer's mbarrier, and every warp waits on that barrier. The first version had
-// all 128 threads issue 16-byte cp.async, 4 a tile each with their address arithmetic: in its Nsight Compute
-// profile (H200) those lines were a quarter of the kernel's executed instructions and of its stall samples. Shared rows are padded to 72 elements (144 bytes), so the 8 rows an ldmatrix reads
+// The next block's tiles are copied into shared memory (cp.async, two buffers) while the current one
+// is multiplied. Shared rows are padded to 72 elements (144 bytes), so the 8 rows an ldmatrix reads
 // start in 8 different bank groups. Layout: Q, K, V read in place from qkv ([B*T][3C], head h at
 // columns h*64 of each third), O and dO from [B*T][C], dQ, dK, dV written into dqkv like qkv.
 #pragma once
@@ -41,7 +38,7 @@
 
 #include <cstdint>
 
-#include "common.cuh"  // smem_addr, mbar_init, mbar_expect, bulk_copy, mbar_wait
+#include "common.cuh"  // smem_addr, cp_async_cg16, cp_async_commit, cp_async_wait
 
 namespace k {
 namespace flash {
@@ -55,7 +52,7 @@ constexpr int kTile = kBlk * kPad;  // elements of one shared tile
 // dynamic shared memory of the one launch, the larger pass's (dkv_block<true>): two fixed tiles, three
 // double-buffered ones (Q, dO, O) and two double-buffered rows of floats (Stats, Dsum); dq_block needs
 // six tiles and 64 floats.
-constexpr int kSmemBytes = (2 + 3 * 2) * kTile * 2 + 2 * 2 * kBlk * 4 + 2 * 8;  // + the two buffers' mbarriers
+constexpr int kSmemBytes = (2 + 3 * 2) * kTile * 2 + 2 * 2 * kBlk * 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
 inline bool fits(int head_size, int T) { return head_size == kD && T % kBlk == 0; }
@@ -90,38 +87,26 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-// A 64 x 64 bf16 tile (rows of a [rows][ld] matrix from src, 128 bytes each) into shared memory (row
-// stride kPad) by the copy engine: called by one whole warp, each lane hands it two rows as bulk copies that
-// count their bytes off `bar`. Rows start 16-byte aligned in both memories (ld a multiple of 8, kPad's 144
-// bytes), as cp.async.bulk needs.
-constexpr unsigned kTileBytes = kBlk * kD * 2;
-__device__ __forceinline__ void bulk_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, size_t ld,
-                                          unsigned long long* bar, int lane) {
-#pragma unroll
-  for (int r = lane; r < kBlk; r += 32) bulk_copy(dst + r * kPad, src + size_t(r) * ld, kD * 2, bar);
-}
-// 64 floats (a block's rows of Stats or Dsum) likewise, by lane 0.
-__device__ __forceinline__ void bulk_rows(float* dst, const float* src, unsigned long long* bar, int lane) {
-  if (lane == 0) bulk_copy(dst, src, kBlk * 4, bar);
-}
-// The buffers' two mbarriers, at the end of the dynamic shared memory: set up by one thread, then every
-// thread may wait on them (the barrier after this also orders the set-up before any copy's bytes arrive).
-__device__ __forceinline__ void init_bars(unsigned long long* bar) {
-  if (threadIdx.x == 0) {
-    mbar_init(bar), mbar_init(bar + 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+// Start the next block's copies (if `more`) and wait for the current block's, then a barrier: the
+// groups complete in order, so with the next group in flight, "all but the newest" is this block's.
+template <class F>
+__device__ __forceinline__ void prefetch_then_wait(bool more, F&& load_next) {
+  if (more) {
+    load_next();
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
   }
   __syncthreads();
 }
-// Warp 0 announces `bytes` on `bar` (lane 0's arrive, the barrier's one expected arrival) and then issues
-// the copies (issue(lane)): the phase completes when they have all landed.
-template <class F>
-__device__ __forceinline__ void bulk_issue(unsigned long long* bar, unsigned bytes, F&& issue) {
-  const int lane = threadIdx.x % 32;
-  if (threadIdx.x < 32) {
-    if (lane == 0) mbar_expect(bar, bytes);
-    __syncwarp();
-    issue(lane);
+
+// A 64 x 64 bf16 tile (rows `row0`.. of a [rows][ld] matrix, columns col0..col0+63) into shared memory:
+// 512 copies of 16 bytes, 4 per thread.
+__device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, size_t ld) {
+  for (int i = threadIdx.x; i < kBlk * kD / 8; i += kThreads) {
+    const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
+    cp_async_cg16(dst + r * kPad + c, src + size_t(r) * ld + c);
   }
 }
 
@@ -280,14 +265,11 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, int qb, int bh
   const __nv_bfloat16* q_at = qkv + row0 * l3 + size_t(h) * kD;
   const __nv_bfloat16* k_at = q_at + C;
   const __nv_bfloat16* v_at = q_at + 2 * C;
-  unsigned long long* bar = reinterpret_cast<unsigned long long*>(sDs + kBlk);  // the buffers' mbarriers
-  init_bars(bar);
-  bulk_issue(bar, 4 * kTileBytes, [&](int lane) {  // buffer 0's first phase: Q, dO and the first K, V
-    bulk_tile(sQ, q_at + size_t(qb) * kBlk * l3, l3, bar, lane);
-    bulk_tile(sdO, dout + (row0 + size_t(qb) * kBlk) * C + size_t(h) * kD, size_t(C), bar, lane);
-    bulk_tile(sK, k_at, l3, bar, lane);
-    bulk_tile(sV, v_at, l3, bar, lane);
-  });
+  load_tile(sQ, q_at + size_t(qb) * kBlk * l3, l3);
+  load_tile(sdO, dout + (row0 + size_t(qb) * kBlk) * C + size_t(h) * kD, size_t(C));
+  load_tile(sK, k_at, l3);
+  load_tile(sV, v_at, l3);
+  cp_async_commit();
   // Dsum for this block's queries, straight from global memory while the tiles are in flight.
   const size_t o_at = (row0 + size_t(qb) * kBlk) * C + size_t(h) * kD;
   dsum_rows_global(out + o_at, dout + o_at, size_t(C), sDs);
@@ -302,12 +284,10 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, int qb, int bh
   zero(dq);
   for (int kb = 0; kb <= qb; ++kb) {
     const int buf = kb & 1;
-    if (kb < qb)  // the next block of keys into the other buffer (free: the last iteration ended on a barrier)
-      bulk_issue(bar + (buf ^ 1), 2 * kTileBytes, [&](int lane) {
-        bulk_tile(sK + (buf ^ 1) * kTile, k_at + size_t(kb + 1) * kBlk * l3, l3, bar + (buf ^ 1), lane);
-        bulk_tile(sV + (buf ^ 1) * kTile, v_at + size_t(kb + 1) * kBlk * l3, l3, bar + (buf ^ 1), lane);
-      });
-    mbar_wait(bar + buf, unsigned(kb >> 1) & 1u);  // this buffer's (kb / 2)-th fill has landed
+    prefetch_then_wait(kb < qb, [&] {  // the next block of keys into the other buffer
+      load_tile(sK + (buf ^ 1) * kTile, k_at + size_t(kb + 1) * kBlk * l3, l3);
+      load_tile(sV + (buf ^ 1) * kTile, v_at + size_t(kb + 1) * kBlk * l3, l3);
+    });
     const __nv_bfloat16 *k_s = sK + buf * kTile, *v_s = sV + buf * kTile;
     float sc[8][4], dp[8][4];
     zero(sc), zero(dp);
@@ -359,41 +339,34 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, int kb, int b
   __nv_bfloat16* sQ = sV + kTile;  // [2][tile]
   __nv_bfloat16* sdO = sQ + 2 * kTile;
   __nv_bfloat16* sO = sdO + 2 * kTile;                                     // [2][tile] (kOwnDsum)
-  float* sL = reinterpret_cast<float*>(sdO + (kOwnDsum ? 4 : 2) * kTile);  // [2][64] Stats, as stored
+  float* sL = reinterpret_cast<float*>(sdO + (kOwnDsum ? 4 : 2) * kTile);  // [2][64] Stats * log2(e)
   float* sD = sL + 2 * kBlk;                                               // [2][64] Dsum
-  unsigned long long* bar = reinterpret_cast<unsigned long long*>(sD + 2 * kBlk);  // the buffers' mbarriers
   const int nb = T / kBlk, b = bh / H, h = bh % H;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
   const __nv_bfloat16* q_at = qkv + row0 * l3 + size_t(h) * kD;
   const __nv_bfloat16* do_at = dout + row0 * C + size_t(h) * kD;
   const __nv_bfloat16* o_at = out + row0 * C + size_t(h) * kD;
-  init_bars(bar);
-  // A block of queries' tiles (Q, dO, and O for kOwnDsum) and rows (Stats, and Dsum without kOwnDsum) into
-  // buffer `buf`, counted off its mbarrier (Stats as stored: scaled by log2(e) where it is read).
-  auto load_q = [&](int qb, int buf, int lane) {
-    unsigned long long* b = bar + buf;
-    bulk_tile(sQ + buf * kTile, q_at + size_t(qb) * kBlk * l3, l3, b, lane);
-    bulk_tile(sdO + buf * kTile, do_at + size_t(qb) * kBlk * C, size_t(C), b, lane);
-    if constexpr (kOwnDsum) bulk_tile(sO + buf * kTile, o_at + size_t(qb) * kBlk * C, size_t(C), b, lane);
-    bulk_rows(sL + buf * kBlk, stats + size_t(bh) * T + size_t(qb) * kBlk, b, lane);
-    if constexpr (!kOwnDsum) bulk_rows(sD + buf * kBlk, dsum + size_t(bh) * T + size_t(qb) * kBlk, b, lane);
+  load_tile(sK, q_at + C + size_t(kb) * kBlk * l3, l3);
+  load_tile(sV, q_at + 2 * C + size_t(kb) * kBlk * l3, l3);
+  auto load_q = [&](int qb, int buf) {
+    load_tile(sQ + buf * kTile, q_at + size_t(qb) * kBlk * l3, l3);
+    load_tile(sdO + buf * kTile, do_at + size_t(qb) * kBlk * C, size_t(C));
+    if constexpr (kOwnDsum) load_tile(sO + buf * kTile, o_at + size_t(qb) * kBlk * C, size_t(C));
+    if (threadIdx.x < kBlk) {
+      sL[buf * kBlk + threadIdx.x] = stats[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x] * kLog2e;
+      if constexpr (!kOwnDsum) sD[buf * kBlk + threadIdx.x] = dsum[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x];
+    }
   };
-  constexpr unsigned kQBytes = (kOwnDsum ? 3 : 2) * kTileBytes + (kOwnDsum ? 1 : 2) * kBlk * 4;
-  bulk_issue(bar, 2 * kTileBytes + kQBytes, [&](int lane) {  // buffer 0's first phase: K, V and the first queries
-    bulk_tile(sK, q_at + C + size_t(kb) * kBlk * l3, l3, bar, lane);
-    bulk_tile(sV, q_at + 2 * C + size_t(kb) * kBlk * l3, l3, bar, lane);
-    load_q(kb, 0, lane);
-  });
+  load_q(kb, 0);
+  cp_async_commit();
   const int krow = kb * kBlk + warp * 16 + g;  // this thread's two key rows: krow, krow + 8
   const float sl2 = scale * kLog2e;
   float dk[8][4], dv[8][4];
   zero(dk), zero(dv);
   for (int qb = kb; qb < nb; ++qb) {
-    const int i = qb - kb, buf = i & 1;
-    if (qb + 1 < nb)  // the next block of queries into the other buffer (free: the last iteration ended on a barrier)
-      bulk_issue(bar + (buf ^ 1), kQBytes, [&](int lane) { load_q(qb + 1, buf ^ 1, lane); });
-    mbar_wait(bar + buf, unsigned(i >> 1) & 1u);  // this buffer's (i / 2)-th fill has landed
+    const int buf = (qb - kb) & 1;
+    prefetch_then_wait(qb + 1 < nb, [&] { load_q(qb + 1, buf ^ 1); });
     const __nv_bfloat16 *q_s = sQ + buf * kTile, *do_s = sdO + buf * kTile;
     const float *l_s = sL + buf * kBlk, *d_s = sD + buf * kBlk;
     if constexpr (kOwnDsum) dsum_rows_shared(sO + buf * kTile, do_s, sD + buf * kBlk);  // read after the barrier below
@@ -411,9 +384,8 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, int kb, int b
     }
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      const float2 ls = *reinterpret_cast<const float2*>(l_s + nt * 8 + 2 * t),
+      const float2 l2 = *reinterpret_cast<const float2*>(l_s + nt * 8 + 2 * t),
                    d2 = *reinterpret_cast<const float2*>(d_s + nt * 8 + 2 * t);
-      const float2 l2 = make_float2(ls.x * kLog2e, ls.y * kLog2e);  // Stats * log2(e), as dq_block scales it
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float p = ex2(fmaf(st[nt][e], sl2, -(e & 1 ? l2.y : l2.x)));
@@ -478,7 +450,7 @@ __global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __nv_bfloat16* q
                    C, H, scale);
 }
 // their dynamic shared memory: dq_block's six tiles and 64 floats; dkv_block's without the O tiles
-constexpr int kSmemTwoLaunches = (2 + 2 * 2) * kTile * 2 + 2 * 2 * kBlk * 4 + 2 * 8;
+constexpr int kSmemTwoLaunches = (2 + 2 * 2) * kTile * 2 + 2 * 2 * kBlk * 4;
 
 }  // namespace flash
 }  // namespace k
