@@ -104,10 +104,15 @@ __device__ __forceinline__ void prefetch_then_wait(bool more, F&& load_next) {
 // A 64 x 64 bf16 tile (rows `row0`.. of a [rows][ld] matrix, columns col0..col0+63) into shared memory:
 // 512 copies of 16 bytes, 4 per thread.
 __device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, size_t ld) {
-  for (int i = threadIdx.x; i < kBlk * kD / 8; i += kThreads) {
-    const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
-    cp_async_cg16(dst + r * kPad + c, src + size_t(r) * ld + c);
-  }
+  // thread t copies 16 bytes of rows t / 8 + 16 j (j = 0..3) at column (t % 8) * 8: the row, column and the
+  // first addresses once, then a fixed step, so the four copies cost no index arithmetic of their own
+  constexpr int kRowsPerPass = kThreads / (kD / 8);  // 16
+  const int r0 = threadIdx.x / (kD / 8), c = (threadIdx.x % (kD / 8)) * 8;
+  __nv_bfloat16* d = dst + r0 * kPad + c;
+  const __nv_bfloat16* g = src + size_t(r0) * ld + c;
+  const size_t step = size_t(kRowsPerPass) * ld;
+#pragma unroll
+  for (int j = 0; j < kBlk / kRowsPerPass; ++j) cp_async_cg16(d + j * kRowsPerPass * kPad, g + j * step);
 }
 
 // acc[n-tile][4] (16 rows x 64 columns) += A(16 x 64, the warp's rows of `a`, row-major in shared
