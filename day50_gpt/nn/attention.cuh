@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "hopper.cuh"  // make_map_bf16: the flash backward's tensor maps
 #include "model.cuh"
 
 // Attention: cuDNN's fused graph where it can run (bf16), else cuBLAS matmuls + our softmax.
@@ -129,18 +130,24 @@ bool Model<T>::attention_bwd(Layer& L, float* bias_grad) {
                     : finishing_later ? finish_slice(size_t(chunks) * 3 * C)
                                       : partial.as<float>();
       const unsigned nb = unsigned(T_ / k::flash::kBlk);
+      // The tensor maps the kernels' copy engine reads the tiles through (64 x 64 boxes, 128-byte swizzle):
+      // encoded on the host for this layer's buffers (a graph's capture keeps them with the launch).
+      k::flash::Maps maps;
+      maps.qkv = hopper::make_map_bf16(L.qkv.as<bf16>(), N, 3 * C, k::flash::kBlk);
+      maps.o = hopper::make_map_bf16(L.att.as<bf16>(), N, C, k::flash::kBlk);
+      maps.dout = hopper::make_map_bf16(datt.as<bf16>(), N, C, k::flash::kBlk);
       if (!flash_two_launches) {
         k::flash::dqkv_kernel<<<dim3(2 * nb, unsigned(BH)), k::flash::kThreads, k::flash::kSmemBytes, s>>>(
-            L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dqkv.as<bf16>(), part, T_, C,
+            maps, L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dqkv.as<bf16>(), part, T_, C,
             c.heads, scale);
         LAUNCH_CHECK();
       } else {
         k::flash::dq_kernel<<<dim3(nb, unsigned(BH)), k::flash::kThreads, k::flash::kSmemTwoLaunches, s>>>(
-            L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(),
+            maps, L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(),
             dqkv.as<bf16>(), part, T_, C, c.heads, scale);
         LAUNCH_CHECK();
         k::flash::dkv_kernel<<<dim3(nb, unsigned(BH)), k::flash::kThreads, k::flash::kSmemTwoLaunches, s>>>(
-            L.qkv.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(), dqkv.as<bf16>(), part, T_, C,
+            maps, L.qkv.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dsum.as<float>(), dqkv.as<bf16>(), part, T_, C,
             c.heads, scale);
         LAUNCH_CHECK();
       }

@@ -62,6 +62,42 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+// The bulk copy (cp.async.bulk, sm_90) and the mbarriers that count a copy's bytes: one thread hands the copy
+// engine a contiguous run of bytes (or, flash_bwd.cuh, a tensor map's box) and an mbarrier, and the barrier's
+// phase completes when every byte it was told to expect (mbar_expect) has landed. The cluster decoder streams
+// its weights this way (decode_cluster.cuh), the flash backward its tiles.
+__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+// `bytes` (a multiple of 16; both ends 16-byte aligned) from global memory into this block's shared memory.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+// Waits until the barrier's phase `parity` has completed (every expected byte landed), acquiring at block
+// scope (kCluster false: this block's own bulk copies) or at cluster scope (kCluster true: what other
+// blocks' st.async stores released, their complete-tx being a release at cluster scope).
+#define K_MBAR_WAIT(SEM)                                                        \
+  asm volatile(                                                                   \
+      "{\n\t.reg .pred done;\n\t"                                                 \
+      "WAIT:\n\t"                                                                 \
+      "mbarrier.try_wait.parity" SEM ".shared::cta.b64 done, [%0], %1;\n\t"        \
+      "@!done bra WAIT;\n\t}" ::"r"(smem_addr(bar)),                               \
+      "r"(parity)                                                                 \
+      : "memory")
+template <bool kCluster = false>
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+  if constexpr (kCluster)
+    K_MBAR_WAIT(".acquire.cluster");
+  else
+    K_MBAR_WAIT("");
+}
+#undef K_MBAR_WAIT
 
 #define GRID_STRIDE(i, n) \
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)

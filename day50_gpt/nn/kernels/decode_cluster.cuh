@@ -51,43 +51,11 @@ constexpr int kCMaxHead = 64;  // head size limit (and a multiple of 16: 4 lanes
 constexpr int kCChunk = 8;      // cached positions a warp takes at once (32 lanes / 4 a position)
 constexpr int kCRowGroup = 8;   // rows a warp sums together at most (warp_sum8's eight slots)
 
-// The weights' copy: the Tensor Memory Accelerator's bulk copy (cp.async.bulk, sm_90). One thread hands
-// the copy engine a contiguous run of bytes and an mbarrier; the engine moves them while every thread
-// goes on, and the mbarrier's phase completes when all the bytes it was told to expect have landed. (A
-// first version had all 512 threads issue 16-byte cp.async, ~4,800 requests a stage for the largest: it
-// ran slower in development, its issuing on every thread's path.)
-__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-// `bytes` (a multiple of 16; both ends 16-byte aligned) from global memory into this block's shared memory.
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_addr(dst)),
-               "l"(src), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
-}
-// Waits until the barrier's phase `parity` has completed (every expected byte landed), acquiring at block
-// scope (kCluster false: this block's own bulk copies) or at cluster scope (kCluster true: what other
-// blocks' st.async stores released, their complete-tx being a release at cluster scope).
-#define DEC_MBAR_WAIT(SEM)                                                        \
-  asm volatile(                                                                   \
-      "{\n\t.reg .pred done;\n\t"                                                 \
-      "WAIT:\n\t"                                                                 \
-      "mbarrier.try_wait.parity" SEM ".shared::cta.b64 done, [%0], %1;\n\t"        \
-      "@!done bra WAIT;\n\t}" ::"r"(smem_addr(bar)),                               \
-      "r"(parity)                                                                 \
-      : "memory")
-template <bool kCluster = false>
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-  if constexpr (kCluster)
-    DEC_MBAR_WAIT(".acquire.cluster");
-  else
-    DEC_MBAR_WAIT("");
-}
-#undef DEC_MBAR_WAIT
+// The weights' copy: the Tensor Memory Accelerator's bulk copy (cp.async.bulk, sm_90; mbar_init, mbar_expect,
+// bulk_copy and mbar_wait in common.cuh). One thread hands the copy engine a contiguous run of bytes and an
+// mbarrier; the engine moves them while every thread goes on, and the mbarrier's phase completes when all
+// the bytes it was told to expect have landed. (A first version had all 512 threads issue 16-byte cp.async,
+// ~4,800 requests a stage for the largest: it ran slower in development, its issuing on every thread's path.)
 // Distributed shared memory by address: `p` (this block's shared memory) as the same place in block
 // `rank`'s, for st.async and remote mbarriers.
 __device__ __forceinline__ unsigned cluster_addr(const void* p, unsigned rank) {

@@ -29,30 +29,42 @@
 // column in order (no atomics: the same bits every run). The qkv weight gradient is then a plain
 // matmul, without cuBLASLt's bias-gradient epilogue (Model::attention_bwd).
 //
-// The next block's tiles are copied into shared memory (cp.async, two buffers) while the current one
-// is multiplied. Shared rows are padded to 72 elements (144 bytes), so the 8 rows an ldmatrix reads
-// start in 8 different bank groups. Layout: Q, K, V read in place from qkv ([B*T][3C], head h at
+// The next block's tiles are copied into shared memory (two buffers) while the current one is multiplied,
+// each 64 x 64 tile by one request to the copy engine (a 2-D TMA load from a tensor map, counted off the
+// buffer's mbarrier), in the 128-byte swizzle, so the 8 rows an ldmatrix reads fall in 8 different bank
+// groups (`at`). The first version had every thread issue 16-byte cp.async into rows padded to 72 elements:
+// in Nsight Compute those copies and their address arithmetic were the kernel's most executed lines (notes:
+// "Where its instructions go"). Layout: Q, K, V read in place from qkv ([B*T][3C], head h at
 // columns h*64 of each third), O and dO from [B*T][C], dQ, dK, dV written into dqkv like qkv.
 #pragma once
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
-#include "common.cuh"  // smem_addr, cp_async_cg16, cp_async_commit, cp_async_wait
+#include <cuda.h>  // CUtensorMap
+
+#include "common.cuh"  // smem_addr
 
 namespace k {
 namespace flash {
 
 constexpr int kD = 64;     // head size (the only one these kernels take)
 constexpr int kBlk = 64;   // rows per block of queries or keys
-constexpr int kPad = 72;   // shared row stride in elements: 144 bytes, so ldmatrix rows hit distinct banks
 constexpr int kWarps = 4;  // 16 rows of the block each
 constexpr int kThreads = 32 * kWarps;
-constexpr int kTile = kBlk * kPad;  // elements of one shared tile
+constexpr int kTile = kBlk * kD;  // elements of one shared tile: 64 rows of 128 bytes, no padding
+constexpr unsigned kTileBytes = kTile * 2;
+// A tile as the copy engine writes it with the 128-byte swizzle: the 16-byte chunk c of row r sits at chunk
+// c ^ (r % 8) of that row, so the 8 rows an ldmatrix reads (the same chunk of 8 consecutive rows) fall in 8
+// different groups of 4 banks, as the padded rows of the first version did. at(r, col): the element at row r,
+// column col (col % 8 == 0 for a 16-byte access). Row offsets that are multiples of 8 keep the pattern, so a
+// warp's 16 rows can be addressed from their own first row.
+__device__ __forceinline__ int at(int r, int col) { return r * kD + ((((col >> 3) ^ (r & 7)) << 3) | (col & 7)); }
 // dynamic shared memory of the one launch, the larger pass's (dkv_block<true>): two fixed tiles, three
-// double-buffered ones (Q, dO, O) and two double-buffered rows of floats (Stats, Dsum); dq_block needs
-// six tiles and 64 floats.
-constexpr int kSmemBytes = (2 + 3 * 2) * kTile * 2 + 2 * 2 * kBlk * 4;
+// double-buffered ones (Q, dO, O), two double-buffered rows of floats (Stats, Dsum) and the buffers' two
+// mbarriers, plus up to 1 KB to align the tiles to the 1,024 bytes the swizzle's pattern repeats in; dq_block
+// needs six tiles, 64 floats and the barriers.
+constexpr int kSmemBytes = 1024 + (2 + 3 * 2) * kTile * 2 + 2 * 2 * kBlk * 4 + 2 * 8;
 constexpr float kLog2e = 1.4426950408889634f;
 
 inline bool fits(int head_size, int T) { return head_size == kD && T % kBlk == 0; }
@@ -87,27 +99,33 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-// Start the next block's copies (if `more`) and wait for the current block's, then a barrier: the
-// groups complete in order, so with the next group in flight, "all but the newest" is this block's.
-template <class F>
-__device__ __forceinline__ void prefetch_then_wait(bool more, F&& load_next) {
-  if (more) {
-    load_next();
-    cp_async_commit();
-    cp_async_wait<1>();
-  } else {
-    cp_async_wait<0>();
+// The tensor maps of the three inputs the tiles come from (row-major bf16, boxes of 64 x 64 with the 128-byte
+// swizzle: nn/attention.cuh builds them with common/hopper.cuh's make_map_bf16): qkv [B*T][3C] (Q, K and V
+// of head h at columns h*64, C + h*64, 2C + h*64), O and dO [B*T][C].
+struct Maps {
+  CUtensorMap qkv, o, dout;
+};
+// The box at (column c0, row c1) of `map` into a shared tile by the copy engine (one request of 8 KB),
+// counted off `bar` (cp.async.bulk.tensor, sm_90).
+__device__ __forceinline__ void tma_tile(__nv_bfloat16* dst, const CUtensorMap* map, unsigned long long* bar, int c0,
+                                         int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(
+          smem_addr(dst)),
+      "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1)
+      : "memory");
+}
+// The buffers' two mbarriers: set up by one thread, then the whole block may wait on them.
+__device__ __forceinline__ void init_bars(unsigned long long* bar) {
+  if (threadIdx.x == 0) {
+    mbar_init(bar), mbar_init(bar + 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
 }
-
-// A 64 x 64 bf16 tile (rows `row0`.. of a [rows][ld] matrix, columns col0..col0+63) into shared memory:
-// 512 copies of 16 bytes, 4 per thread.
-__device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, size_t ld) {
-  for (int i = threadIdx.x; i < kBlk * kD / 8; i += kThreads) {
-    const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
-    cp_async_cg16(dst + r * kPad + c, src + size_t(r) * ld + c);
-  }
+// The dynamic shared memory from its first 1,024-byte boundary (the swizzled tiles' alignment).
+__device__ __forceinline__ unsigned char* aligned_smem(unsigned char* raw) {
+  return raw + ((1024u - (smem_addr(raw) & 1023u)) & 1023u);
 }
 
 // acc[n-tile][4] (16 rows x 64 columns) += A(16 x 64, the warp's rows of `a`, row-major in shared
@@ -116,11 +134,11 @@ __device__ __forceinline__ void mm_abt(float acc[8][4], const __nv_bfloat16* a, 
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) {
     uint32_t af[4];
-    ldsm4(af, a + (lane % 16) * kPad + ks * 16 + (lane / 16) * 8);
+    ldsm4(af, a + at(lane % 16, ks * 16 + (lane / 16) * 8));
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
       uint32_t bf[4];
-      ldsm4(bf, b + (np * 16 + (lane % 8) + (lane / 16) * 8) * kPad + ks * 16 + ((lane / 8) % 2) * 8);
+      ldsm4(bf, b + at(np * 16 + (lane % 8) + (lane / 16) * 8, ks * 16 + ((lane / 8) % 2) * 8));
       mma(acc[2 * np], af, bf[0], bf[1]);
       mma(acc[2 * np + 1], af, bf[2], bf[3]);
     }
@@ -134,7 +152,7 @@ __device__ __forceinline__ void mm_ab(float acc[8][4], const uint32_t af[4][4], 
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
       uint32_t bf[4];
-      ldsm4_t(bf, b + (ks * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kPad + np * 16 + (lane / 16) * 8);
+      ldsm4_t(bf, b + at(ks * 16 + (lane % 8) + ((lane / 8) % 2) * 8, np * 16 + (lane / 16) * 8));
       mma(acc[2 * np], af[ks], bf[0], bf[1]);
       mma(acc[2 * np + 1], af[ks], bf[2], bf[3]);
     }
@@ -153,25 +171,25 @@ __device__ __forceinline__ void zero(float c[8][4]) {
   for (int i = 0; i < 8; ++i) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.f;
 }
 // A warp's 16 x 64 accumulator (times `scale`, as bf16) to rows row0.. of a [rows][ld] matrix, through
-// shared memory: the warp writes its block into `stage` (its own 16 rows of a free tile, row stride
-// kPad), then copies it out 16 bytes a lane, 8 lanes a 128-byte row. Stored straight from the
+// shared memory: the warp writes its block into `stage` (its own 16 rows of a free tile, in the tiles'
+// swizzled layout), then copies it out 16 bytes a lane, 8 lanes a 128-byte row. Stored straight from the
 // accumulator layout, each instruction would write 16 bytes of 8 rows: half of every 32-byte sector,
-// so each sector takes two writes. The stage's rows are 144 bytes apart, so the 32 lanes' 4-byte writes
-// hit 32 different banks.
+// so each sector takes two writes. The swizzle puts the 8 rows' chunk nt in 8 different chunks, so the 32
+// lanes' 4-byte writes hit 32 different banks.
 __device__ __forceinline__ void store_rows_staged(__nv_bfloat16* dst, size_t ld, const float c[8][4], float scale,
                                                   __nv_bfloat16* stage, int lane) {
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
     const int col = nt * 8 + 2 * t;
-    *reinterpret_cast<uint32_t*>(stage + g * kPad + col) = pack(scale * c[nt][0], scale * c[nt][1]);
-    *reinterpret_cast<uint32_t*>(stage + (g + 8) * kPad + col) = pack(scale * c[nt][2], scale * c[nt][3]);
+    *reinterpret_cast<uint32_t*>(stage + at(g, col)) = pack(scale * c[nt][0], scale * c[nt][1]);
+    *reinterpret_cast<uint32_t*>(stage + at(g + 8, col)) = pack(scale * c[nt][2], scale * c[nt][3]);
   }
   __syncwarp();
 #pragma unroll
   for (int i = lane; i < 16 * (kD / 8); i += 32) {
     const int r = i / (kD / 8), ch = (i % (kD / 8)) * 8;
-    *reinterpret_cast<uint4*>(dst + size_t(r) * ld + ch) = *reinterpret_cast<const uint4*>(stage + r * kPad + ch);
+    *reinterpret_cast<uint4*>(dst + size_t(r) * ld + ch) = *reinterpret_cast<const uint4*>(stage + at(r, ch));
   }
 }
 
@@ -199,16 +217,16 @@ __device__ __forceinline__ void dsum_rows_global(const __nv_bfloat16* o, const _
     if (lane8 == 0) out[r] = s;
   }
 }
-// The same from two shared tiles (row stride kPad): two threads a row, 32 columns each. A quarter warp's
-// 16-byte reads cover 4 rows x 2 halves at word offsets 0, 16, 36, 52, ... (mod 32: 0, 16, 4, 20, ...):
-// no bank conflicts.
+// The same from two shared tiles (swizzled): two threads a row, 32 columns each. A quarter warp's 16-byte
+// reads cover 4 consecutive rows x 2 halves, chunks 0 and 4 of each XORed with the row (mod 8): 8 different
+// chunks, no bank conflicts.
 __device__ __forceinline__ void dsum_rows_shared(const __nv_bfloat16* o, const __nv_bfloat16* d_o, float* out) {
   const int r = threadIdx.x / 2, half = threadIdx.x % 2;
   float s = 0;
 #pragma unroll
   for (int c = 0; c < 32; c += 8) {
-    const uint4 o4 = *reinterpret_cast<const uint4*>(o + r * kPad + half * 32 + c),
-                d4 = *reinterpret_cast<const uint4*>(d_o + r * kPad + half * 32 + c);
+    const uint4 o4 = *reinterpret_cast<const uint4*>(o + at(r, half * 32 + c)),
+                d4 = *reinterpret_cast<const uint4*>(d_o + at(r, half * 32 + c));
     const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o4);
     const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&d4);
 #pragma unroll
@@ -250,7 +268,7 @@ __device__ __forceinline__ void block_col_sums(const float* red, float* part, in
 
 // 1. dQ of one block of 64 queries (qb) of head bh, with the Dsum of its rows (also written to dsum_out
 // when not null, for a dK/dV pass in a later launch that reads it).
-__device__ __forceinline__ void dq_block(unsigned char* smem_raw, int qb, int bh, const __nv_bfloat16* qkv,
+__device__ __forceinline__ void dq_block(unsigned char* smem_raw, const Maps& m, int qb, int bh, const __nv_bfloat16* qkv,
                                          const __nv_bfloat16* out, const __nv_bfloat16* dout, const float* stats,
                                          float* dsum_out, __nv_bfloat16* dqkv, float* bias_part, int T, int C, int H,
                                          float scale) {
@@ -259,17 +277,20 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, int qb, int bh
   __nv_bfloat16* sK = sdO + kTile;  // [2][tile]
   __nv_bfloat16* sV = sK + 2 * kTile;
   float* sDs = reinterpret_cast<float*>(sV + 2 * kTile);  // [64] this block's Dsum
+  unsigned long long* bar = reinterpret_cast<unsigned long long*>(sDs + kBlk);  // the buffers' mbarriers
   const int nb = T / kBlk, b = bh / H, h = bh % H;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
-  const __nv_bfloat16* q_at = qkv + row0 * l3 + size_t(h) * kD;
-  const __nv_bfloat16* k_at = q_at + C;
-  const __nv_bfloat16* v_at = q_at + 2 * C;
-  load_tile(sQ, q_at + size_t(qb) * kBlk * l3, l3);
-  load_tile(sdO, dout + (row0 + size_t(qb) * kBlk) * C + size_t(h) * kD, size_t(C));
-  load_tile(sK, k_at, l3);
-  load_tile(sV, v_at, l3);
-  cp_async_commit();
+  // The tiles by the copy engine, one request each: buffer 0's first fill holds Q, dO and the first K, V.
+  const int r0 = int(row0), hc = h * kD;  // the head's first row and column
+  init_bars(bar);
+  if (threadIdx.x == 0) {
+    mbar_expect(bar, 4 * kTileBytes);
+    tma_tile(sQ, &m.qkv, bar, hc, r0 + qb * kBlk);
+    tma_tile(sdO, &m.dout, bar, hc, r0 + qb * kBlk);
+    tma_tile(sK, &m.qkv, bar, C + hc, r0);
+    tma_tile(sV, &m.qkv, bar, 2 * C + hc, r0);
+  }
   // Dsum for this block's queries, straight from global memory while the tiles are in flight.
   const size_t o_at = (row0 + size_t(qb) * kBlk) * C + size_t(h) * kD;
   dsum_rows_global(out + o_at, dout + o_at, size_t(C), sDs);
@@ -284,15 +305,18 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, int qb, int bh
   zero(dq);
   for (int kb = 0; kb <= qb; ++kb) {
     const int buf = kb & 1;
-    prefetch_then_wait(kb < qb, [&] {  // the next block of keys into the other buffer
-      load_tile(sK + (buf ^ 1) * kTile, k_at + size_t(kb + 1) * kBlk * l3, l3);
-      load_tile(sV + (buf ^ 1) * kTile, v_at + size_t(kb + 1) * kBlk * l3, l3);
-    });
+    if (kb < qb && threadIdx.x == 0) {  // the next block of keys into the other buffer (free: the last
+      unsigned long long* nb_bar = bar + (buf ^ 1);  // iteration ended on a barrier)
+      mbar_expect(nb_bar, 2 * kTileBytes);
+      tma_tile(sK + (buf ^ 1) * kTile, &m.qkv, nb_bar, C + hc, r0 + (kb + 1) * kBlk);
+      tma_tile(sV + (buf ^ 1) * kTile, &m.qkv, nb_bar, 2 * C + hc, r0 + (kb + 1) * kBlk);
+    }
+    mbar_wait(bar + buf, unsigned(kb >> 1) & 1u);  // this buffer's (kb / 2)-th fill has landed
     const __nv_bfloat16 *k_s = sK + buf * kTile, *v_s = sV + buf * kTile;
     float sc[8][4], dp[8][4];
     zero(sc), zero(dp);
-    mm_abt(sc, sQ + warp * 16 * kPad, k_s, lane);   // S = Q . K^T
-    mm_abt(dp, sdO + warp * 16 * kPad, v_s, lane);  // dP = dO . V^T
+    mm_abt(sc, sQ + warp * 16 * kD, k_s, lane);   // S = Q . K^T
+    mm_abt(dp, sdO + warp * 16 * kD, v_s, lane);  // dP = dO . V^T
     // P = 2^(S * scale * log2(e) - Stats * log2(e)), then dS = P * (dP - Dsum). Only the diagonal block
     // has keys after a query (masked: 2^-inf = 0); the others skip the comparison.
     if (kb == qb) {
@@ -316,7 +340,7 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, int qb, int bh
   }
   __nv_bfloat16* dq_at = dqkv + (row0 + size_t(qrow) - g) * l3 + size_t(h) * kD;
   // the tiles are free (the loop's last barrier): each warp stages its rows in its rows of sK
-  store_rows_staged(dq_at, l3, dq, scale, sK + warp * 16 * kPad, lane);
+  store_rows_staged(dq_at, l3, dq, scale, sK + warp * 16 * kD, lane);
   if (bias_part) {  // 4 x 64 floats of sums in sQ's tile, clear of the staging rows
     float* red = reinterpret_cast<float*>(smem_raw);
     warp_col_sums(dq, scale, red + warp * kBlk, lane);
@@ -330,7 +354,7 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, int qb, int bh
 // block's four 64 x 64 x 64 ones, and this pass then needs nothing from dq_block. Else it is read from
 // dsum, which dq_block wrote in an earlier launch.
 template <bool kOwnDsum>
-__device__ __forceinline__ void dkv_block(unsigned char* smem_raw, int kb, int bh, const __nv_bfloat16* qkv,
+__device__ __forceinline__ void dkv_block(unsigned char* smem_raw, const Maps& m, int kb, int bh, const __nv_bfloat16* qkv,
                                           const __nv_bfloat16* out, const __nv_bfloat16* dout, const float* stats,
                                           const float* dsum, __nv_bfloat16* dqkv, float* bias_part, int T, int C,
                                           int H, float scale) {
@@ -341,39 +365,52 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, int kb, int b
   __nv_bfloat16* sO = sdO + 2 * kTile;                                     // [2][tile] (kOwnDsum)
   float* sL = reinterpret_cast<float*>(sdO + (kOwnDsum ? 4 : 2) * kTile);  // [2][64] Stats * log2(e)
   float* sD = sL + 2 * kBlk;                                               // [2][64] Dsum
+  unsigned long long* bar = reinterpret_cast<unsigned long long*>(sD + 2 * kBlk);  // the buffers' mbarriers
   const int nb = T / kBlk, b = bh / H, h = bh % H;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
-  const __nv_bfloat16* q_at = qkv + row0 * l3 + size_t(h) * kD;
-  const __nv_bfloat16* do_at = dout + row0 * C + size_t(h) * kD;
-  const __nv_bfloat16* o_at = out + row0 * C + size_t(h) * kD;
-  load_tile(sK, q_at + C + size_t(kb) * kBlk * l3, l3);
-  load_tile(sV, q_at + 2 * C + size_t(kb) * kBlk * l3, l3);
-  auto load_q = [&](int qb, int buf) {
-    load_tile(sQ + buf * kTile, q_at + size_t(qb) * kBlk * l3, l3);
-    load_tile(sdO + buf * kTile, do_at + size_t(qb) * kBlk * C, size_t(C));
-    if constexpr (kOwnDsum) load_tile(sO + buf * kTile, o_at + size_t(qb) * kBlk * C, size_t(C));
+  (void)out;  // (O's tiles come through the map; the pointer stays for the two-launch kernel's signature)
+  const int r0 = int(row0), hc = h * kD;  // the head's first row and column
+  // A block of queries' tiles (Q, dO, and O for kOwnDsum) into buffer `buf` by the copy engine (thread 0
+  // issues them), and its rows of Stats (and of Dsum without kOwnDsum) by the first 64 threads: the tiles wait
+  // on the buffer's mbarrier, the rows on the block barrier after it.
+  constexpr unsigned kQBytes = (kOwnDsum ? 3 : 2) * kTileBytes;
+  auto load_q = [&](int qb, int buf, bool expect) {
+    if (threadIdx.x == 0) {
+      unsigned long long* bb = bar + buf;
+      if (expect) mbar_expect(bb, kQBytes);
+      tma_tile(sQ + buf * kTile, &m.qkv, bb, hc, r0 + qb * kBlk);
+      tma_tile(sdO + buf * kTile, &m.dout, bb, hc, r0 + qb * kBlk);
+      if constexpr (kOwnDsum) tma_tile(sO + buf * kTile, &m.o, bb, hc, r0 + qb * kBlk);
+    }
     if (threadIdx.x < kBlk) {
       sL[buf * kBlk + threadIdx.x] = stats[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x] * kLog2e;
       if constexpr (!kOwnDsum) sD[buf * kBlk + threadIdx.x] = dsum[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x];
     }
   };
-  load_q(kb, 0);
-  cp_async_commit();
+  init_bars(bar);
+  if (threadIdx.x == 0) {  // buffer 0's first fill: K and V, then the first block of queries (announced here)
+    mbar_expect(bar, 2 * kTileBytes + kQBytes);
+    tma_tile(sK, &m.qkv, bar, C + hc, r0 + kb * kBlk);
+    tma_tile(sV, &m.qkv, bar, 2 * C + hc, r0 + kb * kBlk);
+  }
+  load_q(kb, 0, false);
   const int krow = kb * kBlk + warp * 16 + g;  // this thread's two key rows: krow, krow + 8
   const float sl2 = scale * kLog2e;
   float dk[8][4], dv[8][4];
   zero(dk), zero(dv);
   for (int qb = kb; qb < nb; ++qb) {
-    const int buf = (qb - kb) & 1;
-    prefetch_then_wait(qb + 1 < nb, [&] { load_q(qb + 1, buf ^ 1); });
+    const int i = qb - kb, buf = i & 1;
+    if (qb + 1 < nb) load_q(qb + 1, buf ^ 1, true);  // the other buffer is free: the last iteration ended on a barrier
+    mbar_wait(bar + buf, unsigned(i >> 1) & 1u);  // this buffer's (i / 2)-th fill has landed
+    __syncthreads();  // and its rows of Stats (Dsum), which other threads stored
     const __nv_bfloat16 *q_s = sQ + buf * kTile, *do_s = sdO + buf * kTile;
     const float *l_s = sL + buf * kBlk, *d_s = sD + buf * kBlk;
     if constexpr (kOwnDsum) dsum_rows_shared(sO + buf * kTile, do_s, sD + buf * kBlk);  // read after the barrier below
     float st[8][4], dpt[8][4];
     zero(st), zero(dpt);
-    mm_abt(st, sK + warp * 16 * kPad, q_s, lane);    // S^T = K . Q^T
-    mm_abt(dpt, sV + warp * 16 * kPad, do_s, lane);  // dP^T = V . dO^T
+    mm_abt(st, sK + warp * 16 * kD, q_s, lane);    // S^T = K . Q^T
+    mm_abt(dpt, sV + warp * 16 * kD, do_s, lane);  // dP^T = V . dO^T
     if constexpr (kOwnDsum) __syncthreads();  // this block's Dsum, written by other threads above (the products did not need it)
     if (qb == kb) {  // the diagonal block: queries before a key are masked (2^-inf = 0)
 #pragma unroll
@@ -402,8 +439,8 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, int kb, int b
   }
   __nv_bfloat16* dk_at = dqkv + (row0 + size_t(krow) - g) * l3 + C + size_t(h) * kD;
   // the tiles are free (the loop's last barrier): dK staged in the warp's rows of sQ, dV in sdO's
-  store_rows_staged(dk_at, l3, dk, scale, sQ + warp * 16 * kPad, lane);
-  store_rows_staged(dk_at + C, l3, dv, 1.f, sdO + warp * 16 * kPad, lane);
+  store_rows_staged(dk_at, l3, dk, scale, sQ + warp * 16 * kD, lane);
+  store_rows_staged(dk_at + C, l3, dv, 1.f, sdO + warp * 16 * kD, lane);
   if (bias_part) {  // dK's sums by threads 0..63, dV's by 64..127 (8 x 64 floats in sK's tile)
     float* red = reinterpret_cast<float*>(smem_raw);
     warp_col_sums(dk, scale, red + warp * kBlk, lane);
@@ -419,38 +456,41 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, int kb, int b
 // a block of keys, each kind the longest walk first, so the dQ and dK/dV blocks of a head run side by side
 // and share its Q, K, V, dO in L2. 168 registers a thread (the dK/dV pass's two accumulators and its P
 // and dS) and 74 KB of shared memory: 3 CTAs an SM, 12 warps.
-__global__ void __launch_bounds__(kThreads, 3) dqkv_kernel(const __nv_bfloat16* qkv, const __nv_bfloat16* out,
+__global__ void __launch_bounds__(kThreads, 3) dqkv_kernel(const __grid_constant__ Maps maps, const __nv_bfloat16* qkv, const __nv_bfloat16* out,
                                                         const __nv_bfloat16* dout, const float* stats,
                                                         __nv_bfloat16* dqkv, float* bias_part, int T, int C, int H,
                                                         float scale) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_dyn[];
+  unsigned char* smem_raw = aligned_smem(smem_dyn);
   const int j = int(blockIdx.x) / 2, bh = int(blockIdx.y);
   if (blockIdx.x % 2 == 0)
-    dq_block(smem_raw, T / kBlk - 1 - j, bh, qkv, out, dout, stats, nullptr, dqkv, bias_part, T, C, H, scale);
+    dq_block(smem_raw, maps, T / kBlk - 1 - j, bh, qkv, out, dout, stats, nullptr, dqkv, bias_part, T, C, H, scale);
   else
-    dkv_block<true>(smem_raw, j, bh, qkv, out, dout, stats, nullptr, dqkv, bias_part, T, C, H, scale);
+    dkv_block<true>(smem_raw, maps, j, bh, qkv, out, dout, stats, nullptr, dqkv, bias_part, T, C, H, scale);
 }
 
 // 4. The first version's two launches, kept to measure the one launch against (Model::flash_two_launches,
 // dev/attention.cu's row "... two launches"): dq_kernel first, since it writes Dsum for dkv_kernel. Grid:
 // (T / 64, B * H), x = 0 the longest walk. Each has its own registers (128 and 168: 4 and 3 CTAs an SM).
-__global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __nv_bfloat16* qkv, const __nv_bfloat16* out,
+__global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __grid_constant__ Maps maps, const __nv_bfloat16* qkv, const __nv_bfloat16* out,
                                                       const __nv_bfloat16* dout, const float* stats, float* dsum,
                                                       __nv_bfloat16* dqkv, float* bias_part, int T, int C, int H,
                                                       float scale) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  dq_block(smem_raw, T / kBlk - 1 - int(blockIdx.x), int(blockIdx.y), qkv, out, dout, stats, dsum, dqkv, bias_part,
+  extern __shared__ __align__(16) unsigned char smem_dyn[];
+  unsigned char* smem_raw = aligned_smem(smem_dyn);
+  dq_block(smem_raw, maps, T / kBlk - 1 - int(blockIdx.x), int(blockIdx.y), qkv, out, dout, stats, dsum, dqkv, bias_part,
            T, C, H, scale);
 }
-__global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __nv_bfloat16* qkv, const __nv_bfloat16* dout,
+__global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __grid_constant__ Maps maps, const __nv_bfloat16* qkv, const __nv_bfloat16* dout,
                                                        const float* stats, const float* dsum, __nv_bfloat16* dqkv,
                                                        float* bias_part, int T, int C, int H, float scale) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  dkv_block<false>(smem_raw, int(blockIdx.x), int(blockIdx.y), qkv, nullptr, dout, stats, dsum, dqkv, bias_part, T,
+  extern __shared__ __align__(16) unsigned char smem_dyn[];
+  unsigned char* smem_raw = aligned_smem(smem_dyn);
+  dkv_block<false>(smem_raw, maps, int(blockIdx.x), int(blockIdx.y), qkv, nullptr, dout, stats, dsum, dqkv, bias_part, T,
                    C, H, scale);
 }
 // their dynamic shared memory: dq_block's six tiles and 64 floats; dkv_block's without the O tiles
-constexpr int kSmemTwoLaunches = (2 + 2 * 2) * kTile * 2 + 2 * 2 * kBlk * 4;
+constexpr int kSmemTwoLaunches = 1024 + (2 + 2 * 2) * kTile * 2 + 2 * 2 * kBlk * 4 + 2 * 8;
 
 }  // namespace flash
 }  // namespace k
