@@ -68,7 +68,7 @@ struct TrainOptions {
   int nccl_channels = 0;                   // data parallel: NCCL channels at most (0: NCCL's choice)
   bool copy_collectives = false;           // data parallel: the gradient summed through the copy engines, not NCCL
                                            // (--collectives auto picks them in gpt.cu's main where they can run)
-  // ZeRO-1 on the copy engines, for the checks only (no flag): hold the side stream this many clock cycles
+  // ZeRO-1 on the copy engines, for the checks only (no flag): hold the side stream this many nanoseconds
   // before each range of the gather, so the next forward finds every range late; and skip the forward's
   // wait for one range (-1: none; the check that shows one skipped wait changes the losses).
   unsigned long long test_gather_delay_ns = 0;

@@ -26,7 +26,11 @@ TEST(every_sm_in_fp32_and_tf32) {
   EXPECT(parse({"--precision", "fp32"}).train.dw_sm_share == 1);
   EXPECT(parse({"--precision", "tf32"}).train.dw_sm_share == 1);
 }
-TEST(every_sm_with_data_parallelism) { EXPECT(parse({"--gpus", "2"}).train.dw_sm_share == 1); }
+TEST(every_sm_with_data_parallelism) {
+  EXPECT(parse({"--gpus", "2"}).train.dw_sm_share == 1);
+  // one process a GPU (launch_ranks.sh): the same rule through --world, not only --gpus
+  EXPECT(parse({"--world", "2", "--id-file", "build/test_options.id", "--rank", "1"}).train.dw_sm_share == 1);
+}
 TEST(a_given_share_is_kept) {
   EXPECT(parse({"--dw-sm-share", "0.75"}).train.dw_sm_share == 0.75);
   EXPECT(parse({"--dw-sm-share", "1"}).train.dw_sm_share == 1);

@@ -235,7 +235,7 @@ struct Model {
     }
   }
   bool ours_attn_bwd() const {
-    return impl == Attn::kCudnn && flash_bwd && k::flash::fits(c.width / c.heads, T_);
+    return impl == Attn::kCudnn && flash_bwd && k::flash::fits(c.width / c.heads, T_) && k::flash::runs_here();
   }
   View tmp, dln, datt, dqkv, dfc, embed_partial;
   // bf16 on the custom backend: the embedding's gradients as one matmul, dW[wte; wpe] += onehot^T . d(embedding),
