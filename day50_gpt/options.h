@@ -159,6 +159,9 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
                            "N, GPUs with peer access). auto: copy where it can run, else nccl");
 }
 
+// --residual bf16's widths: the fused LayerNorm's (4 numbers a lane, one row a warp).
+inline bool residual_bf16_width(int width) { return width % 4 == 0 && width <= 1024; }
+
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
 struct StepFlags {
   std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv, reduce, residual;
@@ -229,7 +232,7 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   // The bf16 stream lives in the fused LayerNorm kernels and the embedding's (Model::res16): the unfused
   // LayerNorm, the residual add and cuDNN's graphs read and write fp32 x.
   if (o.train.residual_bf16 && (o.prec != "bf16" || !o.train.fused_ln || o.train.backend == Backend::kCudnn ||
-                                o.cfg.width % 4 != 0 || o.cfg.width > 1024))
+                                !residual_bf16_width(o.cfg.width)))
     cli::usage_error(kProg, "--residual bf16 needs --precision bf16, --fused-ln on, our layers (not --backend cudnn) "
                             "and a width that is a multiple of 4, at most 1024 (the fused LayerNorm's)");
   // Not given: the default share where it was measured (bf16, the one-GPU graph, weight gradients on the side

@@ -201,7 +201,9 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["phase_ms"] = pj;
   ex["phase_total_ms"] = total;
   // The default step's LayerNorm alone (last: it leaves the trainer's buffers as garbage); tf32's is fp32's.
-  if (default_step(o, bf) && !o.tf32) ex["layernorm_alone"] = bench_layernorm(res, tr, name);
+  // The bf16 residual stream's too (fewer bytes: is it still near copy bandwidth?), recorded, not a goal.
+  if ((default_step(o, bf) || o.residual_bf16) && !o.tf32)
+    ex["layernorm_alone"] = bench_layernorm(res, tr, name, !o.residual_bf16);
   b.extra = ex;
   if (more) more(b);
   res.add(b);
@@ -655,7 +657,7 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     bench_train<bf16>(res, cfg, inside, data, op.attn, seed);
     TrainOptions narrow = step_variants(base, true).back();  // the default step with the residual stream and its
     narrow.residual_bf16 = true;                              // gradient in bf16 (--residual bf16, nn/model.cuh)
-    bench_train<bf16>(res, cfg, narrow, data, op.attn, seed);
+    if (gpt::residual_bf16_width(cfg.width)) bench_train<bf16>(res, cfg, narrow, data, op.attn, seed);
     for (double share : {1.0, 0.75}) {  // the default step with the weight gradients' algorithms sized for more SMs
       TrainOptions more = step_variants(base, true).back();
       more.dw_sm_share = share;
@@ -697,6 +699,16 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     g.min_ms = g.max_ms = g.ms, g.reps = q.sample.slid;
     g.tokens_per_s = 1e3 / g.ms;
     res.add(g);
+    if (!base.residual_bf16 && base.fused_ln && base.backend != Backend::kCudnn &&
+        gpt::residual_bf16_width(cfg.width)) {
+      // The same run with the residual stream and its gradient in bf16 (--residual bf16): what rounding each
+      // block's add to bf16 costs in validation loss, beside its step time ("... residual stream in bf16" above).
+      TrainOptions narrow = base;
+      narrow.residual_bf16 = true;
+      const Quality r = quality_run<bf16>(res, cfg, narrow, data, op.files.data_name, op.attn, seed, op.bench_steps);
+      res.top.push_back({"quality_residual_bf16", r.summary});
+      res.config["val_loss_after_steps_residual_bf16"] = r.val_final;
+    }
   }
   if (op.bench_part("quality-cut")) {
     // nanoGPT's character-level Shakespeare is 1,115,394 bytes; its 6L/384/6H model with dropout 0.2
