@@ -155,9 +155,10 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorM
 // ---- host: tensor maps -------------------------------------------------------------------
 // cuTensorMapEncodeTiled is a driver-API function; we take it from the runtime's entry-point
 // query so the program needs no -lcuda (which would stop it from starting without a driver).
+// Looked up once, in a static's initializer: C++ runs it exactly once even when several threads (one a
+// GPU under --gpus N) call this first at the same time.
 inline PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  if (!fn) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* p = nullptr;
     cudaDriverEntryPointQueryResult q;
     CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
@@ -165,8 +166,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
       std::fprintf(stderr, "error: cuTensorMapEncodeTiled is not available from this driver\n");
       std::exit(1);
     }
-    fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
   return fn;
 }
 

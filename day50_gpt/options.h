@@ -47,6 +47,7 @@ struct TrainOptions {
   bool random_batches = true;              // --batches random (Philox offsets) | sequential (the text in order)
   bool fusion = true;                      // cuBLASLt epilogues
   bool fused_ln = true;                    // residual add + LayerNorm in one kernel, fused LayerNorm backward
+  bool residual_bf16 = false;              // --residual bf16: the residual stream and its gradient in bf16
   bool graph = true;                       // one GPU: the training step captured once as a CUDA graph
   bool lt_search = true;                   // bf16: cuBLASLt's algorithms (and bias gradients) chosen by timing
   bool recompute = false;                  // on: the MLP's GELU output recomputed in the backward, not kept per layer
@@ -67,7 +68,7 @@ struct TrainOptions {
   int nccl_channels = 0;                   // data parallel: NCCL channels at most (0: NCCL's choice)
   bool copy_collectives = false;           // data parallel: the gradient summed through the copy engines, not NCCL
                                            // (--collectives auto picks them in gpt.cu's main where they can run)
-  // ZeRO-1 on the copy engines, for the checks only (no flag): hold the side stream this many clock cycles
+  // ZeRO-1 on the copy engines, for the checks only (no flag): hold the side stream this many nanoseconds
   // before each range of the gather, so the next forward finds every range late; and skip the forward's
   // wait for one range (-1: none; the check that shows one skipped wait changes the losses).
   unsigned long long test_gather_delay_ns = 0;
@@ -158,15 +159,22 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
                            "N, GPUs with peer access). auto: copy where it can run, else nccl");
 }
 
+// --residual bf16's widths: the fused LayerNorm's (4 numbers a lane, one row a warp).
+inline bool residual_bf16_width(int width) { return width % 4 == 0 && width <= 1024; }
+
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
 struct StepFlags {
-  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv, reduce;
+  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv, reduce, residual;
   double dw_share = kDwSmShareDefault;
 };
 inline void declare_step(cli::Args& args, StepFlags& f) {
   f.fused_ln = args.str("fused-ln", "on",
                         "on | off: the residual add and the LayerNorm after it in one kernel, the LayerNorm backward "
                         "with its parameter gradients and the dropout after it");
+  f.residual = args.str("residual", "fp32",
+                        "fp32 | bf16: the residual stream x and its gradient dx in fp32 (each block's add kept to "
+                        "fp32), or in bf16 (half the LayerNorms' bytes of x and dx; each add rounded to bf16 as it is "
+                        "stored); bf16 needs --precision bf16, --fused-ln on and our layers (not --backend cudnn)");
   f.graph = args.str("graph", "on", "on | off: the whole training step as one CUDA graph, replayed (one GPU)");
   f.search = args.str("lt-search", "on",
                       "on | off: bf16 times cuBLASLt's candidate algorithms, and the bias gradient in the matmul's "
@@ -218,6 +226,15 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   o.train.keep_a = on_off("keep-a", f.keep), o.train.batch_finish = on_off("batch-finish", f.finish);
   o.train.chain_priority = on_off("chain-priority", f.priority), o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
   o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce), o.train.dw_sm_share = f.dw_share;
+  if (f.residual != "fp32" && f.residual != "bf16")
+    cli::usage_error(kProg, "--residual must be fp32 or bf16, got '" + f.residual + "'");
+  o.train.residual_bf16 = f.residual == "bf16";
+  // The bf16 stream lives in the fused LayerNorm kernels and the embedding's (Model::res16): the unfused
+  // LayerNorm, the residual add and cuDNN's graphs read and write fp32 x.
+  if (o.train.residual_bf16 && (o.prec != "bf16" || !o.train.fused_ln || o.train.backend == Backend::kCudnn ||
+                                !residual_bf16_width(o.cfg.width)))
+    cli::usage_error(kProg, "--residual bf16 needs --precision bf16, --fused-ln on, our layers (not --backend cudnn) "
+                            "and a width that is a multiple of 4, at most 1024 (the fused LayerNorm's)");
   // Not given: the default share where it was measured (bf16, the one-GPU graph, weight gradients on the side
   // stream); elsewhere every SM: with --graph off or --dw-stream off a dW runs on the chain's own stream, with
   // nothing beside it to take the SMs it would leave; data parallelism's steps run eagerly; fp32 was not timed.

@@ -2,7 +2,7 @@
 // (gpt::parse_options, no GPU). The weight gradients' SM share (--dw-sm-share, options.h): 0.5 by default
 // where it was measured, bf16's one-GPU graph with the weight gradients on the side stream, and every SM
 // elsewhere (--graph off, --dw-stream off, fp32 or tf32, data parallelism); a share given on the command
-// line is kept where it is allowed.
+// line is kept where it is allowed. And --residual (the residual stream's precision): fp32 unless asked.
 #include <string>
 #include <vector>
 
@@ -26,11 +26,22 @@ TEST(every_sm_in_fp32_and_tf32) {
   EXPECT(parse({"--precision", "fp32"}).train.dw_sm_share == 1);
   EXPECT(parse({"--precision", "tf32"}).train.dw_sm_share == 1);
 }
-TEST(every_sm_with_data_parallelism) { EXPECT(parse({"--gpus", "2"}).train.dw_sm_share == 1); }
+TEST(every_sm_with_data_parallelism) {
+  EXPECT(parse({"--gpus", "2"}).train.dw_sm_share == 1);
+  // one process a GPU (launch_ranks.sh): the same rule through --world, not only --gpus
+  EXPECT(parse({"--world", "2", "--id-file", "build/test_options.id", "--rank", "1"}).train.dw_sm_share == 1);
+}
 TEST(a_given_share_is_kept) {
   EXPECT(parse({"--dw-sm-share", "0.75"}).train.dw_sm_share == 0.75);
   EXPECT(parse({"--dw-sm-share", "1"}).train.dw_sm_share == 1);
   EXPECT(parse({"--precision", "fp32", "--dw-sm-share", "0.5"}).train.dw_sm_share == 0.5);
+}
+
+// --residual: fp32 unless asked (the default step keeps the stream in fp32); bf16 where it is allowed.
+TEST(the_residual_stream_in_fp32_unless_asked) {
+  EXPECT(!parse({}).train.residual_bf16);
+  EXPECT(parse({"--residual", "bf16"}).train.residual_bf16);
+  EXPECT(!parse({"--residual", "fp32"}).train.residual_bf16);
 }
 
 int main() { return minitest::run_all(); }

@@ -235,7 +235,7 @@ struct Model {
     }
   }
   bool ours_attn_bwd() const {
-    return impl == Attn::kCudnn && flash_bwd && k::flash::fits(c.width / c.heads, T_);
+    return impl == Attn::kCudnn && flash_bwd && k::flash::fits(c.width / c.heads, T_) && k::flash::runs_here();
   }
   View tmp, dln, datt, dqkv, dfc, embed_partial;
   // bf16 on the custom backend: the embedding's gradients as one matmul, dW[wte; wpe] += onehot^T . d(embedding),
@@ -261,6 +261,19 @@ struct Model {
   // --fused-ln (the default): the residual add and the LayerNorm after it in one kernel, and the
   // LayerNorm backward with its parameter gradients and the next dropout in one (nn/kernels/layernorm.cuh).
   bool fused_ln = true;
+  // --residual bf16 (res16; bf16 only, with the fused LayerNorm and our layers: gpt::parse_options refuses the
+  // rest): the residual stream (xs, x_mid) and its gradient dx stored in bf16 instead of fp32. The fused
+  // LayerNorms then move 2 bytes an element of x and dx instead of 4, three of the backward's five row-sized
+  // tensors; each block's add is rounded to bf16 once as it is stored ("Mixed precision" in the notes says
+  // why fp32 is the default). R below: the stream's element type, float or bf16.
+  bool res16 = false;
+  size_t res_bytes() const { return res16 ? 2 : 4; }
+  template <class F>
+  void with_res(F&& f) {  // f(R*) with a null pointer of the residual stream's type R
+    if constexpr (std::is_same<T, bf16>::value)
+      if (res16) return f(static_cast<bf16*>(nullptr));
+    f(static_cast<float*>(nullptr));
+  }
   // The stream the step is enqueued on (0: the legacy default stream; the trainer gives its own, which
   // it can capture into a CUDA graph), and the step's changing values in device memory (null: by
   // argument; see k::StepVars).
@@ -310,7 +323,8 @@ struct Model {
   }
 
   Model(const gpt::Config& cfg, int b, Attn want, bool fusion = true, double dropout_p = 0,
-        Backend be = Backend::kCustom, bool recompute = false, bool flash = true, bool dw = false)
+        Backend be = Backend::kCustom, bool recompute = false, bool flash = true, bool dw = false,
+        bool residual_bf16 = false)
       : c(cfg),
         lay(cfg),
         B(b),
@@ -334,6 +348,9 @@ struct Model {
     // Whether our fused-epilogue GEMM runs on this GPU (nn/gemm_sm90.h): asked here, eagerly, so that the
     // answer (a probe kernel and a copy, once per device) is known before any CUDA graph capture.
     if (std::is_same<T, bf16>::value) (void)sm90::available();
+    // --residual bf16: bf16 steps on our layers only (gpt::parse_options refuses the rest); before the table,
+    // which sizes the stream's buffers by it.
+    res16 = residual_bf16 && std::is_same<T, bf16>::value && be == Backend::kCustom;
     xs.resize(size_t(c.layers) + 1);
     layer.resize(size_t(c.layers));
     const std::vector<BufferSpec> table = buffers();
@@ -422,8 +439,8 @@ struct Model {
         {"final ln", &lnf, NN * C * E, true},
         {"final ln mean", &lnf_mean, NN * 4, true},
         {"final ln rstd", &lnf_rstd, NN * 4, true},
-        {"dx (fp32)", &dx, NN * C * 4, true},
-        {"dx (bf16 copy)", &dx_t, bf ? NN * C * E : 0, true},
+        {"dx (the residual stream's gradient: fp32, or bf16 with --residual bf16)", &dx, NN * C * res_bytes(), true},
+        {"dx (bf16 copy)", &dx_t, bf && !res16 ? NN * C * E : 0, true},
         {"scratch: sublayer out / d(att) / d(ln)", &scratch_small, NN * C * E, true},
         {"scratch: dqkv / dfc / embedding partials", &scratch_big, std::max(NN * 4 * C * E, embed_bytes), true},
         {"attention dS", &dS, cudnn ? 0 : BHTT * pe, true},
@@ -458,7 +475,7 @@ struct Model {
         {"cuDNN: picked log-probabilities", &dnn_prod, cud ? NN * V * 4 : 0, true},
         {"cuDNN: the gradient's norm, AdamW's clip divisor", &dnn_scal, cud ? size_t(2 * 16) : 0, true},
     };
-    for (auto& x : xs) t.push_back({"residual stream", &x, NN * C * 4, true});
+    for (auto& x : xs) t.push_back({"residual stream", &x, NN * C * res_bytes(), true});
     for (Layer& L : layer) {
       const std::vector<BufferSpec> per = {
           {"ln1", &L.ln1, NN * C * E, true},
@@ -466,7 +483,7 @@ struct Model {
           {"ln1 rstd", &L.ln1_rstd, NN * 4, true},
           {"qkv", &L.qkv, NN * 3 * C * E, true},
           {"attention out", &L.att, NN * C * E, true},
-          {"x mid-block", &L.x_mid, NN * C * 4, true},
+          {"x mid-block", &L.x_mid, NN * C * res_bytes(), true},
           {"ln2", &L.ln2, NN * C * E, true},
           {"ln2 mean", &L.ln2_mean, NN * 4, true},
           {"ln2 rstd", &L.ln2_rstd, NN * 4, true},
@@ -489,11 +506,11 @@ struct Model {
     else
       return params_t.as<T>() + off;
   }
-  T* dxT() const {
+  T* dxT() const {  // dx in T, the next matmul's input: dx itself where it is already in T
     if constexpr (std::is_same<T, float>::value)
       return dx.as<float>();
     else
-      return dx_t.as<T>();
+      return res16 ? dx.as<T>() : dx_t.as<T>();
   }
   void mark(Phase p) {
     if (ph) ph->mark(p, s);
@@ -619,12 +636,16 @@ struct Model {
         return f(std::integral_constant<int, 8>());
     }
   }
-  // x_out = a + drop(y) at `site` (y null: x is a, nothing written), then the LayerNorm of x.
-  void residual_ln_fwd(float* x_out, const float* a, const T* y, uint32_t site, size_t w, size_t b, T* ln, float* mean,
+  // x_out = a + drop(y) at `site` (y null: x is a, nothing written), then the LayerNorm of x. x_out and a
+  // are the residual stream's (R: with_res).
+  void residual_ln_fwd(void* x_out, const void* a, const T* y, uint32_t site, size_t w, size_t b, T* ln, float* mean,
                        float* rstd) {
-    with_chunks([&](auto K) {
-      k::residual_layernorm_fwd<T, decltype(K)::value>
-          <<<rows_grid(), 256, 0, s>>>(x_out, a, y, P(w), P(b), ln, mean, rstd, N, c.width, drop, site, sv);
+    with_res([&](auto r) {
+      using R = std::remove_pointer_t<decltype(r)>;
+      with_chunks([&](auto K) {
+        k::residual_layernorm_fwd<T, decltype(K)::value, R><<<rows_grid(), 256, 0, s>>>(
+            static_cast<R*>(x_out), static_cast<const R*>(a), y, P(w), P(b), ln, mean, rstd, N, c.width, drop, site, sv);
+      });
     });
     LAUNCH_CHECK();
     mark(kLayerNorm);
@@ -637,12 +658,14 @@ struct Model {
   // up its column sums, the bias gradient, from the values it stores (*bias_done then says so, and
   // linear_back skips it): the bias-gradient epilogue read dout a second time, a pass of its own.
   static constexpr size_t kNoBias = ~size_t(0);
-  const T* ln_back_to(const float* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy,
+  // (x: the residual stream's; fp32 off the fused path, which --residual bf16 requires.)
+  const T* ln_back_to(const void* x, size_t w, size_t b, const float* mean, const float* rstd, const T* dy,
                       bool accumulate, uint32_t site, size_t next_bias = kNoBias, bool* bias_done = nullptr) {
     if (bias_done) *bias_done = false;
     before_write(dxT()), before_write(ddrop.as());  // where d(the sublayer's output) goes: a dW may read it
     if (!ln_fused()) {
-      ln_back(x, w, b, mean, rstd, dy, accumulate);
+      if (res16) throw std::logic_error("Model: --residual bf16 runs on the fused LayerNorm only");
+      ln_back(static_cast<const float*>(x), w, b, mean, rstd, dy, accumulate);
       return site == kNoSite ? nullptr : through_dropout(site);
     }
     T* dout = site == kNoSite ? nullptr : drop.on ? ddrop.as<T>() : dxT();
@@ -650,21 +673,26 @@ struct Model {
     const int rows = ln_rows_per_warp(x, w, mean, rstd, dy, dout != nullptr, accumulate, site);
     const size_t floats = size_t(k::ln_bwd_blocks(N, rows)) * (gd ? 3 : 2) * c.width;
     float* part = finishing_later ? finish_slice(floats) : partial.as<float>();
-    ln_bwd_fused(rows, x, w, mean, rstd, dy, dx.as<float>(), dout, part, G(w), G(b), gd, accumulate, site,
-                 finishing_later);
+    ln_bwd_fused(rows, x, w, mean, rstd, dy, dx.as(), dout, part, G(w), G(b), gd, accumulate, site, finishing_later);
     mark(kLayerNorm);
     if (bias_done) *bias_done = gd != nullptr;
     return dout;
   }
   // The fused backward (rows_per_warp rows a warp), then its partials added into the gradients gw, gb
   // (and dout's column sums into gd, if not null): at once, or (later) queued for flush_finishes.
-  void ln_bwd_fused(int rows_per_warp, const float* x, size_t w, const float* mean, const float* rstd, const T* dy,
-                    float* dxp, T* dout, float* part, float* gw, float* gb, float* gd, bool accumulate, uint32_t site,
+  // (x and dxp: the residual stream's and its gradient's, R: with_res.)
+  void ln_bwd_fused(int rows_per_warp, const void* x, size_t w, const float* mean, const float* rstd, const T* dy,
+                    void* dxp, T* dout, float* part, float* gw, float* gb, float* gd, bool accumulate, uint32_t site,
                     bool later = false) {
     const int C = c.width, blocks = k::ln_bwd_blocks(N, rows_per_warp), sums = gd ? 3 : 2;
-    with_chunks([&](auto K) {
-      k::layernorm_bwd_fused<T, decltype(K)::value><<<blocks, 256, k::ln_bwd_smem_bytes<T, decltype(K)::value>(C), s>>>(
-          x, P(w), mean, rstd, dy, dxp, dout, part, N, C, rows_per_warp, accumulate, drop, site, sv, gd != nullptr);
+    with_res([&](auto r) {
+      using R = std::remove_pointer_t<decltype(r)>;
+      with_chunks([&](auto K) {
+        constexpr int kK = decltype(K)::value;
+        k::layernorm_bwd_fused<T, kK, R><<<blocks, 256, k::ln_bwd_smem_bytes<T, kK, R>(C), s>>>(
+            static_cast<const R*>(x), P(w), mean, rstd, dy, static_cast<R*>(dxp), dout, part, N, C, rows_per_warp,
+            accumulate, drop, site, sv, gd != nullptr);
+      });
     });
     LAUNCH_CHECK();
     if (later) {
@@ -686,18 +714,20 @@ struct Model {
   // k::kLnRowsChoices timed once per shape on the real inputs, into scratch outputs, and the fastest kept
   // for the process (nn/lt_tuned.cuh's memo, as the matmuls' choices). fp32 keeps the fixed one: its
   // sums' order, and so its bits, stay the same from one process to the next.
-  int ln_rows_per_warp(const float* x, size_t w, const float* mean, const float* rstd, const T* dy, bool with_dout,
+  int ln_rows_per_warp(const void* x, size_t w, const float* mean, const float* rstd, const T* dy, bool with_dout,
                        bool accumulate, uint32_t site) {
     if (!lt_search || !std::is_same<T, bf16>::value) return k::kLnRowsPerWarp;
-    const std::string key = "LayerNorm backward rows per warp " + std::to_string(c.width) + "x" + std::to_string(N);
+    const std::string key = "LayerNorm backward rows per warp " + std::to_string(c.width) + "x" + std::to_string(N) +
+                            (res16 ? ", bf16 residual stream" : "");
     const int known = lt::recall(key);
     if (known >= 0) return known;
     if (lt::capturing(s)) return k::kLnRowsPerWarp;
     const size_t NC = size_t(N) * c.width;
-    float *dx_s = nullptr, *part_s = nullptr, *g_s = nullptr;
+    void* dx_s = nullptr;
+    float *part_s = nullptr, *g_s = nullptr;
     T* dout_s = nullptr;
-    CUDA_CHECK(cudaMalloc(&dx_s, NC * sizeof(float)));
-    CUDA_CHECK(cudaMemsetAsync(dx_s, 0, NC * sizeof(float), s));  // accumulate reads it
+    CUDA_CHECK(cudaMalloc(&dx_s, NC * res_bytes()));
+    CUDA_CHECK(cudaMemsetAsync(dx_s, 0, NC * res_bytes(), s));  // accumulate reads it
     CUDA_CHECK(cudaMalloc(&part_s, partial.bytes()));
     CUDA_CHECK(cudaMalloc(&g_s, size_t(3) * c.width * sizeof(float)));
     CUDA_CHECK(cudaMemsetAsync(g_s, 0, size_t(3) * c.width * sizeof(float), s));
@@ -754,12 +784,16 @@ struct Model {
     if (!dnn_embedded) {
       if (on_cudnn()) fell_back.insert("embedding forward");
       hw("embed_fwd");
-      if (C % 4 == 0 && NC / 4 <= size_t(INT32_MAX) / 2)  // (room for the grid stride past the end)
-        k::embed_fwd_vec<int><<<grid_for(NC / 4), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(),
-                                                               N, T_, C, drop, sv);
-      else if (C % 4 == 0)
-        k::embed_fwd_vec<long long><<<grid_for(NC / 4), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe),
-                                                                     xs[0].as<float>(), N, T_, C, drop, sv);
+      if (C % 4 == 0)
+        with_res([&](auto r) {
+          using R = std::remove_pointer_t<decltype(r)>;
+          if (NC / 4 <= size_t(INT32_MAX) / 2)  // (room for the grid stride past the end)
+            k::embed_fwd_vec<int, R><<<grid_for(NC / 4), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe),
+                                                                      xs[0].as<R>(), N, T_, C, drop, sv);
+          else
+            k::embed_fwd_vec<long long, R><<<grid_for(NC / 4), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe),
+                                                                            xs[0].as<R>(), N, T_, C, drop, sv);
+        });
       else
         k::embed_fwd<<<grid_for(NC), 256, 0, s>>>(tok.as<int>(), P(lay.wte), P(lay.wpe), xs[0].as<float>(), N, T_, C,
                                                   drop, sv);
@@ -805,9 +839,13 @@ struct Model {
   }
   // x_out = a + drop(tmp) at `site`, then the LayerNorm that reads x_out: one fused kernel, or the
   // residual add and, where a LayerNorm follows inside a block (ln2) or at the end (lnf), its own pass.
-  void residual_then_ln(float* x_out, const float* a, uint32_t site, size_t w, size_t b, T* ln, float* mean,
+  // (x_out and a: the residual stream's; fp32 off the fused path, which --residual bf16 requires.)
+  void residual_then_ln(void* x_out_v, const void* a_v, uint32_t site, size_t w, size_t b, T* ln, float* mean,
                         float* rstd) {
-    if (ln_fused()) return residual_ln_fwd(x_out, a, tmp.as<T>(), site, w, b, ln, mean, rstd);
+    if (ln_fused()) return residual_ln_fwd(x_out_v, a_v, tmp.as<T>(), site, w, b, ln, mean, rstd);
+    if (res16) throw std::logic_error("Model: --residual bf16 runs on the fused LayerNorm only");
+    float* x_out = static_cast<float*>(x_out_v);
+    const float* a = static_cast<const float*>(a_v);
     const size_t NC = size_t(N) * c.width;
     if (on_cudnn() && dnn_add(x_out, a, tmp.as<T>(), site)) {
       mark(kResidual);

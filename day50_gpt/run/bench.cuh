@@ -42,6 +42,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].chain_priority = true;       // and the graph with both branches at the default stream priority
     v[i].gelu_deriv = true;           // and the step keeping the GELU's input, not its derivative
     v[i].dw_reduce_kernel = true;     // and the weight gradients asked to add their split-K parts in place
+    v[i].residual_bf16 = false;       // the residual stream in fp32 (the default); bf16's has its own row
     // bf16's graph sizes the weight gradients for half the SMs (options.h: kDwSmShareDefault); the step
     // sized for every SM has its own row. Without the graph (the dW on the chain's stream) and in fp32: every SM.
     v[i].dw_sm_share = bf && v[i].graph ? kDwSmShareDefault : 1;
@@ -51,7 +52,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
 inline bool default_step(const TrainOptions& o, bool bf) {
   return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.dw_stream && !o.keep_a &&
          o.batch_finish && o.chain_priority && o.gelu_deriv && o.dw_reduce_kernel &&
-         o.dw_sm_share == (bf ? kDwSmShareDefault : 1);
+         o.dw_sm_share == (bf ? kDwSmShareDefault : 1) && !o.residual_bf16;
 }
 inline std::string variant_name(const TrainOptions& o, double default_share) {
   if (!o.fusion) return " unfused";
@@ -67,6 +68,7 @@ inline std::string variant_name(const TrainOptions& o, double default_share) {
   if (o.graph && o.dw_stream && !o.chain_priority) s += ", chain at default priority";
   if (!o.gelu_deriv) s += ", GELU input kept";
   if (!o.dw_reduce_kernel) s += ", dW asked to reduce in place";
+  if (o.residual_bf16) s += ", residual stream in bf16";
   // A graph row with the weight gradients on the side stream names its SM share where it is not its precision's
   // default (default_share: bf16's 0.5, options.h; fp32's 1), as "every SM" or as a percentage.
   if (o.graph && o.dw_stream && o.dw_sm_share != default_share)
@@ -173,7 +175,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   json::Value ex = json::Value::object();
   ex["attention"] = tr.m.attn_note;
   ex["fusion"] = o.fusion;
-  ex["fused_ln"] = o.fused_ln;
+  ex["fused_ln"] = o.fused_ln, ex["residual_bf16"] = o.residual_bf16;
   ex["graph"] = o.graph;
   ex["lt_search"] = o.lt_search;
   ex["recompute"] = o.recompute;
@@ -199,7 +201,9 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["phase_ms"] = pj;
   ex["phase_total_ms"] = total;
   // The default step's LayerNorm alone (last: it leaves the trainer's buffers as garbage); tf32's is fp32's.
-  if (default_step(o, bf) && !o.tf32) ex["layernorm_alone"] = bench_layernorm(res, tr, name);
+  // The bf16 residual stream's too (fewer bytes: is it still near copy bandwidth?), recorded, not a goal.
+  if ((default_step(o, bf) || o.residual_bf16) && !o.tf32)
+    ex["layernorm_alone"] = bench_layernorm(res, tr, name, !o.residual_bf16);
   b.extra = ex;
   if (more) more(b);
   res.add(b);
@@ -651,6 +655,9 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions inside = step_variants(base, true).back();  // the default step with each layer's cuBLASLt weight
     inside.dw_reduce_kernel = false;                          // gradient asked to add its split-K parts in place
     bench_train<bf16>(res, cfg, inside, data, op.attn, seed);
+    TrainOptions narrow = step_variants(base, true).back();  // the default step with the residual stream and its
+    narrow.residual_bf16 = true;                              // gradient in bf16 (--residual bf16, nn/model.cuh)
+    if (gpt::residual_bf16_width(cfg.width)) bench_train<bf16>(res, cfg, narrow, data, op.attn, seed);
     for (double share : {1.0, 0.75}) {  // the default step with the weight gradients' algorithms sized for more SMs
       TrainOptions more = step_variants(base, true).back();
       more.dw_sm_share = share;
@@ -692,6 +699,16 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     g.min_ms = g.max_ms = g.ms, g.reps = q.sample.slid;
     g.tokens_per_s = 1e3 / g.ms;
     res.add(g);
+    if (!base.residual_bf16 && base.fused_ln && base.backend != Backend::kCudnn &&
+        gpt::residual_bf16_width(cfg.width)) {
+      // The same run with the residual stream and its gradient in bf16 (--residual bf16): what rounding each
+      // block's add to bf16 costs in validation loss, beside its step time ("... residual stream in bf16" above).
+      TrainOptions narrow = base;
+      narrow.residual_bf16 = true;
+      const Quality r = quality_run<bf16>(res, cfg, narrow, data, op.files.data_name, op.attn, seed, op.bench_steps);
+      res.top.push_back({"quality_residual_bf16", r.summary});
+      res.config["val_loss_after_steps_residual_bf16"] = r.val_final;
+    }
   }
   if (op.bench_part("quality-cut")) {
     // nanoGPT's character-level Shakespeare is 1,115,394 bytes; its 6L/384/6H model with dropout 0.2

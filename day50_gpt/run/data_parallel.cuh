@@ -61,7 +61,7 @@ struct Settings {
   bool bf16 = false;  // the collectives carry bf16 (cast from the fp32 gradient, widened back after)
   int zero = 0;       // 1: ZeRO-1 (gradient reduced to its shard's owner, AdamW per shard, all-gather)
   bool copy = false;  // the buckets summed through the copy engines (run/copy_allreduce.cuh), not NCCL
-  // ZeRO-1 on the copy engines, the checks only: hold each range of the gather back this many cycles;
+  // ZeRO-1 on the copy engines, the checks only: hold each range of the gather back this many ns;
   // skip the forward's wait for one range (TrainOptions::test_gather_delay_ns, test_skip_range_wait)
   unsigned long long gather_delay = 0;
   int skip_range_wait = -1;

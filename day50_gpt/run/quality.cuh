@@ -86,7 +86,7 @@ Quality quality_run(results::Results& res, const gpt::Config& cfg, TrainOptions 
   json::Value& s = q.summary;
   s["data"] = name, s["train_bytes"] = (long long)data.train.size(), s["val_bytes"] = (long long)data.val.size();
   s["steps"] = steps, s["seconds"] = secs, s["precision"] = Types<T>::name(), s["dropout"] = o.dropout;
-  s["lr"] = o.lr, s["batch"] = o.batch;
+  s["lr"] = o.lr, s["batch"] = o.batch, s["residual"] = o.residual_bf16 ? "bf16" : "fp32";
   s["val_loss_min"] = q.val_min, s["val_loss_min_step"] = (long long)min_step, s["val_loss_final"] = q.val_final;
   s["sample_prompt"] = prompt, s["sample"] = q.sample.text, s["sample_bytes_past_context"] = q.sample.slid;
   s["loss_curve"] = loss_curve(tr, vs, vl, secs);

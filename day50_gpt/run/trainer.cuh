@@ -58,7 +58,8 @@ struct Trainer {
         o(opts),
         data(d),
         m(c, opts.batch / dp::world_of(replica), attn, opts.fusion, opts.dropout, opts.backend, opts.recompute,
-          opts.flash_bwd, opts.dw_stream && opts.graph && !replica),  // (a side stream only a captured step uses)
+          opts.flash_bwd, opts.dw_stream && opts.graph && !replica,  // (a side stream only a captured step uses)
+          opts.residual_bf16),
         rng_state(seed),
         dp(replica),
         world(dp::world_of(replica)),

@@ -19,7 +19,8 @@ template <class T>
 void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus& data, Attn attn, uint64_t seed,
                int steps, std::vector<double>& losses, std::vector<double>& params, std::string& attn_used,
                int* side_launches = nullptr, bool* deterministic = nullptr, unsigned long long side_delay_ns = 0,
-               long* finishes = nullptr, typename Model<T>::LtVariants* lt_variants = nullptr) {
+               long* finishes = nullptr, typename Model<T>::LtVariants* lt_variants = nullptr,
+               size_t* residual_bytes = nullptr) {
   Trainer<T> t(c, o, data, attn, seed);
   t.m.dws.delay_ns = side_delay_ns;  // (before the capture, which happens at the second step)
   t.m.set_tf32(o.tf32);  // --precision tf32's model (before its first step)
@@ -29,6 +30,7 @@ void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
   if (deterministic) *deterministic = t.m.impl != Attn::kCudnn || t.m.ours_attn_bwd();
   if (finishes) finishes[0] = t.m.finishes.pushed, finishes[1] = t.m.finishes.launches;
   if (lt_variants) *lt_variants = t.m.lt_variants();
+  if (residual_bytes) *residual_bytes = t.m.res_bytes();  // the residual stream's element size, as allocated
   losses.assign(t.losses.begin(), t.losses.end());
   const std::vector<float> p = to_host(t.m.params.template as<float>(), t.m.lay.total);
   params.assign(p.begin(), p.end());
@@ -197,4 +199,20 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
   res.add(verify::compare(tag2 + ": weight gradients sized for " + other + ": losses == default's, to rounding (" +
                               std::to_string(steps) + " steps)",
                           l_other.data(), l_fused.data(), l_fused.size(), tl));
+  // bf16: the residual stream and its gradient in bf16 (--residual bf16) against the default's fp32 stream:
+  // each block's add rounded to bf16 as it is stored, so the same losses to bf16's rounding, the tolerance
+  // of the other bf16 comparisons here. The element size the model allocated shows the flag arrived (the
+  // losses alone could not: a flag that did nothing would match exactly).
+  if constexpr (std::is_same<T, bf16>::value) {
+    o.dw_sm_share = share, o.residual_bf16 = true;
+    std::vector<double> l_res, p_res;
+    size_t rb = 0;
+    train_for<T>(c, o, data, attn, seed, steps, l_res, p_res, a, nullptr, nullptr, 0, nullptr, nullptr, &rb);
+    o.residual_bf16 = false;
+    res.add(verify::fact(tag2 + ": --residual bf16: the residual stream and its gradient allocated in bf16", rb == 2,
+                         "bytes an element", std::to_string(rb)));
+    res.add(verify::compare(tag2 + ": residual stream in bf16 (--residual bf16): losses == fp32 stream's, to "
+                                   "rounding (" + std::to_string(steps) + " steps)",
+                            l_res.data(), l_fused.data(), l_fused.size(), tl));
+  }
 }

@@ -19,9 +19,9 @@ __global__ void embed_fwd(const int* tok, const float* wte, const float* wpe, fl
 // 4 factors: they are one of nn/dropout.h's groups, as C and the batch's first element are multiples of 4),
 // and the row and column from 32-bit divisions where the index fits (I = int; the host passes long long
 // when N * C / 4 does not): embed_fwd's grid-stride loop divides a 64-bit index twice per element, and
-// moves 4 bytes per load.
-template <class I>
-__global__ void embed_fwd_vec(const int* tok, const float* wte, const float* wpe, float* x, int N, int T, int C,
+// moves 4 bytes per load. R: the residual stream's type (fp32, or bf16 with --residual bf16).
+template <class I, class R = float>
+__global__ void embed_fwd_vec(const int* tok, const float* wte, const float* wpe, R* x, int N, int T, int C,
                               dropout::Params d, const StepVars* sv = nullptr) {
   const dropout::Params dd = at_step(d, sv);
   const I C4 = C / 4, count = I(N) * C4;
@@ -32,8 +32,8 @@ __global__ void embed_fwd_vec(const int* tok, const float* wte, const float* wpe
     const size_t at = size_t(n) * C + size_t(c);
     float f[4] = {1.f, 1.f, 1.f, 1.f};
     if (dd.on) dropout::factors4(dd, dropout::site_embed(), (dd.first + at) >> 2, f);
-    *reinterpret_cast<float4*>(x + at) =
-        make_float4((e.x + p.x) * f[0], (e.y + p.y) * f[1], (e.z + p.z) * f[2], (e.w + p.w) * f[3]);
+    const float v[4] = {(e.x + p.x) * f[0], (e.y + p.y) * f[1], (e.z + p.z) * f[2], (e.w + p.w) * f[3]};
+    store4(x + at, v);
   }
 }
 

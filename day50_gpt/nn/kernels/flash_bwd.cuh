@@ -68,6 +68,14 @@ constexpr int kSmemBytes = 1024 + (2 + 3 * 2) * kTile * 2 + 2 * 2 * kBlk * 4 + 2
 constexpr float kLog2e = 1.4426950408889634f;
 
 inline bool fits(int head_size, int T) { return head_size == kD && T % kBlk == 0; }
+// The tiles come by TMA with mbarrier transaction counts, sm_90's: below it the kernels' bodies compile to
+// nothing (a build for an older GPU still links) and the model takes cuDNN's backward instead.
+inline bool runs_here() {
+  int dev = 0, major = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  return major >= 9;
+}
 
 // Four 8x8 bf16 matrices from shared memory; lane i gives the address of row i % 8 of matrix i / 8.
 __device__ __forceinline__ void ldsm4(uint32_t r[4], const void* p) {
@@ -455,11 +463,12 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, const Maps& m
 // 3. Both passes in one launch (the default). Grid: (2 * T / 64, B * H); x even: a block of queries, x odd:
 // a block of keys, each kind the longest walk first, so the dQ and dK/dV blocks of a head run side by side
 // and share its Q, K, V, dO in L2. 168 registers a thread (the dK/dV pass's two accumulators and its P
-// and dS) and 74 KB of shared memory: 3 CTAs an SM, 12 warps.
+// and dS) and 66 KB of shared memory (kSmemBytes): 3 CTAs an SM, 12 warps.
 __global__ void __launch_bounds__(kThreads, 3) dqkv_kernel(const __grid_constant__ Maps maps, const __nv_bfloat16* qkv, const __nv_bfloat16* out,
                                                         const __nv_bfloat16* dout, const float* stats,
                                                         __nv_bfloat16* dqkv, float* bias_part, int T, int C, int H,
                                                         float scale) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // (runs_here)
   extern __shared__ __align__(16) unsigned char smem_dyn[];
   unsigned char* smem_raw = aligned_smem(smem_dyn);
   const int j = int(blockIdx.x) / 2, bh = int(blockIdx.y);
@@ -467,6 +476,7 @@ __global__ void __launch_bounds__(kThreads, 3) dqkv_kernel(const __grid_constant
     dq_block(smem_raw, maps, T / kBlk - 1 - j, bh, qkv, out, dout, stats, nullptr, dqkv, bias_part, T, C, H, scale);
   else
     dkv_block<true>(smem_raw, maps, j, bh, qkv, out, dout, stats, nullptr, dqkv, bias_part, T, C, H, scale);
+#endif
 }
 
 // 4. The first version's two launches, kept to measure the one launch against (Model::flash_two_launches,
@@ -476,18 +486,22 @@ __global__ void __launch_bounds__(kThreads, 4) dq_kernel(const __grid_constant__
                                                       const __nv_bfloat16* dout, const float* stats, float* dsum,
                                                       __nv_bfloat16* dqkv, float* bias_part, int T, int C, int H,
                                                       float scale) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // (runs_here)
   extern __shared__ __align__(16) unsigned char smem_dyn[];
   unsigned char* smem_raw = aligned_smem(smem_dyn);
   dq_block(smem_raw, maps, T / kBlk - 1 - int(blockIdx.x), int(blockIdx.y), qkv, out, dout, stats, dsum, dqkv, bias_part,
            T, C, H, scale);
+#endif
 }
 __global__ void __launch_bounds__(kThreads, 3) dkv_kernel(const __grid_constant__ Maps maps, const __nv_bfloat16* qkv, const __nv_bfloat16* dout,
                                                        const float* stats, const float* dsum, __nv_bfloat16* dqkv,
                                                        float* bias_part, int T, int C, int H, float scale) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // (runs_here)
   extern __shared__ __align__(16) unsigned char smem_dyn[];
   unsigned char* smem_raw = aligned_smem(smem_dyn);
   dkv_block<false>(smem_raw, maps, int(blockIdx.x), int(blockIdx.y), qkv, nullptr, dout, stats, dsum, dqkv, bias_part, T,
                    C, H, scale);
+#endif
 }
 // their dynamic shared memory: dq_block's six tiles and 64 floats; dkv_block's without the O tiles
 constexpr int kSmemTwoLaunches = 1024 + (2 + 2 * 2) * kTile * 2 + 2 * 2 * kBlk * 4 + 2 * 8;

@@ -2,6 +2,8 @@
 // (column sums); then the fused form (--fused-ln on, the default): the residual add and the LayerNorm after
 // it in one pass, 128-bit loads, and a backward that sums the parameter gradients as it goes.
 #pragma once
+#include <type_traits>
+
 #include "../finish_plan.h"
 #include "common.cuh"
 
@@ -90,33 +92,14 @@ constexpr int kLnRowsChoices[] = {1, 2, 4, 8, 16};
 constexpr int kLnMinRowsPerWarp = 1;  // the smallest choice: the most blocks, the partials' buffer size
 inline int ln_bwd_blocks(int N, int rows_per_warp) { return (N + 8 * rows_per_warp - 1) / (8 * rows_per_warp); }
 
-__device__ __forceinline__ void load4(const float* p, float v[4]) {
-  const float4 q = *reinterpret_cast<const float4*>(p);
-  v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-}
-__device__ __forceinline__ void load4(const __nv_bfloat16* p, float v[4]) {
-  const uint2 q = *reinterpret_cast<const uint2*>(p);  // 4 bf16 = 8 bytes
-  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&q.x)),
-               hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&q.y));
-  v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
-}
-__device__ __forceinline__ void store4(float* p, const float v[4]) {
-  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-}
-__device__ __forceinline__ void store4(__nv_bfloat16* p, const float v[4]) {
-  uint2 q;
-  *reinterpret_cast<__nv_bfloat162*>(&q.x) = __floats2bfloat162_rn(v[0], v[1]);
-  *reinterpret_cast<__nv_bfloat162*>(&q.y) = __floats2bfloat162_rn(v[2], v[3]);
-  *reinterpret_cast<uint2*>(p) = q;
-}
-
-// One warp per row. With y: x = a + drop(y) is written to x_out (the residual stream, fp32) and
-// normalised; without (y null): x = a. ln = (x - mean) * rstd * g + b; mean and rstd kept for the
+// One warp per row. With y: x = a + drop(y) is written to x_out (the residual stream, R: fp32, or bf16 with
+// --residual bf16) and normalised; without (y null): x = a. With R = bf16, x is rounded before its
+// statistics, so that the LayerNorm normalises the values as stored, the ones its backward reads. ln = (x - mean) * rstd * g + b; mean and rstd kept for the
 // backward. The dropout factors of a chunk are one Philox call (its 4 elements are one group of
 // nn/dropout.h's, since C and the batch's first element are multiples of 4).
-template <class T, int K>
+template <class T, int K, class R = float>
 __global__ void __launch_bounds__(256)
-    residual_layernorm_fwd(float* x_out, const float* a, const T* y, const float* g, const float* b, T* ln, float* mean,
+    residual_layernorm_fwd(R* x_out, const R* a, const T* y, const float* g, const float* b, T* ln, float* mean,
                            float* rstd, int N, int C, dropout::Params d, uint32_t site, const StepVars* sv) {
   const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp, C4 = C / 4;
   if (row >= N) return;
@@ -135,6 +118,9 @@ __global__ void __launch_bounds__(256)
       if (dd.on) dropout::factors4(dd, site, (dd.first + at) >> 2, f);
 #pragma unroll
       for (int q = 0; q < 4; ++q) v[i][q] = v[i][q] + yv[q] * f[q];
+      if constexpr (!std::is_same<R, float>::value)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) v[i][q] = ld(st<R>(v[i][q]));  // the value as stored
       store4(x_out + at, v[i]);
     }
     s += (v[i][0] + v[i][1]) + (v[i][2] + v[i][3]);
@@ -197,33 +183,33 @@ __device__ __forceinline__ void grid_dependency_wait() {
 // SM; the timed rows per warp (kLnRowsChoices) pick how many rows a warp walks.
 template <int K>
 constexpr bool kLnBwdStaged = K <= 4;  // the staging fits the default 48 KiB at C <= 512 in fp32
-template <class T, int K>
-constexpr size_t ln_bwd_smem_bytes(int C) {
-  return kLnBwdStaged<K> ? size_t(8) * C * (2 * sizeof(float) + sizeof(T)) : size_t(8) * C * sizeof(float);
+template <class T, int K, class R = float>
+constexpr size_t ln_bwd_smem_bytes(int C) {  // (the column sums' 8 x C floats fit in the staging: R, T >= 2 bytes)
+  return kLnBwdStaged<K> ? size_t(8) * C * (2 * sizeof(R) + sizeof(T)) : size_t(8) * C * sizeof(float);
 }
 // The widest staged case (K = 4: C = 512, fp32) must fit the 48 KiB a launch gets without opting in.
 static_assert(ln_bwd_smem_bytes<float, 4>(4 * 4 * 32) <= 48 * 1024, "the staging outgrew the default shared memory");
-template <class T, int K>
+template <class T, int K, class R = float>
 __global__ void __launch_bounds__(256, K <= 4 ? 2 : 1)
-    layernorm_bwd_fused(const float* x, const float* g, const float* mean, const float* rstd, const T* dy, float* dx,
+    layernorm_bwd_fused(const R* x, const float* g, const float* mean, const float* rstd, const T* dy, R* dx,
                         T* dout, float* partial, int N, int C, int rows_per_warp, bool accumulate, dropout::Params d,
                         uint32_t site, const StepVars* sv, bool dout_sums) {
   extern __shared__ __align__(16) float red[];  // the staging during the rows, then [8 warps][C]
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, C4 = C / 4;
   const dropout::Params dd = at_step(d, sv);
-  // This warp's staging slots: x in [8][C] floats, the old dx in the next [8][C], dy in [8][C] T's after them
+  // This warp's staging slots: x in [8][C] R's, the old dx in the next [8][C], dy in [8][C] T's after them
   // (every slot 16-byte aligned for C % 4 == 0 in fp32, 8-byte in bf16: what each cp.async moves).
-  float* sx = red + size_t(warp) * C;
-  float* sold = red + size_t(8 + warp) * C;
-  T* sdy = reinterpret_cast<T*>(red + size_t(16) * C) + size_t(warp) * C;
+  R* sx = reinterpret_cast<R*>(red) + size_t(warp) * C;
+  R* sold = reinterpret_cast<R*>(red) + size_t(8 + warp) * C;
+  T* sdy = reinterpret_cast<T*>(reinterpret_cast<R*>(red) + size_t(16) * C) + size_t(warp) * C;
   auto fetch = [&](int row) {  // row's chunks of this lane, in flight
 #pragma unroll
     for (int i = 0; i < K; ++i) {
       const int j = lane + kWarp * i;
       if (j >= C4) continue;
       const size_t at = size_t(row) * C + 4 * size_t(j);
-      cp_async<16>(sx + 4 * j, x + at);
-      if (accumulate) cp_async<16>(sold + 4 * j, dx + at);
+      cp_async<4 * sizeof(R)>(sx + 4 * j, x + at);
+      if (accumulate) cp_async<4 * sizeof(R)>(sold + 4 * j, dx + at);
       cp_async<4 * sizeof(T)>(sdy + 4 * j, dy + at);
     }
     cp_async_commit();
@@ -285,7 +271,7 @@ __global__ void __launch_bounds__(256, K <= 4 ? 2 : 1)
         if (dd.on) dropout::factors4(dd, site, (dd.first + at) >> 2, f);
 #pragma unroll
         for (int q = 0; q < 4; ++q) o[q] *= f[q];
-        store4(dout + at, o);  // T = float without dropout: dout == dx, the same values again
+        store4(dout + at, o);  // R = T without dropout: dout == dx, the same values again
         if (dout_sums)  // the values as stored, rounded to T: what the next matmul reads
 #pragma unroll
           for (int q = 0; q < 4; ++q) dd_sum[i][q] += ld(st<T>(o[q]));
