@@ -256,6 +256,7 @@ int main(int argc, char** argv) {
   res.config["data"] = o.files.data_name;
   if (o.data_limit > 0) res.config["data_limit"] = o.data_limit;
   res.config["dropout"] = o.train.dropout;
+  res.config["residual"] = o.train.residual_bf16 ? "bf16" : "fp32";  // the stream a training run kept (--residual)
   // --verify spreads its data-parallel checks over every GPU it sees (or --gpus N): the file says how many.
   const int verify_gpus = gpus > 1 ? gpus : count;
   const int file_gpus = o.world > 1 ? o.world : o.st.verify ? verify_gpus : gpus;

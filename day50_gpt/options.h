@@ -160,7 +160,7 @@ inline void declare_dp(cli::Args& args, Options& o, double& first_mb) {
 }
 
 // --residual bf16's widths: the fused LayerNorm's (4 numbers a lane, one row a warp).
-inline bool residual_bf16_width(int width) { return width % 4 == 0 && width <= 1024; }
+constexpr bool residual_bf16_width(int width) { return width % 4 == 0 && width <= 1024; }
 
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
 struct StepFlags {
@@ -174,7 +174,8 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
   f.residual = args.str("residual", "fp32",
                         "fp32 | bf16: the residual stream x and its gradient dx in fp32 (each block's add kept to "
                         "fp32), or in bf16 (half the LayerNorms' bytes of x and dx; each add rounded to bf16 as it is "
-                        "stored); bf16 needs --precision bf16, --fused-ln on and our layers (not --backend cudnn)");
+                        "stored); bf16 needs --precision bf16, --fused-ln on and our layers (not --backend cudnn), trains on one "
+                        "GPU, and is refused by --bench and --verify (they measure and check the bf16 stream themselves)");
   f.graph = args.str("graph", "on", "on | off: the whole training step as one CUDA graph, replayed (one GPU)");
   f.search = args.str("lt-search", "on",
                       "on | off: bf16 times cuBLASLt's candidate algorithms, and the bias gradient in the matmul's "
@@ -235,6 +236,17 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
                                 !residual_bf16_width(o.cfg.width)))
     cli::usage_error(kProg, "--residual bf16 needs --precision bf16, --fused-ln on, our layers (not --backend cudnn) "
                             "and a width that is a multiple of 4, at most 1024 (the fused LayerNorm's)");
+  // Where the flag would change what a run reports without saying so: --bench's rows each set their own stream
+  // (the step row "residual stream in bf16" and the quality run quality_residual_bf16 are the flag's), --verify
+  // checks the bf16 stream against the fp32 one itself, and data parallelism's steps have no check with it.
+  if (o.train.residual_bf16 && (o.st.bench || o.st.verify))
+    cli::usage_error(kProg, o.st.bench ? "--residual bf16 is a training run's: --bench times the bf16 stream in rows of "
+                                         "its own (leave the flag out)"
+                                       : "--residual bf16 is a training run's: --verify checks the bf16 stream in "
+                                         "checks of its own (leave the flag out)");
+  if (o.train.residual_bf16 && o.multi())
+    cli::usage_error(kProg, "--residual bf16 runs on one GPU (no data-parallel check covers it): leave out --gpus / "
+                            "--world");
   // Not given: the default share where it was measured (bf16, the one-GPU graph, weight gradients on the side
   // stream); elsewhere every SM: with --graph off or --dw-stream off a dW runs on the chain's own stream, with
   // nothing beside it to take the SMs it would leave; data parallelism's steps run eagerly; fp32 was not timed.

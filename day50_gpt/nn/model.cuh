@@ -350,7 +350,10 @@ struct Model {
     if (std::is_same<T, bf16>::value) (void)sm90::available();
     // --residual bf16: bf16 steps on our layers only (gpt::parse_options refuses the rest); before the table,
     // which sizes the stream's buffers by it.
-    res16 = residual_bf16 && std::is_same<T, bf16>::value && be == Backend::kCustom;
+    // Asked for where it cannot run: refused here too (a caller that bypassed the command line), not dropped.
+    if (residual_bf16 && (!std::is_same<T, bf16>::value || be != Backend::kCustom))
+      throw std::logic_error("Model: --residual bf16 needs the bf16 model on our layers (not fp32, not --backend cudnn)");
+    res16 = residual_bf16;
     xs.resize(size_t(c.layers) + 1);
     layer.resize(size_t(c.layers));
     const std::vector<BufferSpec> table = buffers();

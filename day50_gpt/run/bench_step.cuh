@@ -2,6 +2,7 @@
 // FLOPs and the MFU they give, and the LayerNorm alone against the copy bandwidth it could reach.
 #pragma once
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 #include "json.h"
@@ -55,7 +56,7 @@ json::Value bench_layernorm(results::Results& res, Trainer<T>& tr, const std::st
   const bool was = m.fused_ln;
   m.fused_ln = true;
   const timing::Stats f = timing::time_gpu(fwd, to), b = timing::time_gpu(bwd, to);
-  timing::Stats fu{}, bu{};  // (a bf16 stream has no unfused kernels: left at zero)
+  timing::Stats fu{}, bu{};  // (a bf16 stream has no unfused kernels: neither timed nor written)
   if (!m.res16) {
     m.fused_ln = false;
     fu = timing::time_gpu(fwd, to), bu = timing::time_gpu(bwd, to);
@@ -64,17 +65,35 @@ json::Value bench_layernorm(results::Results& res, Trainer<T>& tr, const std::st
   const size_t cb = size_t(NC) * m.res_bytes();  // the residual stream as stored
   const timing::Stats cp = timing::time_gpu(
       [&] { CUDA_CHECK(cudaMemcpyAsync(m.xs[1].as(), m.xs[0].as(), cb, cudaMemcpyDeviceToDevice, m.s)); }, to);
+  // A bf16 stream's copy moves half the bytes, and a shorter copy reaches less of the bandwidth (its start and
+  // tail weigh more): beside it, a copy of the fp32 stream's size, 4 N C bytes (the first half of the big
+  // scratch buffer, 8 N C bytes in bf16, into its second half), so that both streams' kernels can be set
+  // against one yardstick too.
+  double copy32_gbs = 0;
+  if (m.res16) {
+    char* half = m.scratch_big.template as<char>();
+    if (m.scratch_big.bytes() < 4 * cb) throw std::logic_error("bench_layernorm: the scratch buffer is too small");
+    const timing::Stats c32 = timing::time_gpu(
+        [&] { CUDA_CHECK(cudaMemcpyAsync(half + 2 * cb, half, 2 * cb, cudaMemcpyDeviceToDevice, m.s)); }, to);
+    copy32_gbs = 2.0 * 2 * cb / (c32.median_ms * 1e6);
+  }
   const double copy_gbs = 2.0 * cb / (cp.median_ms * 1e6), fg = fwd_bytes / (f.median_ms * 1e6),
                bg = bwd_bytes / (b.median_ms * 1e6);
-  std::printf(
-      "  LayerNorm alone (%s, %d x %d%s, L2 flushed): fused forward %.1f us = %.0f GB/s (%.0f%% of copy), "
-      "backward %.1f us = %.0f GB/s (%.0f%%); unfused forward %.1f us, backward %.1f us; copy %.0f GB/s\n",
-      Types<T>::name(), m.N, m.c.width, drop ? ", dropout" : "", 1e3 * f.median_ms, fg, 100 * fg / copy_gbs,
-      1e3 * b.median_ms, bg, 100 * bg / copy_gbs, 1e3 * fu.median_ms, 1e3 * bu.median_ms, copy_gbs);
+  const char* stream = m.res16 ? "bf16 residual stream" : "fp32 residual stream";
+  std::printf("  LayerNorm alone (%s, %s, %d x %d%s, L2 flushed): fused forward %.1f us = %.0f GB/s (%.0f%% of copy), "
+              "backward %.1f us = %.0f GB/s (%.0f%%)",
+              Types<T>::name(), stream, m.N, m.c.width, drop ? ", dropout" : "", 1e3 * f.median_ms, fg,
+              100 * fg / copy_gbs, 1e3 * b.median_ms, bg, 100 * bg / copy_gbs);
+  if (!m.res16) std::printf("; unfused forward %.1f us, backward %.1f us", 1e3 * fu.median_ms, 1e3 * bu.median_ms);
+  std::printf("; copy %.0f GB/s", copy_gbs);
+  if (m.res16) std::printf(" (a copy of the fp32 stream's size: %.0f GB/s)", copy32_gbs);
+  std::printf("\n");
   json::Value j = json::Value::object();
+  j["stream"] = stream;
   j["fused_fwd_us"] = 1e3 * f.median_ms, j["fused_bwd_us"] = 1e3 * b.median_ms;
-  j["unfused_fwd_us"] = 1e3 * fu.median_ms, j["unfused_bwd_us"] = 1e3 * bu.median_ms;
+  if (!m.res16) j["unfused_fwd_us"] = 1e3 * fu.median_ms, j["unfused_bwd_us"] = 1e3 * bu.median_ms;
   j["fwd_gbs"] = fg, j["bwd_gbs"] = bg, j["copy_gbs"] = copy_gbs;
+  if (m.res16) j["copy_fp32_stream_gbs"] = copy32_gbs;
   j["fwd_pct_of_copy"] = 100 * fg / copy_gbs, j["bwd_pct_of_copy"] = 100 * bg / copy_gbs;
   j["bytes_note"] =
       "the fused kernels' minimum traffic: forward reads x, y and writes x_out, ln; backward reads x, dy, dx "

@@ -11,6 +11,11 @@
 #include "cuda_graph.cuh"
 #include "replica.cuh"
 
+// The command line accepts --residual bf16 at the widths the fused LayerNorm takes (options.h, nn/model.cuh's
+// ln_fused): the same bound, or a width the parser let through would reach the Model's throw.
+static_assert(gpt::residual_bf16_width(128 * k::kLnMaxChunks) && !gpt::residual_bf16_width(128 * k::kLnMaxChunks + 4),
+              "gpt::residual_bf16_width must stop where the fused LayerNorm does");
+
 // One training run's state: the model, the corpus on the GPU, the step and the data position. The
 // step enqueues work only (the batch is gathered on the GPU, loss and gradient norm stay there):
 // the host reads them back once per logging interval.

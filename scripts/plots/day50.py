@@ -109,12 +109,15 @@ def layernorm_lines(rows):
            "minimum traffic; % of the copy bandwidth measured in the same run):", "",
            "| step | forward fused | forward unfused | backward fused | backward unfused | forward GB/s | backward GB/s | copy GB/s |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    def unfused(a, key):  # a bf16 residual stream has no unfused kernels: the program records 0 there
+    def unfused(a, key):  # a bf16 residual stream has no unfused kernels (older files recorded 0 there)
         return "–" if a.get("residual_bytes") == 2 or not a.get(key) else fmt(a.get(key))
+
+    def copy32(a):  # the bf16 stream's run also times a copy of the fp32 stream's size (the same yardstick)
+        return f" (fp32-size copy: {fmt(a['copy_fp32_stream_gbs'])})" if a.get("copy_fp32_stream_gbs") else ""
     for b, a in lns:
         out.append(f"| {_short(b)} | {fmt(a.get('fused_fwd_us'))} | {unfused(a, 'unfused_fwd_us')} | {fmt(a.get('fused_bwd_us'))} | "
                    f"{unfused(a, 'unfused_bwd_us')} | {fmt(a.get('fwd_gbs'))} ({fmt(a.get('fwd_pct_of_copy'))}%) | "
-                   f"{fmt(a.get('bwd_gbs'))} ({fmt(a.get('bwd_pct_of_copy'))}%) | {fmt(a.get('copy_gbs'))} |")
+                   f"{fmt(a.get('bwd_gbs'))} ({fmt(a.get('bwd_pct_of_copy'))}%) | {fmt(a.get('copy_gbs'))}{copy32(a)} |")
     return out
 
 
