@@ -77,16 +77,19 @@ endif
 # day50's default training step, the same step on one stream, with the chain at the side stream's
 # priority, with fc keeping the GELU's input, with the layers' cuBLASLt weight gradients asked for algorithms
 # that add their split-K parts in place (a request: the variant's run shows whether splitKreduce_kernel calls
-# remain; the head's and the embeddings' are cuBLAS's: unchanged), and with those sized for every SM (the
-# default sizes them for half): 200 steps each, the last 60 summarised.
+# remain; the head's and the embeddings' are cuBLAS's: unchanged), with those sized for every SM (the
+# default sizes them for half), and with AdamW at the step's end instead of beside the next forward: 200 steps
+# each, the last 60 summarised. The marker, once a step on the step's own stream whichever way AdamW runs: the
+# gradient norm's first kernel (with --adamw-overlap on, AdamW itself runs once per range of parameters).
 trace: day50_gpt tools
-	python3 scripts/trace_kernels.py --lesson day50_gpt --marker adamw --window 60 \
+	python3 scripts/trace_kernels.py --lesson day50_gpt --marker sum_squares_partial --window 60 \
 	  --json "results/{gpu}/day50_gpt-trace.json" \
 	  --variant "default=" --variant "one stream=--dw-stream off" \
 	  --variant "chain at default priority=--chain-priority off" \
 	  --variant "GELU input kept=--gelu-deriv off" \
 	  --variant "dW asked to reduce in place=--dw-reduce-kernel off" \
 	  --variant "dW sized for every SM=--dw-sm-share 1" \
+	  --variant "AdamW at the step's end=--adamw-overlap off" \
 	  -- day50_gpt/build/gpt --steps 5000 --until 200 --val-every 1000 --log-every 100
 
 # Every folder's HOST_TESTS rebuilt into its build/asan/ with both sanitizers (any report ends the

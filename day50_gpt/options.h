@@ -58,6 +58,7 @@ struct TrainOptions {
   bool batch_finish = true;                // the backward's column-sum finishes many to a launch (nn/finish_queue.cuh)
   bool chain_priority = true;              // the graph's chain at the highest stream priority, dW at the lowest
   bool dw_reduce_kernel = true;            // a weight gradient's split-K parts may be added in a kernel of their own
+  bool adamw_overlap = true;               // one-GPU graph: a step's AdamW beside the next step's forward (trainer.cuh)
   double dw_sm_share = 1;                  // the share of the SMs cuBLASLt sizes a weight gradient's algorithm for
                                            // (1 here; the command line's default is kDwSmShareDefault where it applies)
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
@@ -72,6 +73,9 @@ struct TrainOptions {
   // before each range of the gather, so the next forward finds every range late; and skip the forward's
   // wait for one range (-1: none; the check that shows one skipped wait changes the losses).
   unsigned long long test_gather_delay_ns = 0;
+  // --adamw-overlap on, for the checks only: hold the update's stream this long before each range's AdamW, so
+  // that the forward finds every range late (a wait missing anywhere then reads weights not yet updated).
+  unsigned long long test_update_delay_ns = 0;
   int test_skip_range_wait = -1;
   Backend backend = Backend::kCustom;      // --backend: who runs the layers (nn/backend.h)
   bool tf32 = false;                       // --precision tf32: the fp32 model, its matmuls on TF32 tensor cores
@@ -164,7 +168,7 @@ constexpr bool residual_bf16_width(int width) { return width % 4 == 0 && width <
 
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
 struct StepFlags {
-  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv, reduce, residual;
+  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv, reduce, residual, overlap;
   double dw_share = kDwSmShareDefault;
 };
 inline void declare_step(cli::Args& args, StepFlags& f) {
@@ -211,6 +215,11 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
                       "on | off: the backward's column-sum finishes (LayerNorm parameters, qkv and fc biases) "
                       "queued and run many to a launch (nn/finish_queue.cuh; the same sums); off: each in a launch "
                       "of its own");
+  f.overlap = args.str("adamw-overlap", "on",
+                       "on | off: in the one-GPU CUDA graph, a step ends with its gradient's norm, and its AdamW update "
+                       "runs at the start of the next step on a stream of its own, one range of parameters at a time "
+                       "(the embeddings, then each block), each range's forward waiting only for its own update (the "
+                       "same arithmetic and results); off: AdamW at the end of its own step");
   f.priority = args.str("chain-priority", "on",
                         "on | off: in the CUDA graph with --dw-stream on, the chain of data gradients on a stream of "
                         "the highest priority and the weight gradients on one of the lowest, so that a free SM takes "
@@ -259,6 +268,11 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
     cli::usage_error(kProg, "--dw-sm-share sizes the weight gradients for the SMs the chain beside them leaves: it "
                             "needs the one-GPU graph with --dw-stream on (no --gpus N, --world N, --graph off or "
                             "--dw-stream off)");
+  o.train.adamw_overlap = on_off("adamw-overlap", f.overlap);
+  if (given(argc, argv, "adamw-overlap") && o.train.adamw_overlap &&
+      (o.multi() || !o.train.graph || o.train.backend == Backend::kCudnn))
+    cli::usage_error(kProg, "--adamw-overlap on is the one-GPU graph's on our layers: data parallelism, --graph off and "
+                            "--backend cudnn run AdamW at the end of the step");
   if (given(argc, argv, "chain-priority") && o.multi())
     cli::usage_error(kProg, "--chain-priority is the one-GPU graph's; data parallelism (--gpus N, --world N) runs "
                             "eagerly, its all-reduce stream already at the highest priority");

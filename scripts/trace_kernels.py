@@ -60,7 +60,7 @@ CATEGORIES = {
         ("attention forward (cuDNN)", r"sdpa|fprop|cudnn"),
         ("matmuls: our fused-epilogue GEMM", r"sm90::.*gemm_kernel"),
         ("matmuls: cuBLAS / cuBLASLt", r"nvjet|cutlass|xmma|gemm|splitKreduce|cublas"),
-        ("AdamW, gradient norm", r"adamw|sum_squares"),
+        ("AdamW, gradient norm", r"adamw|sum_squares|norm_of"),
         # block_sum: the log's mean loss (the gradient norm's second stage is inside AdamW now)
         ("embedding, loss", r"embed|softmax_xent|gather_batch|onehot|block_sum"),
         ("other (transposes, memsets, copies)", r"."),

@@ -590,6 +590,11 @@ struct Model {
   void head_back();
   void loss_mean(float* out);
   void optimizer_step(const train::AdamW& opt, double lr, int64_t t, double clip, float* norm_out);
+  // --adamw-overlap on (run/trainer.cuh): the step ends with the gradient's norm; its AdamW runs in the next
+  // step, one range of parameters at a time, beside the forward (nn/optimizer.cuh).
+  void optimizer_norm(float* norm_out);
+  void adamw_range(cudaStream_t st, size_t begin, size_t end, const train::AdamW& opt, double lr, int64_t t,
+                   double clip, const k::UpdateVars* uv);
   void sync_weights();
 
   void ln_fwd(const float* x, size_t w, size_t b, T* y, float* mean, float* rstd) {

@@ -27,6 +27,37 @@ void Model<T>::optimizer_step(const train::AdamW& opt, double lr, int64_t t, dou
   mark(kOptimizer);
 }
 
+// --adamw-overlap on: the end of a step, the gradient's norm only (its partial sums of squares stay in
+// norm_partial for the update, which runs in the next step: Trainer). The norm written here has the same
+// bits as the one AdamW computes from those partials (k::sum_256 in both).
+template <class T>
+void Model<T>::optimizer_norm(float* norm_out) {
+  hw("sum_squares_partial"), hw("norm_of");
+  k::sum_squares_partial<<<k::kNormBlocks, 256, 0, s>>>(grads.as<float>(), lay.total, norm_partial.as<float>());
+  LAUNCH_CHECK();
+  k::norm_of<<<1, 256, 0, s>>>(norm_partial.as<float>(), k::kNormBlocks, norm_out, sv);
+  LAUNCH_CHECK();
+  mark(kOptimizer);
+}
+// AdamW with clipping on parameters [begin, end), on stream st, from the partial sums of squares the last
+// step left in norm_partial. uv: the learning rate, the bias corrections and whether to run, from device
+// memory (a captured step); null: lr and t by argument (Trainer::settle_update). Element by element the same
+// arithmetic as optimizer_step's launch over all parameters, so the same bits.
+template <class T>
+void Model<T>::adamw_range(cudaStream_t st, size_t begin, size_t end, const train::AdamW& opt, double lr, int64_t t,
+                           double clip, const k::UpdateVars* uv) {
+  hw("adamw_clipped");
+  T* pt = nullptr;
+  if constexpr (!std::is_same<T, float>::value) pt = params_t.as<T>() + begin;
+  const size_t n = end - begin;
+  k::adamw_clipped<T><<<std::max(1, grid_for(n)), 256, 0, st>>>(
+      params.as<float>() + begin, pt, grads.as<float>() + begin, m.as<float>() + begin, v.as<float>() + begin,
+      decay.as<unsigned char>() + begin, n, float(lr), float(opt.beta1), float(opt.beta2), float(opt.eps),
+      float(opt.weight_decay), float(1 - std::pow(opt.beta1, double(t))), float(1 - std::pow(opt.beta2, double(t))),
+      norm_partial.as<float>(), k::kNormBlocks, float(clip), nullptr, nullptr, uv);
+  LAUNCH_CHECK();
+}
+
 // ZeRO-1 (data parallelism with the optimizer state sharded): the step of this rank's shard, parameters
 // [begin, end) of the flat array; md.m and md.v hold the shard only (their element 0 is parameter
 // `begin`). Clipping needs the norm of the whole gradient: this rank's sum of squares over its shard

@@ -43,6 +43,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].gelu_deriv = true;           // and the step keeping the GELU's input, not its derivative
     v[i].dw_reduce_kernel = true;     // and the weight gradients asked to add their split-K parts in place
     v[i].residual_bf16 = false;       // the residual stream in fp32 (the default); bf16's has its own row
+    v[i].adamw_overlap = true;        // a graph step's AdamW beside the next forward; at the step's end: own row
     // bf16's graph sizes the weight gradients for half the SMs (options.h: kDwSmShareDefault); the step
     // sized for every SM has its own row. Without the graph (the dW on the chain's stream) and in fp32: every SM.
     v[i].dw_sm_share = bf && v[i].graph ? kDwSmShareDefault : 1;
@@ -52,7 +53,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
 inline bool default_step(const TrainOptions& o, bool bf) {
   return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.dw_stream && !o.keep_a &&
          o.batch_finish && o.chain_priority && o.gelu_deriv && o.dw_reduce_kernel &&
-         o.dw_sm_share == (bf ? kDwSmShareDefault : 1) && !o.residual_bf16;
+         o.dw_sm_share == (bf ? kDwSmShareDefault : 1) && !o.residual_bf16 && o.adamw_overlap;
 }
 inline std::string variant_name(const TrainOptions& o, double default_share) {
   if (!o.fusion) return " unfused";
@@ -69,6 +70,7 @@ inline std::string variant_name(const TrainOptions& o, double default_share) {
   if (!o.gelu_deriv) s += ", GELU input kept";
   if (!o.dw_reduce_kernel) s += ", dW asked to reduce in place";
   if (o.residual_bf16) s += ", residual stream in bf16";
+  if (o.graph && !o.adamw_overlap) s += ", AdamW at the step's end";
   // A graph row with the weight gradients on the side stream names its SM share where it is not its precision's
   // default (default_share: bf16's 0.5, options.h; fp32's 1), as "every SM" or as a percentage.
   if (o.graph && o.dw_stream && o.dw_sm_share != default_share)
@@ -150,6 +152,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   // Where the time goes: one step with events between phases.
   Phases ph;
   tr.m.ph = &ph;
+  tr.settle_update();  // (--adamw-overlap on: the warm-up's last AdamW, before the first phase's event)
   ph.start(tr.stream);
   tr.step_once();  // eager (a step split into phases is never replayed as a graph)
   const std::vector<double> phase_ms = ph.finish();
@@ -180,6 +183,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["lt_search"] = o.lt_search;
   ex["recompute"] = o.recompute;
   ex["dw_stream"] = tr.m.dw_stream && o.graph;  // what the step did (the model turns it off where it cannot)
+  ex["adamw_overlap"] = tr.upd_launches > 0;   // what the step did: AdamW beside the next forward (run/trainer.cuh)
   ex["flash_bwd"] = o.flash_bwd;
   ex["keep_a"] = o.keep_a;
   ex["batch_finish"] = o.batch_finish;
@@ -658,6 +662,9 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions narrow = step_variants(base, true).back();  // the default step with the residual stream and its
     narrow.residual_bf16 = true;                              // gradient in bf16 (--residual bf16, nn/model.cuh)
     if (gpt::residual_bf16_width(cfg.width)) bench_train<bf16>(res, cfg, narrow, data, op.attn, seed);
+    TrainOptions late = step_variants(base, true).back();  // the default step with its AdamW at its own end, not
+    late.adamw_overlap = false;                             // beside the next forward (--adamw-overlap off)
+    bench_train<bf16>(res, cfg, late, data, op.attn, seed);
     for (double share : {1.0, 0.75}) {  // the default step with the weight gradients' algorithms sized for more SMs
       TrainOptions more = step_variants(base, true).back();
       more.dw_sm_share = share;

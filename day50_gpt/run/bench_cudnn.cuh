@@ -122,6 +122,7 @@ inline void bench_cudnn_backend(results::Results& res, const gpt::Config& cfg, c
     Trainer<bf16>& t = i == 0 ? dn : custom;
     Phases ph;
     t.m.ph = &ph;
+    t.settle_update();  // (--adamw-overlap on: the last step's AdamW, before the first phase's event)
     ph.start(t.stream);
     t.step_once();  // eager: a step split into phases is never replayed as a graph
     pms[i] = ph.finish();

@@ -56,6 +56,21 @@ struct Trainer {
   cudaGraphExec_t graph = nullptr;
   cuda_graph::Census graph_census;  // what the captured step launches (kernels, memsets, ...)
   bool warmed = false;              // one eager step before the capture (cuBLAS and cuBLASLt set up on first use)
+  // --adamw-overlap on (one GPU, the custom layers, a step that reads its values from m.sv): a step ends with
+  // its gradient's norm, and its AdamW runs at the start of the next step on `upd_stream`, one range of
+  // parameters at a time in the order the forward reads them (the embeddings, then each block, the last with
+  // the final LayerNorm), each recording an event; before the forward first reads a range
+  // (Model::on_range_read) the chain waits for that range's event only. So the update of block l runs
+  // beside the forward of the blocks before it. The stream has the lowest priority: its blocks take the SMs
+  // the forward leaves (a kernel's tail, a kernel with room beside it), and where the forward waits for one
+  // the update runs alone. Whatever reads the weights from outside a step (validation, a checkpoint, the
+  // checks) first applies a pending update (settle_update); a step that does not overlap applies it first.
+  cudaStream_t upd_stream = nullptr;
+  std::vector<cudaEvent_t> upd_events;                // [0]: the fork; [1 + r]: range r updated
+  std::vector<std::pair<size_t, size_t>> upd_ranges;  // the forward's ranges of parameters
+  bool overlap_now = false;                           // this step's update runs in the next step
+  bool upd_pending = false;                           // a step's update is still to run
+  int upd_launches = 0;                               // range updates enqueued or captured (for --verify)
 
   Trainer(const gpt::Config& c, const TrainOptions& opts, const train::Corpus& d, Attn attn, uint64_t seed,
           dp::Replica* replica = nullptr)
@@ -95,12 +110,24 @@ struct Trainer {
       step_vars.alloc(sizeof(k::StepVars));
       CUDA_CHECK(cudaMallocHost(&ring, size_t(o.log_every) * sizeof(k::StepVars)));
       m.sv = step_vars.as<k::StepVars>();
+      if (o.adamw_overlap && !m.on_cudnn()) {
+        CUDA_CHECK(cudaStreamCreateWithPriority(&upd_stream, cudaStreamNonBlocking, least));
+        const gpt::Layout& lay = m.lay;
+        const auto begin = [&](int l) { return lay.layer[size_t(l)].ln1_w; };
+        upd_ranges.push_back({0, begin(0)});
+        for (int l = 0; l < cfg.layers; ++l)
+          upd_ranges.push_back({begin(l), l + 1 < cfg.layers ? begin(l + 1) : lay.total});
+        upd_events.resize(upd_ranges.size() + 1);
+        for (cudaEvent_t& e : upd_events) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      }
     }
   }
   ~Trainer() {
     if (!stream) return;
     cudaStreamSynchronize(stream);
     if (graph) cudaGraphExecDestroy(graph);
+    if (upd_stream) cudaStreamSynchronize(upd_stream), cudaStreamDestroy(upd_stream);
+    for (cudaEvent_t e : upd_events) cudaEventDestroy(e);
     cudaFreeHost(ring);
     m.use_stream(0);
     cudaStreamDestroy(stream);
@@ -119,14 +146,24 @@ struct Trainer {
     LAUNCH_CHECK();
     return dp::same_everywhere(dp, checksum.as<float>());
   }
+  // Whether this step leaves its update to the next (--adamw-overlap on): the one-GPU step that reads its values
+  // from device memory, with the graph on (its first, eager step too: the same launches), not a step split
+  // into phases by the bench (each phase timed alone, AdamW among them).
+  bool overlaps() const { return upd_stream && m.sv && o.graph && !m.ph; }
   void step_once() {
     dp::step_begin(dp);  // data parallel: the step's first event on the timeline (run/dp_timeline.cuh)
+    overlap_now = overlaps();
+    if (!overlap_now) settle_update();  // a step that runs its own AdamW: the one before it first
     if (m.sv) {
       k::StepVars& v = ring[pending];
       const double lr = train::lr_at(step, o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
       v.step = step, v.pos = pos, v.slot = pending;
       v.lr = float(lr), v.bc1 = float(1 - std::pow(opt.beta1, double(step + 1))),
       v.bc2 = float(1 - std::pow(opt.beta2, double(step + 1)));  // what optimizer_step would pass
+      // The update this step applies first (overlap): the step before's, with its learning rate and t = step.
+      v.upd.on = upd_pending ? 1 : 0;
+      v.upd.lr = upd_pending ? float(train::lr_at(step - 1, o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac)) : 0.f;
+      v.upd.bc1 = float(1 - std::pow(opt.beta1, double(step))), v.upd.bc2 = float(1 - std::pow(opt.beta2, double(step)));
       CUDA_CHECK(cudaMemcpyAsync(step_vars.as(), &v, sizeof v, cudaMemcpyHostToDevice, stream));
     }
     // Eager instead: the first step, a --dump capture, a step the bench splits into phases (events between them).
@@ -137,6 +174,7 @@ struct Trainer {
       enqueue_step();
       warmed = true;
     }
+    upd_pending = overlap_now;  // (the update enqueued at this step's start applied the one before)
     pos = (pos + uint64_t(o.batch) * cfg.context) % data.train.size();
     ++step, ++pending;
     if (pending == o.log_every) read_back();
@@ -145,6 +183,7 @@ struct Trainer {
   void enqueue_step() {
     const int B = m.B, Tq = cfg.context;  // this replica's share of the global batch: sequences rank*B ... rank*B + B-1
     const k::StepVars* sv = m.sv;         // non-null: step and data position from device memory
+    if (overlap_now) enqueue_update();    // the step before's AdamW, range by range, beside this forward
     m.hw(o.random_batches ? "gather_batch_random" : "gather_batch"), m.hw("block_sum");
     if (o.random_batches)
       k::gather_batch_random<<<grid_for(size_t(B) * Tq), 256, 0, stream>>>(
@@ -158,6 +197,7 @@ struct Trainer {
     // Dropout's masks: a function of (the run's seed, the step, the element's place in the global batch).
     m.drop_key = rng_state, m.drop_step = step, m.drop_first = uint64_t(rank) * B * Tq * cfg.width;
     m.forward();
+    if (overlap_now) m.on_range_read = nullptr;  // (validation's forwards wait for nothing; data parallelism's hook stays)
     // With sv, the kernels add the step's slot to the logging buffers themselves.
     float* loss_at = step_loss.as<float>() + (sv ? 0 : pending);
     float* norm_at = step_norm.as<float>() + (sv ? 0 : pending);
@@ -175,8 +215,37 @@ struct Trainer {
       for (float x : l) cap_loss += x;
       cap_loss /= double(l.size());
     }
+    if (overlap_now) return m.optimizer_norm(norm_at);  // AdamW: at the next step's start
     const double lr = train::lr_at(step, o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
     dp::optimizer_step(dp, m, opt, lr, step + 1, o.clip, norm_at);  // ZeRO-1: a shard
+  }
+  // --adamw-overlap on: the pending update (the step before's; nothing where m.sv->upd.on is 0), one range of
+  // parameters at a time on upd_stream, forked from the chain here, at the step's start (after the step
+  // before, whose gradient and norm partials it reads); the forward waits for each range as it reaches it, and
+  // so joins the stream before the backward overwrites the gradient.
+  void enqueue_update() {
+    CUDA_CHECK(cudaEventRecord(upd_events[0], stream));
+    CUDA_CHECK(cudaStreamWaitEvent(upd_stream, upd_events[0], 0));
+    for (size_t r = 0; r < upd_ranges.size(); ++r) {
+      if (o.test_update_delay_ns) {  // --verify only: every range late (k::spin_ns)
+        k::spin_ns<<<1, 1, 0, upd_stream>>>(o.test_update_delay_ns);
+        LAUNCH_CHECK();
+      }
+      m.adamw_range(upd_stream, upd_ranges[r].first, upd_ranges[r].second, opt, 0, 1, o.clip, &m.sv->upd);
+      CUDA_CHECK(cudaEventRecord(upd_events[r + 1], upd_stream));
+      ++upd_launches;
+    }
+    m.on_range_read = [this](int r) {
+      if (size_t(r) + 1 < upd_events.size()) CUDA_CHECK(cudaStreamWaitEvent(stream, upd_events[size_t(r) + 1], 0));
+    };
+  }
+  // A pending update (the last step's, --adamw-overlap on) applied now, on the chain, with the values it would
+  // have had: before anything reads the weights from outside a step, and before a step that runs its own.
+  void settle_update() {
+    if (!upd_pending) return;
+    const double lr = train::lr_at(step - 1, o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
+    m.adamw_range(stream, 0, m.lay.total, opt, lr, step, o.clip, nullptr);
+    upd_pending = false;
   }
   // The whole step as one CUDA graph (--graph on): captured once from enqueue_step, whose launches no
   // longer depend on the step (everything that does is read from m.sv). Logging, validation and
@@ -201,6 +270,7 @@ struct Trainer {
   // every whole batch the validation text holds (on the plays, about 30 batches: the loss of one
   // play would rise and fall with what the model last trained on).
   double val_loss(int batches) {
+    settle_update();
     if (batches <= 0) batches = int(std::max<size_t>(1, data.val.size() / (size_t(o.batch) * size_t(cfg.context))));
     uint64_t vpos = 0;
     double s = 0;
@@ -220,6 +290,7 @@ struct Trainer {
   }
   ckpt::Checkpoint checkpoint() {
     read_back();
+    settle_update();
     ckpt::Checkpoint k;
     k.config = cfg, k.step = step, k.data_pos = pos, k.rng_state = rng_state;
     dp::settle(dp);
@@ -232,6 +303,7 @@ struct Trainer {
     to_device(m.params.template as<float>(), k.params);
     dp::restore_optimizer_state(dp, m, k.m, k.v);  // ZeRO-1: this rank's shard
     step = k.step, pos = k.data_pos % data.train.size(), rng_state = k.rng_state;
+    upd_pending = false;  // (the checkpoint's weights and moments replace whatever update was pending)
     m.sync_weights();
     if (graph) {  // captured with the old rng_state (the dropout key)
       CUDA_CHECK(cudaGraphExecDestroy(graph));

@@ -20,12 +20,15 @@ void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
                int steps, std::vector<double>& losses, std::vector<double>& params, std::string& attn_used,
                int* side_launches = nullptr, bool* deterministic = nullptr, unsigned long long side_delay_ns = 0,
                long* finishes = nullptr, typename Model<T>::LtVariants* lt_variants = nullptr,
-               size_t* residual_bytes = nullptr) {  // [2]: the stream's element size, dx's copy's bytes
+               size_t* residual_bytes = nullptr,  // [2]: the stream's element size, dx's copy's bytes
+               int* update_launches = nullptr) {
   Trainer<T> t(c, o, data, attn, seed);
   t.m.dws.delay_ns = side_delay_ns;  // (before the capture, which happens at the second step)
   t.m.set_tf32(o.tf32);  // --precision tf32's model (before its first step)
   while (t.step < steps) t.step_once();
   t.read_back();
+  t.settle_update();  // (--adamw-overlap on: the last step's AdamW is still to run)
+  if (update_launches) *update_launches = t.upd_launches;
   if (side_launches) *side_launches = t.m.dws.launches;  // dW matmuls captured on the side stream
   if (deterministic) *deterministic = t.m.impl != Attn::kCudnn || t.m.ours_attn_bwd();
   if (finishes) finishes[0] = t.m.finishes.pushed, finishes[1] = t.m.finishes.launches;
@@ -84,6 +87,38 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
                           l_graph.data(), l_eager.data(), l_eager.size(), exact));
   res.add(verify::compare(tag + ": CUDA graph replay's weights == eager steps'", p_graph.data(), p_eager.data(),
                           p_eager.size(), exact));
+  // The graph above leaves each step's AdamW to the next step, range by range beside its forward
+  // (--adamw-overlap on, the default; run/trainer.cuh); the eager steps run it at their own end. Counted: the
+  // range updates enqueued (the eager first step's and the capture's, layers + 1 each). Then the same with every
+  // range's update held back 200 us on its stream (a forward that did not wait for a range would read weights
+  // not yet updated, on every run), and the graph with AdamW at the step's end (--adamw-overlap off): each
+  // against the eager steps, bit for bit.
+  {
+    const int per_step = c.layers + 1;
+    int launches = 0;
+    std::vector<double> lo, po;
+    TrainOptions od = o;
+    od.test_update_delay_ns = 200000ull;
+    train_for<T>(c, od, data, det, seed, steps, lo, po, a, nullptr, nullptr, 0, nullptr, nullptr, nullptr, &launches);
+    const std::string tu = tag + ", AdamW beside the next forward (--adamw-overlap on)";
+    res.add(verify::fact(tu + ": the update ran in ranges on its own stream (layers + 1 a step, enqueued twice: the "
+                              "eager first step and the capture)",
+                         launches == 2 * per_step, "range updates", std::to_string(launches)));
+    res.add(verify::compare(tu + ", every range's update delayed 200 us: losses == eager steps'", lo.data(),
+                            l_eager.data(), l_eager.size(), exact));
+    res.add(verify::compare(tu + ", every range's update delayed 200 us: weights == eager steps'", po.data(),
+                            p_eager.data(), p_eager.size(), exact));
+    TrainOptions off = o;
+    off.adamw_overlap = false;
+    launches = -1;
+    train_for<T>(c, off, data, det, seed, steps, lo, po, a, nullptr, nullptr, 0, nullptr, nullptr, nullptr, &launches);
+    const std::string tf = tag + ", AdamW at the step's end (--adamw-overlap off)";
+    res.add(verify::fact(tf + ": no range update ran", launches == 0, "range updates", std::to_string(launches)));
+    res.add(verify::compare(tf + ": CUDA graph losses == eager steps'", lo.data(), l_eager.data(), l_eager.size(),
+                            exact));
+    res.add(verify::compare(tf + ": CUDA graph weights == eager steps'", po.data(), p_eager.data(), p_eager.size(),
+                            exact));
+  }
   if (std::is_same<T, bf16>::value && (attn == Attn::kAuto || attn == Attn::kCudnn)) {
     // The default step's attention (cuDNN's forward, our flash backward, which adds without atomics) at
     // head size 64, where the flash backward runs: graph (two streams) against eager, bit for bit.

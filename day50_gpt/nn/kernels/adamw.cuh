@@ -51,14 +51,21 @@ __global__ void block_sum(const float* x, int n, float* out, bool divide, const 
 // chain; nsq = 1: the sum is given). The norm is kept for the log. In bf16 mode it also refreshes the
 // bf16 copy of the weights that the matmuls read (p_t; null in fp32 mode). With sv, the learning rate and
 // the bias corrections come from device memory and the norm goes to norm_out[sv->slot].
+// With uv (--adamw-overlap on: the update a step left to the next, run on a part of the parameters at a
+// time) the learning rate and the bias corrections come from there instead, nothing runs where uv->on is 0,
+// and norm_out is null (the step before wrote its norm: k::norm_of).
 template <class T>
 __global__ void adamw_clipped(float* p, T* p_t, const float* g, float* m, float* v, const unsigned char* decay,
                               size_t n, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
                               const float* sumsq, int nsq, float clip, float* norm_out,
-                              const StepVars* sv = nullptr) {
-  if (sv) lr = sv->lr, bc1 = sv->bc1, bc2 = sv->bc2, norm_out += sv->slot;
+                              const StepVars* sv = nullptr, const UpdateVars* uv = nullptr) {
+  if (uv) {
+    if (!uv->on) return;
+    lr = uv->lr, bc1 = uv->bc1, bc2 = uv->bc2;
+  }
+  if (sv) lr = sv->lr, bc1 = sv->bc1, bc2 = sv->bc2, norm_out = norm_out ? norm_out + sv->slot : nullptr;
   const float norm = sqrtf(sum_256(sumsq, nsq)), gscale = norm > clip ? clip / norm : 1.f;
-  if (blockIdx.x == 0 && threadIdx.x == 0) *norm_out = norm;
+  if (norm_out && blockIdx.x == 0 && threadIdx.x == 0) *norm_out = norm;
   GRID_STRIDE(i, n) {
     const float gi = g[i] * gscale;
     const float mi = b1 * m[i] + (1 - b1) * gi, vi = b2 * v[i] + (1 - b2) * gi * gi;
@@ -67,6 +74,13 @@ __global__ void adamw_clipped(float* p, T* p_t, const float* g, float* m, float*
     p[i] = pi;
     if (p_t) p_t[i] = st<T>(pi);
   }
+}
+// The norm alone, from the nsq partial sums of squares, into norm_out (+ sv->slot): the same bits as AdamW's
+// (sum_256), for --adamw-overlap on, whose step ends before its update.
+__global__ void norm_of(const float* sumsq, int nsq, float* norm_out, const StepVars* sv = nullptr) {
+  if (sv) norm_out += sv->slot;
+  const float norm = sqrtf(sum_256(sumsq, nsq));
+  if (threadIdx.x == 0) *norm_out = norm;
 }
 template <class T>
 __global__ void convert(const float* x, T* y, size_t n) {

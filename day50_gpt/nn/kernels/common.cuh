@@ -132,6 +132,13 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
 // passed by argument (the checks, validation, data parallelism).
 // lr, bc1 and bc2 each start 16 bytes apart: --backend cudnn's AdamW graph reads them in place as
 // [1][1][1] tensors, which cuDNN takes 16-byte aligned (nn/cudnn_layers.h's adamw).
+// With --adamw-overlap on (run/trainer.cuh) a step's AdamW update runs in the next step, beside its forward:
+// UpdateVars are that update's learning rate and bias corrections (those of the step whose gradient it
+// applies) and whether there is one to apply (0: the step before applied its own, or there was none).
+struct UpdateVars {
+  float lr, bc1, bc2;
+  int on;
+};
 struct StepVars {
   long long step;
   unsigned long long pos;
@@ -139,6 +146,7 @@ struct StepVars {
   alignas(16) float bc1;
   alignas(16) float bc2;
   int slot;
+  UpdateVars upd;
 };
 // Dropout's parameters at this step: the step from device memory where there is one.
 __device__ __forceinline__ dropout::Params at_step(dropout::Params d, const StepVars* sv) {
