@@ -74,7 +74,7 @@ tools:
 	@echo "note: CUPTI not found under $(CUDA_HOME): the kernel tracer (make trace) is not built"
 endif
 
-# day50's default training step, the same step on one stream, with the chain at the side stream's
+# day50's default training step, the same step on one stream (AdamW too), with the chain at the side stream's
 # priority, with fc keeping the GELU's input, with the layers' cuBLASLt weight gradients asked for algorithms
 # that add their split-K parts in place (a request: the variant's run shows whether splitKreduce_kernel calls
 # remain; the head's and the embeddings' are cuBLAS's: unchanged), with those sized for every SM (the
@@ -84,7 +84,7 @@ endif
 trace: day50_gpt tools
 	python3 scripts/trace_kernels.py --lesson day50_gpt --marker sum_squares_partial --window 60 \
 	  --json "results/{gpu}/day50_gpt-trace.json" \
-	  --variant "default=" --variant "one stream=--dw-stream off" \
+	  --variant "default=" --variant "one stream=--dw-stream off --adamw-overlap off" \
 	  --variant "chain at default priority=--chain-priority off" \
 	  --variant "GELU input kept=--gelu-deriv off" \
 	  --variant "dW asked to reduce in place=--dw-reduce-kernel off" \

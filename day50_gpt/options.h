@@ -73,10 +73,12 @@ struct TrainOptions {
   // before each range of the gather, so the next forward finds every range late; and skip the forward's
   // wait for one range (-1: none; the check that shows one skipped wait changes the losses).
   unsigned long long test_gather_delay_ns = 0;
-  // --adamw-overlap on, for the checks only: hold the update's stream this long before each range's AdamW, so
-  // that the forward finds every range late (a wait missing anywhere then reads weights not yet updated).
-  unsigned long long test_update_delay_ns = 0;
   int test_skip_range_wait = -1;
+  // --adamw-overlap on, for the checks only: hold the update's stream this long before each range's AdamW, so
+  // that the forward finds every range late (a wait missing anywhere then reads weights not yet updated); and
+  // skip the forward's wait for one range (-1: none; the check that shows one skipped wait changes the losses).
+  unsigned long long test_update_delay_ns = 0;
+  int test_skip_update_wait = -1;
   Backend backend = Backend::kCustom;      // --backend: who runs the layers (nn/backend.h)
   bool tf32 = false;                       // --precision tf32: the fp32 model, its matmuls on TF32 tensor cores
 };
@@ -269,6 +271,9 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
                             "needs the one-GPU graph with --dw-stream on (no --gpus N, --world N, --graph off or "
                             "--dw-stream off)");
   o.train.adamw_overlap = on_off("adamw-overlap", f.overlap);
+  if (given(argc, argv, "adamw-overlap") && o.st.bench)
+    cli::usage_error(kProg, "--adamw-overlap is a training run's: --bench times AdamW at the step's end in a row of its "
+                            "own (leave the flag out)");
   if (given(argc, argv, "adamw-overlap") && o.train.adamw_overlap &&
       (o.multi() || !o.train.graph || o.train.backend == Backend::kCudnn))
     cli::usage_error(kProg, "--adamw-overlap on is the one-GPU graph's on our layers: data parallelism, --graph off and "

@@ -9,8 +9,10 @@ by stream, measured inside the CUDA graph that runs it.
 
 It runs PROGRAM once per variant (its ARGS, then the variant's extra ones) with scripts/ktrace.cpp loaded by
 the driver (build/libktrace.so, built by `make`), which records every kernel's start and end on the GPU.
-The step is found by a marker kernel that runs once per step (--marker, a regular expression: day50's
-AdamW); the last --window steps are summarised:
+The step is found by a marker kernel that runs once per step (--marker, a regular expression; `make trace`
+gives day50's gradient norm, sum_squares_partial, on the step's own stream whether AdamW runs at the step's
+end or, with --adamw-overlap on, once per range of parameters beside the next forward); the last --window
+steps are summarised:
   period         the time from one marker to the next (the step as the GPU runs it, median over the window;
                  period_mean_us: the mean);
   busy           the time at least one kernel ran (the union of all streams), a mean per step over the window,
@@ -61,7 +63,8 @@ CATEGORIES = {
         ("matmuls: our fused-epilogue GEMM", r"sm90::.*gemm_kernel"),
         ("matmuls: cuBLAS / cuBLASLt", r"nvjet|cutlass|xmma|gemm|splitKreduce|cublas"),
         ("AdamW, gradient norm", r"adamw|sum_squares|norm_of"),
-        # block_sum: the log's mean loss (the gradient norm's second stage is inside AdamW now)
+        # block_sum: the log's mean loss (the gradient norm's second stage is inside AdamW, and, where AdamW
+        # runs beside the next forward, in norm_of at the step's end)
         ("embedding, loss", r"embed|softmax_xent|gather_batch|onehot|block_sum"),
         ("other (transposes, memsets, copies)", r"."),
     ],
@@ -400,7 +403,9 @@ def parse_args(argv):
     else:
         own, cmd = argv, []
     ap = OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
-    ap.add_argument("--marker", default="adamw", help="a kernel that runs once per step (regular expression)")
+    ap.add_argument("--marker", default="adamw",
+                    help="a kernel that runs once per step (regular expression; day50's make trace gives "
+                         "sum_squares_partial: with --adamw-overlap on, AdamW runs once per range of parameters)")
     ap.add_argument("--window", type=int, default=60, help="steps summarised, the last ones of the run")
     ap.add_argument("--json", default=None, help="the results file ({gpu}: the GPU's slug)")
     ap.add_argument("--lesson", default="day50_gpt", help="the lesson (its kernel categories, and the results file's)")

@@ -70,7 +70,7 @@ inline std::string variant_name(const TrainOptions& o, double default_share) {
   if (!o.gelu_deriv) s += ", GELU input kept";
   if (!o.dw_reduce_kernel) s += ", dW asked to reduce in place";
   if (o.residual_bf16) s += ", residual stream in bf16";
-  if (o.graph && !o.adamw_overlap) s += ", AdamW at the step's end";
+  if (o.graph && o.dw_stream && !o.adamw_overlap) s += ", AdamW at the step's end";  // (one stream: both off)
   // A graph row with the weight gradients on the side stream names its SM share where it is not its precision's
   // default (default_share: bf16's 0.5, options.h; fp32's 1), as "every SM" or as a percentage.
   if (o.graph && o.dw_stream && o.dw_sm_share != default_share)
@@ -642,7 +642,8 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     bench_train<bf16>(res, cfg, theirs, data, op.attn, seed);
     TrainOptions one = step_variants(base, true).back();  // the default step's graph with the weight gradients
     one.dw_stream = false, one.dw_sm_share = 1;            // in line, on the chain's stream (nn/dw_stream.h),
-                                                           // sized for every SM (as the command line has it)
+                                                           // sized for every SM (as the command line has it),
+    one.adamw_overlap = false;                             // and AdamW on it too (no update stream beside it)
     bench_train<bf16>(res, cfg, one, data, op.attn, seed);
     TrainOptions kept = step_variants(base, true).back();  // the default step with our fused GEMM keeping A's
     kept.keep_a = true;                                     // row panels in shared memory (nn/gemm_sm90.h)

@@ -108,6 +108,18 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
                             l_eager.data(), l_eager.size(), exact));
     res.add(verify::compare(tu + ", every range's update delayed 200 us: weights == eager steps'", po.data(),
                             p_eager.data(), p_eager.size(), exact));
+    // The negative control: the same delays, and the forward skipping its wait for block 0's range (not the
+    // last, whose wait also joins the update's stream to the step): it reads block 0's weights before their
+    // update, so its losses must differ (else the checks above could not see a missing wait).
+    od.test_skip_update_wait = 1;
+    std::vector<double> ls, ps;
+    train_for<T>(c, od, data, det, seed, steps, ls, ps, a);
+    int differ = 0;
+    for (size_t i = 0; i < ls.size() && i < l_eager.size(); ++i) differ += ls[i] != l_eager[i];
+    res.add(verify::fact(tu + ", every range's update delayed 200 us and the wait for block 0's skipped (a negative "
+                              "control): losses differ from the eager steps'",
+                         differ > 0 && ls.size() == l_eager.size(), "steps whose loss differs",
+                         std::to_string(differ) + " of " + std::to_string(ls.size())));
     TrainOptions off = o;
     off.adamw_overlap = false;
     launches = -1;

@@ -50,7 +50,7 @@ def variant_lines(rows):
     # the ladder's rows without them are rungs, not the step with --gelu-deriv off
     default_deriv = {b.get("dtype"): b["extra"].get("gelu_deriv") for b in steps if _short(b) == b.get("dtype")}
     # the switches whose other setting is a row beside the ladder (older files lack them: not beside)
-    beside_flags = ("batch_finish", "chain_priority", "dw_reduce_kernel", "dw_sm_share")
+    beside_flags = ("batch_finish", "chain_priority", "dw_reduce_kernel", "dw_sm_share", "residual_bf16", "adamw_overlap")
     default_flags = {b.get("dtype"): {f: b["extra"].get(f) for f in beside_flags} for b in steps
                      if _short(b) == b.get("dtype")}
     for b in steps:
@@ -62,13 +62,16 @@ def variant_lines(rows):
         # other --recompute setting than the default's, the graph on one stream where the default uses two, our
         # fused GEMM's other loop (--keep-a), the finishes one by one (--batch-finish off), both streams at one
         # priority (--chain-priority off), fc keeping the GELU's input (--gelu-deriv off), the weight gradients
-        # asked to reduce in place (--dw-reduce-kernel off) or sized for fewer SMs (--dw-sm-share), the cuDNN ones)
+        # asked to reduce in place (--dw-reduce-kernel off) or sized for fewer SMs (--dw-sm-share), the residual
+        # stream in bf16 (--residual bf16), AdamW at the step's end (--adamw-overlap off), the cuDNN ones)
         # against the default step of its precision.
         one_stream = ex.get("graph") and ex.get("dw_stream") is False and default_dw.get(d) is True
         other_loop = "keep_a" in ex and ex.get("keep_a") != default_keep.get(d, ex.get("keep_a"))
-        # (the SM share is the graph's with --dw-stream on: a rung without them runs every SM, as it must)
+        # (the SM share is the graph's with --dw-stream on: a rung without them runs every SM, as it must; AdamW
+        # beside the next forward is the graph's: a rung without the graph records it off, as it must)
         other_flag = any(f in ex and ex.get(f) != default_flags.get(d, {}).get(f, ex.get(f)) for f in beside_flags
-                         if f != "dw_sm_share" or (ex.get("graph") and ex.get("dw_stream")))
+                         if (f != "dw_sm_share" or (ex.get("graph") and ex.get("dw_stream")))
+                         and (f != "adamw_overlap" or ex.get("graph")))
         other_deriv = ("gelu_deriv" in ex and ex.get("lt_search") is True
                        and ex.get("gelu_deriv") != default_deriv.get(d, ex.get("gelu_deriv")))
         beside = (ex.get("recompute") != default_recompute.get(d, ex.get("recompute")) or one_stream or other_loop
