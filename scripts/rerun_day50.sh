@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # scripts/rerun_day50.sh PART: every day50 results file of one build, re-run on a machine with two GPUs of one
-# host, in three parts that each fit a 10-minute call (the order the day50 notes' "Measured" describes).
-#   checks  build; GPU 0: gpt --verify (the gate: a failure stops here), the PyTorch oracle, the initcheck probe;
-#           GPU 1: the sanitizers, then PyTorch's training variants compiled once (torch_peer.py --quick
-#           --skip-ours) so that Inductor's caches are warm for the peer run (on a cold cache its memory
-#           probes alone outlasted a 390 s limit on one loan)
+# host, in three parts of one 10-minute device call each, issued back to back on the same machine (it keeps its
+# build and PyTorch's compile caches between calls; a machine left idle goes back within a minute).
+#   checks  t=0, GPU 1: PyTorch's max-autotune training variant compiled once, nothing timed (its cold compile
+#           is the long one: it times candidate kernels for every GEMM shape, and on a fresh H200 it had not
+#           finished after 314 s, where eager, default and reduce-overhead took 19, 37 and 30 s), then
+#           compute-sanitizer's initcheck; beside it the build, then GPU 0: gpt --verify (the gate: a failure
+#           stops here), the PyTorch oracle, the initcheck probe, compute-sanitizer's memcheck and racecheck
 #   bench   both GPUs: the data-parallel checks and make bench-multi; then GPU 0: make bench, while GPU 1 runs
-#           make trace and the generation-only peer run
-#   peer    GPU 0: the full peer run (make peer), alone on the host
-# Each part checks the GPUs' health first and last (nvidia-smi -q -d PERFORMANCE: a HW slowdown or power brake
-# makes timings meaningless), and, with OUT set (the device tool's output folder), packs the results files it
-# wrote and its logs into OUT/results.tgz and OUT/logs.tgz. Exit: 0 done, 1 a step failed, 2 usage, 3 unhealthy.
+#           make trace and then compiles PyTorch's other variants (torch_peer.py --quick --skip-ours, untimed)
+#   peer    GPU 0: the full peer run (make peer's command) on warm caches, then, with time left, the
+#           generation-only run; GPU 1 idle
+# bench and peer reuse the checks part's build (the sources are copied anew each call, so the outputs are touched
+# to stay newer; on a fresh machine make rebuilds, about two minutes). A part that finds a step too long for its
+# call's time skips it and says so. Each part checks the GPUs' health first and last (nvidia-smi -q -d
+# PERFORMANCE: a HW slowdown or power brake makes timings meaningless), and, with OUT set (the device tool's
+# output folder), packs the results files it wrote and its logs into OUT/results.tgz and OUT/logs.tgz.
+# Exit: 0 done, 1 a step failed, 2 usage, 3 unhealthy.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 part=${1:-}
@@ -18,10 +24,12 @@ case "$part" in checks|bench|peer) ;; *) echo "usage: scripts/rerun_day50.sh che
 ROOT=$PWD
 OUT=${OUT:-$ROOT/build/rerun_day50}
 L=$OUT/logs
+CALL_S=${CALL_S:-570}  # what a part may use of its call (the device tool's limit is 600 s, the transfers included)
 mkdir -p "$L"
 touch "$OUT/.t0"
 t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+left() { echo $(( CALL_S - ($(date +%s) - t0) )); }
 health() {
   nvidia-smi -q -d PERFORMANCE > "$L/health_$1.txt" 2>&1
   if grep -E "HW Slowdown|HW Power Brake|HW Thermal|SW Thermal" "$L/health_$1.txt" | grep -v "Not Active" | grep -q Active; then
@@ -33,45 +41,74 @@ pack() {
   (cd "$ROOT" && find results -type f -newer "$OUT/.t0" > "$OUT/new.txt" && tar czf "$OUT/results.tgz" -T "$OUT/new.txt")
   (cd "$OUT" && tar czf logs.tgz logs && rm -rf logs)
 }
+# PyTorch's variants compiled, nothing timed: fills Inductor's caches (kept in /tmp between calls on one machine).
+warm() {  # warm GPU LOG LIMIT ARGS...
+  local gpu=$1 log=$2 limit=$3; shift 3
+  (cd day50_gpt && CUDA_VISIBLE_DEVICES=$gpu PYTHONUNBUFFERED=1 timeout "$limit" python3 torch_peer.py --quick --skip-ours "$@") \
+    > "$L/$log" 2>&1
+  echo "warm-up rc=$? ($limit s allowed)" >> "$L/$log"
+}
 fail=0
 health before || { pack; exit 3; }
-make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; tail -20 "$L/build_$part.log"; pack; exit 1; }
-make tools > "$L/tools_$part.log" 2>&1
+if [ "$part" != checks ] && [ -x day50_gpt/build/gpt ]; then
+  find day50_gpt/build build -type f -exec touch {} + 2>/dev/null  # the checks part's build, kept on this machine
+fi
 case "$part" in
 checks)
-  (CUDA_VISIBLE_DEVICES=1 SANITIZE_TIMEOUT=400 timeout 470 scripts/sanitize.sh day50_gpt > "$L/sanitize.log" 2>&1
-   echo "sanitize rc=$?" >> "$L/sanitize.log"
-   cd day50_gpt && CUDA_VISIBLE_DEVICES=1 timeout 200 python3 torch_peer.py --quick --skip-ours > "$L/peer_warm.log" 2>&1
-   echo "cache warm-up rc=$?" >> "$L/peer_warm.log") &
+  (warm 1 warm_max_autotune.log 380 --memory-of max-autotune
+   CUDA_VISIBLE_DEVICES=1 TOOLS=initcheck SANITIZE_TIMEOUT=300 timeout 320 scripts/sanitize.sh day50_gpt \
+     > "$L/sanitize_initcheck.log" 2>&1
+   echo "sanitize rc=$?" >> "$L/sanitize_initcheck.log") &
   side=$!
-  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 300 ./build/gpt --verify --json "../results/{gpu}/day50_gpt-verify.json") > "$L/verify.log" 2>&1
+  make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; tail -20 "$L/build_$part.log"; kill $side; wait; pack; exit 1; }
+  make tools > "$L/tools_$part.log" 2>&1
+  say "built"
+  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 200 ./build/gpt --verify --json "../results/{gpu}/day50_gpt-verify.json") > "$L/verify.log" 2>&1
   rc=$?; say "verify rc=$rc: $(grep -E '^RESULT' "$L/verify.log")"
   if [ $rc -ne 0 ]; then grep FAIL "$L/verify.log" | head; kill $side 2>/dev/null; wait; pack; exit 1; fi
-  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 200 python3 torch_oracle.py) > "$L/oracle.log" 2>&1 || fail=1
+  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 150 python3 torch_oracle.py) > "$L/oracle.log" 2>&1 || fail=1
   say "oracle: $(tail -1 "$L/oracle.log")"
-  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 100 bash dev/initcheck_probe.sh) > "$L/initcheck_probe.log" 2>&1 || fail=1
+  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 60 bash dev/initcheck_probe.sh) > "$L/initcheck_probe.log" 2>&1 || fail=1
+  CUDA_VISIBLE_DEVICES=0 TOOLS="memcheck racecheck" SANITIZE_TIMEOUT=300 timeout "$(left)" scripts/sanitize.sh day50_gpt \
+    > "$L/sanitize_memcheck_racecheck.log" 2>&1
+  echo "sanitize rc=$?" >> "$L/sanitize_memcheck_racecheck.log"
   wait $side
-  say "$(tail -2 "$L/sanitize.log" | tr '\n' ' ') $(tail -1 "$L/peer_warm.log")"
-  grep -q "sanitize rc=0" "$L/sanitize.log" || fail=1
+  for f in sanitize_memcheck_racecheck sanitize_initcheck; do
+    say "$f: $(grep -E '^(PASS|FAIL)' "$L/$f.log" | awk '{print $1, $3}' | tr '\n' ' ')$(tail -1 "$L/$f.log")"
+    grep -q "sanitize rc=0" "$L/$f.log" || fail=1
+  done
+  say "$(tail -1 "$L/warm_max_autotune.log")"
   ;;
 bench)
+  make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; pack; exit 1; }
+  make tools > "$L/tools_$part.log" 2>&1
+  say "build checked"
   (cd day50_gpt && timeout 120 ./build/gpt --verify --verify-only dp --json "../results/{gpu}x{gpus}/day50_gpt-verify_dp.json") > "$L/verify_dp.log" 2>&1 || fail=1
   say "verify dp: $(grep -E '^RESULT' "$L/verify_dp.log")"
-  timeout 280 make -C day50_gpt bench-multi > "$L/bench_multi.log" 2>&1 || fail=1
+  timeout 240 make -C day50_gpt bench-multi > "$L/bench_multi.log" 2>&1 || fail=1
   say "bench-multi: $(grep -E '^RESULT' "$L/bench_multi.log")"
-  (CUDA_VISIBLE_DEVICES=1 timeout 150 make trace > "$L/trace.log" 2>&1; echo "trace rc=$?" >> "$L/trace.log"
-   cd day50_gpt && CUDA_VISIBLE_DEVICES=1 timeout 220 python3 torch_peer.py --generation-only > "$L/peer_gen.log" 2>&1
-   echo "generation-only rc=$?" >> "$L/peer_gen.log") &
+  (CUDA_VISIBLE_DEVICES=1 timeout 170 make trace > "$L/trace.log" 2>&1; echo "trace rc=$?" >> "$L/trace.log"
+   rest=$(( $(left) - 10 ))
+   if [ $rest -gt 30 ]; then warm 1 warm_others.log $rest; else echo "no time for the warm-up" > "$L/warm_others.log"; fi) &
   side=$!
-  CUDA_VISIBLE_DEVICES=0 timeout 330 make -C day50_gpt bench > "$L/bench.log" 2>&1 || fail=1
+  CUDA_VISIBLE_DEVICES=0 timeout "$(left)" make -C day50_gpt bench > "$L/bench.log" 2>&1 || fail=1
   say "bench: $(grep -E '^RESULT' "$L/bench.log" | tr '\n' ' ')"
   wait $side
-  say "$(tail -1 "$L/trace.log") $(tail -1 "$L/peer_gen.log")"
-  grep -q "trace rc=0" "$L/trace.log" && grep -q "generation-only rc=0" "$L/peer_gen.log" || fail=1
+  say "$(tail -1 "$L/trace.log"); $(tail -1 "$L/warm_others.log")"
+  grep -q "trace rc=0" "$L/trace.log" || fail=1
   ;;
 peer)
-  CUDA_VISIBLE_DEVICES=0 timeout 500 make -C day50_gpt peer > "$L/peer.log" 2>&1 || fail=1
+  make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; pack; exit 1; }
+  say "build checked"
+  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1 timeout "$(left)" python3 torch_peer.py) > "$L/peer.log" 2>&1 || fail=1
   say "peer: $(tail -1 "$L/peer.log")"
+  if [ "$(left)" -gt 200 ]; then  # the generation-only run took 139 s on one loan (its config.seconds)
+    (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1 timeout "$(left)" python3 torch_peer.py --generation-only) \
+      > "$L/peer_gen.log" 2>&1 || fail=1
+    say "generation-only: $(tail -1 "$L/peer_gen.log")"
+  else
+    say "no time for the generation-only run ($(left) s left): its file stays the last one"
+  fi
   ;;
 esac
 health after || fail=1

@@ -10,6 +10,8 @@
 # prints "N passed, N failed, N skipped".
 # Usage: scripts/sanitize.sh [dayNN_x ...]   (default: every lesson). With lessons named, their
 # entries in sanitize.json (for the tools run) are replaced and the rest are kept (each entry is dated).
+# TOOLS="memcheck racecheck" picks tools; two runs with different TOOLS may run at once, each on a GPU of
+# its own (CUDA_VISIBLE_DEVICES): each writes a file of its own and merges it into sanitize.json under a lock.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
@@ -87,10 +89,12 @@ done
   echo "  ],"
   echo "  \"passed\": $([ $fail -eq 0 ] && echo true || echo false)"
   echo "}"
-} >"$out.new"
+} >"$out.new.$$"
+exec 9>"$out.lock"
+flock 9  # another run (other tools, another GPU) may be merging into the same file
 if [ $# -gt 0 ] && [ -f "$out" ]; then
   # Keep the other lessons' entries from the previous file.
-  TOOLS_RUN="$TOOLS" python3 - "$out" "$out.new" "$@" <<'PY' || { echo "FAIL  merging into $out"; exit 1; }
+  TOOLS_RUN="$TOOLS" python3 - "$out" "$out.new.$$" "$@" <<'PY' || { echo "FAIL  merging into $out"; exit 1; }
 import json, os, sys
 old, new, lessons = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3:]
 tools = os.environ["TOOLS_RUN"].split()
@@ -101,7 +105,9 @@ new["passed"] = all(r["status"] != "FAIL" for r in new["runs"])
 json.dump(new, open(sys.argv[2], "w"), indent=2)
 PY
 fi
-mv "$out.new" "$out"
+mv "$out.new.$$" "$out"
+flock -u 9
+rm -f "$out.lock"
 echo "wrote ${out#$ROOT/}"
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
