@@ -90,11 +90,16 @@ done
   echo "  \"passed\": $([ $fail -eq 0 ] && echo true || echo false)"
   echo "}"
 } >"$out.new.$$"
-exec 9>"$out.lock"
-flock 9  # another run (other tools, another GPU) may be merging into the same file
+# Another run (other tools, another GPU) may be merging into the same file: one at a time, by a lock folder
+# (mkdir either makes it or fails, atomically; no flock needed). A lock older than 10 minutes is a dead run's.
+lock="$out.lock.d"
+until mkdir "$lock" 2>/dev/null; do
+  [ -n "$(find "$lock" -maxdepth 0 -mmin +10 2>/dev/null)" ] && rmdir "$lock" 2>/dev/null
+  sleep 1
+done
 if [ $# -gt 0 ] && [ -f "$out" ]; then
   # Keep the other lessons' entries from the previous file.
-  TOOLS_RUN="$TOOLS" python3 - "$out" "$out.new.$$" "$@" <<'PY' || { echo "FAIL  merging into $out"; exit 1; }
+  TOOLS_RUN="$TOOLS" python3 - "$out" "$out.new.$$" "$@" <<'PY' || { rmdir "$lock"; echo "FAIL  merging into $out"; exit 1; }
 import json, os, sys
 old, new, lessons = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3:]
 tools = os.environ["TOOLS_RUN"].split()
@@ -106,8 +111,7 @@ json.dump(new, open(sys.argv[2], "w"), indent=2)
 PY
 fi
 mv "$out.new.$$" "$out"
-flock -u 9
-rm -f "$out.lock"
+rmdir "$lock"
 echo "wrote ${out#$ROOT/}"
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
