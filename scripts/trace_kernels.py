@@ -403,9 +403,10 @@ def parse_args(argv):
     else:
         own, cmd = argv, []
     ap = OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
-    ap.add_argument("--marker", default="adamw",
-                    help="a kernel that runs once per step (regular expression; day50's make trace gives "
-                         "sum_squares_partial: with --adamw-overlap on, AdamW runs once per range of parameters)")
+    ap.add_argument("--marker", default="sum_squares_partial",
+                    help="a kernel that runs once per step (regular expression; default: day50's gradient norm, "
+                         "once a step on the step's own stream, where AdamW runs once per range of parameters "
+                         "with --adamw-overlap on)")
     ap.add_argument("--window", type=int, default=60, help="steps summarised, the last ones of the run")
     ap.add_argument("--json", default=None, help="the results file ({gpu}: the GPU's slug)")
     ap.add_argument("--lesson", default="day50_gpt", help="the lesson (its kernel categories, and the results file's)")
