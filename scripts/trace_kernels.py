@@ -716,7 +716,7 @@ def self_test():
         rows = ["start_ns,duration_ns,stream,graph,name"]
         for i in range(5):
             t = i * 100000
-            rows += [f"{t},40000,7,1,k_ln", f"{t + 50000},10000,7,1,k_adamw"]
+            rows += [f"{t},40000,7,1,k_ln", f"{t + 50000},10000,7,1,k_sum_squares_partial"]  # the default marker
         with gzip.open(trace_path(kept, "default", ".csv.gz"), "wt") as f:
             f.write("\n".join(rows) + "\n# ktrace complete 10 records\n")
         e = dict(gpu="Test GPU", gpu_slug="test-gpu", commit="abc", dirty=False, date="2026-01-01T00:00:00Z")
