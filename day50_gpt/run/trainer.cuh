@@ -112,11 +112,7 @@ struct Trainer {
       m.sv = step_vars.as<k::StepVars>();
       if (o.adamw_overlap && !m.on_cudnn()) {
         CUDA_CHECK(cudaStreamCreateWithPriority(&upd_stream, cudaStreamNonBlocking, least));
-        const gpt::Layout& lay = m.lay;
-        const auto begin = [&](int l) { return lay.layer[size_t(l)].ln1_w; };
-        upd_ranges.push_back({0, begin(0)});
-        for (int l = 0; l < cfg.layers; ++l)
-          upd_ranges.push_back({begin(l), l + 1 < cfg.layers ? begin(l + 1) : lay.total});
+        upd_ranges = m.lay.forward_ranges();
         upd_events.resize(upd_ranges.size() + 1);
         for (cudaEvent_t& e : upd_events) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       }
