@@ -150,6 +150,21 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
     res.add(verify::compare(t64 + ": CUDA graph weights == eager steps'", pg.data(), pe.data(), pe.size(), exact));
     res.add(verify::fact(t64 + ": the captured step ran its weight-gradient matmuls on the side stream (2 to 4 a layer)",
                          side_ran(side, c64.layers), "launches", std::to_string(side)));
+    // --pdl on (nn/pdl.cuh): the chains' kernels of ours launched programmatically, each waiting for the kernel
+    // before it in its stream before it reads: the same kernels on the same inputs, so the eager steps' bits.
+    // Counted: the eager first step and the capture each launch the LayerNorms (2 L + 1 forward, 2 L + 1
+    // backward) and the flash backward (L) that way at least.
+    TrainOptions op = o;
+    op.pdl = true;
+    std::vector<double> lp, pp;
+    const long pdl_before = pdl::launches();
+    train_for<T>(c64, op, data, attn, seed, steps, lp, pp, a);
+    const long pdl_n = pdl::launches() - pdl_before, pdl_least = 2 * (5 * c64.layers + 2);
+    const std::string tp = t64 + ", --pdl on (programmatic dependent launches)";
+    res.add(verify::fact(tp + ": the step launched the chains' kernels programmatically", pdl_n >= pdl_least,
+                         "launches", std::to_string(pdl_n) + " (at least " + std::to_string(pdl_least) + ")"));
+    res.add(verify::compare(tp + ": CUDA graph losses == eager steps'", lp.data(), le.data(), le.size(), exact));
+    res.add(verify::compare(tp + ": CUDA graph weights == eager steps'", pp.data(), pe.data(), pe.size(), exact));
     // The column-sum finishes many to a launch (--batch-finish on, nn/finish_queue.cuh) against each in a
     // launch of its own: the same sums in the same order, so the same bits. Counted: the eager first step
     // and the capture each queue the LayerNorms' 2 L + 1 and the flash backward's L (and the fused dGELU
