@@ -208,7 +208,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["phase_total_ms"] = total;
   // The default step's LayerNorm alone (last: it leaves the trainer's buffers as garbage); tf32's is fp32's.
   // The bf16 residual stream's too (fewer bytes: is it still near copy bandwidth?), recorded, not a goal.
-  if ((default_step(o, bf) || o.residual_bf16) && !o.tf32)
+  if ((default_step(o, bf) || (o.residual_bf16 && !o.pdl)) && !o.tf32)  // (the bf16 stream's alone: its own row's)
     ex["layernorm_alone"] = bench_layernorm(res, tr, name, !o.residual_bf16);
   b.extra = ex;
   if (more) more(b);
@@ -671,6 +671,8 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions early = step_variants(base, true).back();  // the default step with the chains' kernels of ours
     early.pdl = true;                                        // as programmatic dependent launches (--pdl on)
     bench_train<bf16>(res, cfg, early, data, op.attn, seed);
+    early.residual_bf16 = true;  // and with the residual stream in bf16 too: the two switches that save time
+    if (gpt::residual_bf16_width(cfg.width)) bench_train<bf16>(res, cfg, early, data, op.attn, seed);
     for (double share : {1.0, 0.75}) {  // the default step with the weight gradients' algorithms sized for more SMs
       TrainOptions more = step_variants(base, true).back();
       more.dw_sm_share = share;
