@@ -330,9 +330,10 @@ __global__ void __launch_bounds__(NT, 1)
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   // --pdl on (nn/pdl.cuh): the barriers are set up while the kernel before this one may still run; A (and aux)
-  // are its outputs, so nothing is loaded before it has finished. Then the next kernel may launch.
+  // are its outputs, so nothing is loaded before it has finished. The next kernel may launch once every block
+  // is at its last tile (the producer says so, below): not at our start, where its blocks would wait on every
+  // SM slot our blocks leave free, slots the weight gradients' stream could use all along.
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
   __syncthreads();
 
   if (wgi == 0) {  // ---- producer: one thread loads the block's tiles in order (and, reading aux, another their aux) ----
@@ -341,6 +342,7 @@ __global__ void __launch_bounds__(NT, 1)
       int it = 0, n = 0;
       const int count = KEEP_A ? my_tiles : (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
       for (; n < count; ++n) {
+        if (n == count - 1) asm volatile("griddepcontrol.launch_dependents;");  // (a block's first call counts)
         int bm, bn;
         if constexpr (KEEP_A) {
           const int r = n / tiles_n;

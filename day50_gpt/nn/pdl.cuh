@@ -6,7 +6,8 @@
 // and a launch gap. The kernel then waits in grid_dependency_wait (nn/kernels/common.cuh) until the kernel
 // ahead has finished and its writes are visible, so it reads nothing early; only its launch, its blocks'
 // placement and the work before its wait overlap the other's tail. In a captured stream the launch becomes a
-// programmatic edge of the graph. The kernels launched this way (the LayerNorms', our fused GEMM, our flash
+// programmatic edge of the graph where the node before it is a kernel (after a memset, a copy or an event
+// wait it is a plain edge: the same order, no overlap). The kernels launched this way (the LayerNorms', our fused GEMM, our flash
 // backward: the chains of the training step) wait before they read or write anything. What it buys is a
 // microsecond or two a kernel boundary on the chain, if anything: make bench's row "programmatic launches".
 #pragma once

@@ -181,6 +181,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["attention"] = tr.m.attn_note;
   ex["fusion"] = o.fusion;
   ex["fused_ln"] = o.fused_ln, ex["residual_bf16"] = o.residual_bf16, ex["pdl"] = o.pdl;
+  if (o.graph) ex["programmatic_edges"] = tr.graph_census.programmatic_edges;  // what the capture made of it
   ex["graph"] = o.graph;
   ex["lt_search"] = o.lt_search;
   ex["recompute"] = o.recompute;
