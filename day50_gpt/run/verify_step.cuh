@@ -29,7 +29,7 @@ void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
   t.read_back();
   t.settle_update();  // (--adamw-overlap on: the last step's AdamW is still to run)
   if (update_launches) *update_launches = t.upd_launches;
-  if (programmatic_edges) *programmatic_edges = t.graph_census.valid ? t.graph_census.programmatic_edges : -1;
+  if (programmatic_edges) *programmatic_edges = t.graph_census.programmatic_edges;
   if (side_launches) *side_launches = t.m.dws.launches;  // dW matmuls captured on the side stream
   if (deterministic) *deterministic = t.m.impl != Attn::kCudnn || t.m.ours_attn_bwd();
   if (finishes) finishes[0] = t.m.finishes.pushed, finishes[1] = t.m.finishes.launches;
