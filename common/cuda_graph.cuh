@@ -23,6 +23,8 @@ struct Census {
   int distinct_kernels = 0;  // distinct kernels among them
   int unresolved = 0;        // kernel nodes the driver did not name (counted, not deduplicated)
   int memsets = 0, memcpys = 0, other = 0;
+  int programmatic_edges = 0;  // edges a programmatic dependent launch made (kernel to kernel, nn/pdl.cuh in
+                               // day50); -1 where the runtime could not list the edges
 };
 
 // A kernel node's kernel, through the driver's cuGraphKernelNodeGetParams (found through the runtime,
@@ -83,6 +85,20 @@ inline void add_census(cudaGraph_t g, Census& c, std::set<const void*>& kernels)
       }
     } else {
       ++c.other;  // events, host nodes, conditional nodes (their bodies are not walked)
+    }
+  }
+  size_t ne = 0;  // the edges, with their types (cudaGraphGetEdges: CUDA 12.3 and later); -1: not known
+  if (cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &ne) != cudaSuccess) {
+    (void)cudaGetLastError();
+    c.programmatic_edges = -1;
+  } else if (ne && c.programmatic_edges >= 0) {
+    std::vector<cudaGraphNode_t> from(ne), to(ne);
+    std::vector<cudaGraphEdgeData> data(ne);
+    if (cudaGraphGetEdges(g, from.data(), to.data(), data.data(), &ne) != cudaSuccess) {
+      (void)cudaGetLastError();
+      c.programmatic_edges = -1;
+    } else {
+      for (size_t i = 0; i < ne; ++i) c.programmatic_edges += data[i].type == cudaGraphDependencyTypeProgrammatic;
     }
   }
   c.distinct_kernels = int(kernels.size());

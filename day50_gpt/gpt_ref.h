@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/dropout.h"
@@ -70,6 +71,16 @@ struct Layout {
     }
     lnf_w = take(C), lnf_b = take(C);
     total = o;
+  }
+  // The parameters as [begin, end) ranges in the order the forward first reads them: the embeddings
+  // (range 0), then block l (range 1 + l), the last block's range running on over the final LayerNorm.
+  // They tile [0, total) in order. Work done range by range (AdamW beside the next forward, ZeRO-1's
+  // gather on the copy engines) lets the forward wait for each range as it reaches it.
+  std::vector<std::pair<size_t, size_t>> forward_ranges() const {
+    std::vector<std::pair<size_t, size_t>> r{{0, layer.empty() ? total : layer[0].ln1_w}};
+    for (size_t l = 0; l < layer.size(); ++l)
+      r.push_back({layer[l].ln1_w, l + 1 < layer.size() ? layer[l + 1].ln1_w : total});
+    return r;
   }
 };
 

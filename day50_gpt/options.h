@@ -59,6 +59,7 @@ struct TrainOptions {
   bool chain_priority = true;              // the graph's chain at the highest stream priority, dW at the lowest
   bool dw_reduce_kernel = true;            // a weight gradient's split-K parts may be added in a kernel of their own
   bool adamw_overlap = true;               // one-GPU graph: a step's AdamW beside the next step's forward (trainer.cuh)
+  bool pdl = false;                        // our chains' kernels as programmatic dependent launches (nn/pdl.cuh)
   double dw_sm_share = 1;                  // the share of the SMs cuBLASLt sizes a weight gradient's algorithm for
                                            // (1 here; the command line's default is kDwSmShareDefault where it applies)
   size_t bucket_bytes = size_t(25) << 20;  // data parallel: gradient all-reduce buckets (0: one, after the backward)
@@ -170,7 +171,7 @@ constexpr bool residual_bf16_width(int width) { return width % 4 == 0 && width <
 
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
 struct StepFlags {
-  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv, reduce, residual, overlap;
+  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv, reduce, residual, overlap, pdl;
   double dw_share = kDwSmShareDefault;
 };
 inline void declare_step(cli::Args& args, StepFlags& f) {
@@ -222,6 +223,10 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
                        "runs at the start of the next step on a stream of its own, one range of parameters at a time "
                        "(the embeddings, then each block), each range's forward waiting only for its own update (the "
                        "same arithmetic and results); off: AdamW at the end of its own step");
+  f.pdl = args.str("pdl", "off",
+                   "on | off: the LayerNorms', our fused GEMM's and our flash backward's kernels launched as "
+                   "programmatic dependent launches (sm_90): each may be placed on the SMs while the kernel before it "
+                   "in its stream finishes, and waits for that kernel's results before it reads (the same results)");
   f.priority = args.str("chain-priority", "on",
                         "on | off: in the CUDA graph with --dw-stream on, the chain of data gradients on a stream of "
                         "the highest priority and the weight gradients on one of the lowest, so that a free SM takes "
@@ -271,6 +276,12 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
                             "needs the one-GPU graph with --dw-stream on (no --gpus N, --world N, --graph off or "
                             "--dw-stream off)");
   o.train.adamw_overlap = on_off("adamw-overlap", f.overlap);
+  o.train.pdl = on_off("pdl", f.pdl);
+  if (given(argc, argv, "pdl") && (o.st.bench || o.st.verify))
+    cli::usage_error(kProg, "--pdl is a training run's: --bench times the programmatic launches in a row of its own and "
+                            "--verify checks them against the plain ones (leave the flag out)");
+  if (o.train.pdl && o.train.backend == Backend::kCudnn)
+    cli::usage_error(kProg, "--pdl on launches our own kernels programmatically; --backend cudnn runs cuDNN's graphs");
   if (given(argc, argv, "adamw-overlap") && o.st.bench)
     cli::usage_error(kProg, "--adamw-overlap is a training run's: --bench times AdamW at the step's end in a row of its "
                             "own (leave the flag out)");

@@ -21,6 +21,26 @@ TEST(config_validation_and_size) {
   EXPECT(!bad.invalid().empty());
 }
 
+// The forward's ranges (nn/optimizer.cuh's AdamW beside the next forward, ZeRO-1's gather): one for the
+// embeddings, one a block, in order, with no gap and no overlap, the last block's holding the final LayerNorm.
+TEST(forward_ranges_tile_the_parameters) {
+  for (int layers : {1, 2, 6}) {
+    gpt::Config c;
+    c.layers = layers;
+    const gpt::Layout lay(c);
+    const auto r = lay.forward_ranges();
+    EXPECT(r.size() == size_t(layers) + 1);
+    EXPECT(r.front().first == 0 && r.back().second == lay.total);
+    EXPECT(r[0].second == lay.layer[0].ln1_w);  // wte and wpe
+    for (size_t i = 0; i < r.size(); ++i) {
+      EXPECT(r[i].first < r[i].second);
+      if (i + 1 < r.size()) EXPECT(r[i].second == r[i + 1].first);
+    }
+    EXPECT(r.back().first <= lay.lnf_w && lay.lnf_b < r.back().second);
+    EXPECT(r.back().first == lay.layer.back().ln1_w);
+  }
+}
+
 static gpt::Config tiny() {
   gpt::Config c;
   c.vocab = 13, c.context = 6, c.layers = 2, c.heads = 2, c.width = 8;

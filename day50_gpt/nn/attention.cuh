@@ -137,9 +137,9 @@ bool Model<T>::attention_bwd(Layer& L, float* bias_grad) {
       maps.o = hopper::make_map_bf16(L.att.as<bf16>(), N, C, k::flash::kBlk);
       maps.dout = hopper::make_map_bf16(datt.as<bf16>(), N, C, k::flash::kBlk);
       if (!flash_two_launches) {
-        k::flash::dqkv_kernel<<<dim3(2 * nb, unsigned(BH)), k::flash::kThreads, k::flash::kSmemBytes, s>>>(
-            maps, L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(), L.stats.as<float>(), dqkv.as<bf16>(), part, T_, C,
-            c.heads, scale);
+        pdl::launch(pdl, k::flash::dqkv_kernel, dim3(2 * nb, unsigned(BH)), dim3(k::flash::kThreads),
+                    size_t(k::flash::kSmemBytes), s, maps, L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(),
+                    L.stats.as<float>(), dqkv.as<bf16>(), part, T_, C, c.heads, scale);
         LAUNCH_CHECK();
       } else {
         k::flash::dq_kernel<<<dim3(nb, unsigned(BH)), k::flash::kThreads, k::flash::kSmemTwoLaunches, s>>>(

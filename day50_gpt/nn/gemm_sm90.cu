@@ -35,6 +35,7 @@
 #include "check.cuh"
 #include "gemm_sm90.h"
 #include "hopper.cuh"
+#include "pdl.cuh"
 
 namespace sm90 {
 namespace {
@@ -328,6 +329,11 @@ __global__ void __launch_bounds__(NT, 1)
     mbar_init(&s.a_full, 1), mbar_init(&s.a_empty, tiles_n >= 2 ? 2 : 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
+  // --pdl on (nn/pdl.cuh): the barriers are set up while the kernel before this one may still run; A (and aux)
+  // are its outputs, so nothing is loaded before it has finished. The next kernel may launch once every block
+  // is at its last tile (the producer says so, below): not at our start, where its blocks would wait on every
+  // SM slot our blocks leave free, slots the weight gradients' stream could use all along.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   __syncthreads();
 
   if (wgi == 0) {  // ---- producer: one thread loads the block's tiles in order (and, reading aux, another their aux) ----
@@ -336,6 +342,7 @@ __global__ void __launch_bounds__(NT, 1)
       int it = 0, n = 0;
       const int count = KEEP_A ? my_tiles : (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
       for (; n < count; ++n) {
+        if (n == count - 1) asm volatile("griddepcontrol.launch_dependents;");  // (a block's first call counts)
         int bm, bn;
         if constexpr (KEEP_A) {
           const int r = n / tiles_n;
@@ -436,7 +443,7 @@ __global__ void probe_kernel(int* out) { *out = HOPPER_ENABLED; }
 
 template <int EPI, int STAGES, bool KEEP_A>
 void launch(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux, float* colsum,
-            cudaStream_t s, int max_blocks) {
+            cudaStream_t s, int max_blocks, bool pdl) {
   constexpr size_t kSmem = smem_bytes<STAGES, reads_aux(Epi(EPI)), KEEP_A>();
   auto kernel = gemm_kernel<EPI, STAGES, KEEP_A>;
   // Once per device and kernel, not per call: the shared-memory attribute belongs to a device (data-parallel
@@ -465,8 +472,7 @@ void launch(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const b
   const int units = KEEP_A ? (M + TM - 1) / TM : ((M + TM - 1) / TM) * ((N + TN - 1) / TN);
   int grid = std::min(units, sms);
   if (max_blocks > 0) grid = std::min(grid, max_blocks);
-  kernel<<<grid, NT, kSmem, s>>>(M, N, K, mA, mB, mC, mAux, bias, colsum, 16);
-  CUDA_CHECK(cudaGetLastError());
+  pdl::launch(pdl, kernel, dim3(unsigned(grid)), dim3(NT), kSmem, s, M, N, K, mA, mB, mC, mAux, bias, colsum, 16);
 }
 }  // namespace
 
@@ -504,28 +510,28 @@ namespace {
 // The five epilogues with one loop's stage counts (A kept: its panel beside the B ring; else both in it).
 template <bool KEEP_A>
 void dispatch(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux,
-              cudaStream_t s, float* colsum, int max_blocks) {
+              cudaStream_t s, float* colsum, int max_blocks, bool pdl) {
   constexpr int kPlain = KEEP_A ? kStagesKeepA : kStagesPlain, kAux = KEEP_A ? kStagesKeepAAux : kStagesAux;
   switch (e) {
     case Epi::kBias:
-      return launch<int(Epi::kBias), kPlain, KEEP_A>(M, N, K, A, Bt, C, bias, nullptr, nullptr, s, max_blocks);
+      return launch<int(Epi::kBias), kPlain, KEEP_A>(M, N, K, A, Bt, C, bias, nullptr, nullptr, s, max_blocks, pdl);
     case Epi::kBiasGeluAux:
-      return launch<int(Epi::kBiasGeluAux), kPlain, KEEP_A>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks);
+      return launch<int(Epi::kBiasGeluAux), kPlain, KEEP_A>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks, pdl);
     case Epi::kDGelu:
-      return launch<int(Epi::kDGelu), kAux, KEEP_A>(M, N, K, A, Bt, C, nullptr, aux, colsum, s, max_blocks);
+      return launch<int(Epi::kDGelu), kAux, KEEP_A>(M, N, K, A, Bt, C, nullptr, aux, colsum, s, max_blocks, pdl);
     case Epi::kBiasGeluDeriv:
-      return launch<int(Epi::kBiasGeluDeriv), kPlain, KEEP_A>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks);
+      return launch<int(Epi::kBiasGeluDeriv), kPlain, KEEP_A>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks, pdl);
     case Epi::kMulAux:
-      return launch<int(Epi::kMulAux), kAux, KEEP_A>(M, N, K, A, Bt, C, nullptr, aux, colsum, s, max_blocks);
+      return launch<int(Epi::kMulAux), kAux, KEEP_A>(M, N, K, A, Bt, C, nullptr, aux, colsum, s, max_blocks, pdl);
   }
 }
 }  // namespace
 
 void gemm(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux,
-          cudaStream_t s, float* colsum, bool keep_a, int max_blocks) {
+          cudaStream_t s, float* colsum, bool keep_a, int max_blocks, bool pdl) {
   if ((reads_aux(e) || writes_aux(e)) && aux == nullptr)  // (launch would point aux's map at C)
     throw std::invalid_argument("sm90::gemm: this epilogue reads or writes aux, and aux is null");
-  if (keep_a && K <= kKeepAMaxK) return dispatch<true>(e, M, N, K, A, Bt, C, bias, aux, s, colsum, max_blocks);
-  dispatch<false>(e, M, N, K, A, Bt, C, bias, aux, s, colsum, max_blocks);
+  if (keep_a && K <= kKeepAMaxK) return dispatch<true>(e, M, N, K, A, Bt, C, bias, aux, s, colsum, max_blocks, pdl);
+  dispatch<false>(e, M, N, K, A, Bt, C, bias, aux, s, colsum, max_blocks, pdl);
 }
 }  // namespace sm90

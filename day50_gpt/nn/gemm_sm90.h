@@ -34,10 +34,11 @@ bool fits(int M, int N, int K, const void* A, const void* Bt, const void* C, con
 // (day10's loop). Keeping A halves the tiles' loads from L2, but measured no faster at day50's shapes (the
 // kernel is bound by its epilogue's instruction issue, not by L2: day50's notes), and it spreads row
 // blocks, not tiles, over the SMs: 128 blocks at 16,384 rows, 64 at 8,192 (a data-parallel replica's batch).
-// max_blocks > 0 caps the grid (the checks use it to give each block several row blocks).
+// max_blocks > 0 caps the grid (the checks use it to give each block several row blocks). pdl: a programmatic
+// dependent launch (--pdl on, nn/pdl.cuh): the kernel sets up its barriers, then waits for the one before it.
 constexpr int kKeepAMaxK = 384;
 void gemm(Epi e, int M, int N, int K, const __nv_bfloat16* A, const __nv_bfloat16* Bt, __nv_bfloat16* C,
           const __nv_bfloat16* bias, __nv_bfloat16* aux, cudaStream_t s, float* colsum = nullptr, bool keep_a = false,
-          int max_blocks = 0);
+          int max_blocks = 0, bool pdl = false);
 constexpr int kColsumRows = 128;  // kDGelu's and kMulAux's colsum: one row of partial sums per this many rows of C
 }  // namespace sm90

@@ -28,6 +28,7 @@
 #include "cudnn_layers.h"
 #include "cublaslt.h"
 #include "dw_stream.h"
+#include "pdl.cuh"
 #include "env.cuh"
 #include "finish_queue.cuh"
 // the layers' kernels
@@ -214,6 +215,7 @@ struct Model {
   // backward, our flash backward and our fused dGELU GEMM are queued and run a few at a time, one launch for
   // many (nn/finish_queue.cuh); off: each right after its producer, a launch of its own.
   bool batch_finish = true;
+  bool pdl = false;  // --pdl on: the chains' kernels of ours as programmatic dependent launches (nn/pdl.cuh)
   FinishQueue finishes;
   bool finishing_later = false;  // inside backward(), with batch_finish
   // Room for a finish to be queued (finishes.push): a slice of the column-sum partials buffer.
@@ -651,8 +653,9 @@ struct Model {
     with_res([&](auto r) {
       using R = std::remove_pointer_t<decltype(r)>;
       with_chunks([&](auto K) {
-        k::residual_layernorm_fwd<T, decltype(K)::value, R><<<rows_grid(), 256, 0, s>>>(
-            static_cast<R*>(x_out), static_cast<const R*>(a), y, P(w), P(b), ln, mean, rstd, N, c.width, drop, site, sv);
+        pdl::launch(pdl, k::residual_layernorm_fwd<T, decltype(K)::value, R>, dim3(unsigned(rows_grid())), dim3(256), 0,
+                    s, static_cast<R*>(x_out), static_cast<const R*>(a), y, P(w), P(b), ln, mean, rstd, N, c.width,
+                    drop, site, sv);
       });
     });
     LAUNCH_CHECK();
@@ -697,9 +700,9 @@ struct Model {
       using R = std::remove_pointer_t<decltype(r)>;
       with_chunks([&](auto K) {
         constexpr int kK = decltype(K)::value;
-        k::layernorm_bwd_fused<T, kK, R><<<blocks, 256, k::ln_bwd_smem_bytes<T, kK, R>(C), s>>>(
-            static_cast<const R*>(x), P(w), mean, rstd, dy, static_cast<R*>(dxp), dout, part, N, C, rows_per_warp,
-            accumulate, drop, site, sv, gd != nullptr);
+        pdl::launch(pdl, k::layernorm_bwd_fused<T, kK, R>, dim3(unsigned(blocks)), dim3(256),
+                    k::ln_bwd_smem_bytes<T, kK, R>(C), s, static_cast<const R*>(x), P(w), mean, rstd, dy,
+                    static_cast<R*>(dxp), dout, part, N, C, rows_per_warp, accumulate, drop, site, sv, gd != nullptr);
       });
     });
     LAUNCH_CHECK();

@@ -8,6 +8,22 @@
 
 #include "model.cuh"
 
+// The one AdamW launch (clipping included) behind the three optimizer steps below: n parameters, every
+// pointer at the first of them (m and v too: ZeRO-1's shard holds its own), the gradient's norm from the
+// nsq partial sums of squares in sumsq. norm_out (if not null) receives the norm; sv and uv, where given,
+// replace lr and the bias corrections from device memory (a captured step; nn/kernels/adamw.cuh).
+// At least one block, so that block 0 writes the norm even where n is 0 (a shard all padding).
+template <class T>
+void launch_adamw(cudaStream_t st, float* p, T* pt, const float* g, float* m, float* v, const unsigned char* decay,
+                  size_t n, const train::AdamW& opt, double lr, int64_t t, double clip, const float* sumsq, int nsq,
+                  float* norm_out, const k::StepVars* sv = nullptr, const k::UpdateVars* uv = nullptr) {
+  k::adamw_clipped<T><<<std::max(1, grid_for(n)), 256, 0, st>>>(
+      p, pt, g, m, v, decay, n, float(lr), float(opt.beta1), float(opt.beta2), float(opt.eps), float(opt.weight_decay),
+      float(1 - std::pow(opt.beta1, double(t))), float(1 - std::pow(opt.beta2, double(t))), sumsq, nsq, float(clip),
+      norm_out, sv, uv);
+  LAUNCH_CHECK();
+}
+
 // The gradient norm and the AdamW update, all on the GPU; norm_out receives the norm.
 template <class T>
 void Model<T>::optimizer_step(const train::AdamW& opt, double lr, int64_t t, double clip, float* norm_out) {
@@ -18,12 +34,8 @@ void Model<T>::optimizer_step(const train::AdamW& opt, double lr, int64_t t, dou
   LAUNCH_CHECK();
   T* pt = nullptr;
   if constexpr (!std::is_same<T, float>::value) pt = params_t.as<T>();
-  k::adamw_clipped<T><<<grid_for(lay.total), 256, 0, s>>>(
-      params.as<float>(), pt, grads.as<float>(), m.as<float>(), v.as<float>(), decay.as<unsigned char>(), lay.total,
-      float(lr), float(opt.beta1), float(opt.beta2), float(opt.eps), float(opt.weight_decay),
-      float(1 - std::pow(opt.beta1, double(t))), float(1 - std::pow(opt.beta2, double(t))), norm_partial.as<float>(),
-      k::kNormBlocks, float(clip), norm_out, sv);
-  LAUNCH_CHECK();
+  launch_adamw<T>(s, params.as<float>(), pt, grads.as<float>(), m.as<float>(), v.as<float>(), decay.as<unsigned char>(),
+                  lay.total, opt, lr, t, clip, norm_partial.as<float>(), k::kNormBlocks, norm_out, sv);
   mark(kOptimizer);
 }
 
@@ -49,13 +61,9 @@ void Model<T>::adamw_range(cudaStream_t st, size_t begin, size_t end, const trai
   hw("adamw_clipped");
   T* pt = nullptr;
   if constexpr (!std::is_same<T, float>::value) pt = params_t.as<T>() + begin;
-  const size_t n = end - begin;
-  k::adamw_clipped<T><<<std::max(1, grid_for(n)), 256, 0, st>>>(
-      params.as<float>() + begin, pt, grads.as<float>() + begin, m.as<float>() + begin, v.as<float>() + begin,
-      decay.as<unsigned char>() + begin, n, float(lr), float(opt.beta1), float(opt.beta2), float(opt.eps),
-      float(opt.weight_decay), float(1 - std::pow(opt.beta1, double(t))), float(1 - std::pow(opt.beta2, double(t))),
-      norm_partial.as<float>(), k::kNormBlocks, float(clip), nullptr, nullptr, uv);
-  LAUNCH_CHECK();
+  launch_adamw<T>(st, params.as<float>() + begin, pt, grads.as<float>() + begin, m.as<float>() + begin,
+                  v.as<float>() + begin, decay.as<unsigned char>() + begin, end - begin, opt, lr, t, clip,
+                  norm_partial.as<float>(), k::kNormBlocks, nullptr, nullptr, uv);
 }
 
 // ZeRO-1 (data parallelism with the optimizer state sharded): the step of this rank's shard, parameters
@@ -77,13 +85,9 @@ void optimizer_step_shard(Model<T>& md, const train::AdamW& opt, double lr, int6
                                     false);
   LAUNCH_CHECK();
   sum_over_ranks(md.sumsq.template as<float>());
-  // At least one block: block 0 writes the norm even where the shard is empty.
-  k::adamw_clipped<T><<<std::max(1, grid_for(n)), 256, 0, md.s>>>(
-      md.params.template as<float>() + begin, pt, g, md.m.template as<float>(),
-      md.v.template as<float>(), md.decay.template as<unsigned char>() + begin, n, float(lr), float(opt.beta1),
-      float(opt.beta2), float(opt.eps), float(opt.weight_decay), float(1 - std::pow(opt.beta1, double(t))),
-      float(1 - std::pow(opt.beta2, double(t))), md.sumsq.template as<float>(), 1, float(clip), norm_out);
-  LAUNCH_CHECK();
+  launch_adamw<T>(md.s, md.params.template as<float>() + begin, pt, g, md.m.template as<float>(),
+                  md.v.template as<float>(), md.decay.template as<unsigned char>() + begin, n, opt, lr, t, clip,
+                  md.sumsq.template as<float>(), 1, norm_out);
   md.mark(kOptimizer);
 }
 

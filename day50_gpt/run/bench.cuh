@@ -44,6 +44,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].dw_reduce_kernel = true;     // and the weight gradients asked to add their split-K parts in place
     v[i].residual_bf16 = false;       // the residual stream in fp32 (the default); bf16's has its own row
     v[i].adamw_overlap = true;        // a graph step's AdamW beside the next forward; at the step's end: own row
+    v[i].pdl = false;                 // plain launches; the programmatic ones have their own row
     // bf16's graph sizes the weight gradients for half the SMs (options.h: kDwSmShareDefault); the step
     // sized for every SM has its own row. Without the graph (the dW on the chain's stream) and in fp32: every SM.
     v[i].dw_sm_share = bf && v[i].graph ? kDwSmShareDefault : 1;
@@ -53,7 +54,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
 inline bool default_step(const TrainOptions& o, bool bf) {
   return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.dw_stream && !o.keep_a &&
          o.batch_finish && o.chain_priority && o.gelu_deriv && o.dw_reduce_kernel &&
-         o.dw_sm_share == (bf ? kDwSmShareDefault : 1) && !o.residual_bf16 && o.adamw_overlap;
+         o.dw_sm_share == (bf ? kDwSmShareDefault : 1) && !o.residual_bf16 && o.adamw_overlap && !o.pdl;
 }
 inline std::string variant_name(const TrainOptions& o, double default_share) {
   if (!o.fusion) return " unfused";
@@ -71,6 +72,7 @@ inline std::string variant_name(const TrainOptions& o, double default_share) {
   if (!o.dw_reduce_kernel) s += ", dW asked to reduce in place";
   if (o.residual_bf16) s += ", residual stream in bf16";
   if (o.graph && o.dw_stream && !o.adamw_overlap) s += ", AdamW at the step's end";  // (one stream: both off)
+  if (o.pdl) s += ", programmatic launches";
   // A graph row with the weight gradients on the side stream names its SM share where it is not its precision's
   // default (default_share: bf16's 0.5, options.h; fp32's 1), as "every SM" or as a percentage.
   if (o.graph && o.dw_stream && o.dw_sm_share != default_share)
@@ -178,7 +180,8 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   json::Value ex = json::Value::object();
   ex["attention"] = tr.m.attn_note;
   ex["fusion"] = o.fusion;
-  ex["fused_ln"] = o.fused_ln, ex["residual_bf16"] = o.residual_bf16;
+  ex["fused_ln"] = o.fused_ln, ex["residual_bf16"] = o.residual_bf16, ex["pdl"] = o.pdl;
+  if (o.graph) ex["programmatic_edges"] = tr.graph_census.programmatic_edges;  // what the capture made of it
   ex["graph"] = o.graph;
   ex["lt_search"] = o.lt_search;
   ex["recompute"] = o.recompute;
@@ -206,7 +209,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["phase_total_ms"] = total;
   // The default step's LayerNorm alone (last: it leaves the trainer's buffers as garbage); tf32's is fp32's.
   // The bf16 residual stream's too (fewer bytes: is it still near copy bandwidth?), recorded, not a goal.
-  if ((default_step(o, bf) || o.residual_bf16) && !o.tf32)
+  if ((default_step(o, bf) || (o.residual_bf16 && !o.pdl)) && !o.tf32)  // (the bf16 stream's alone: its own row's)
     ex["layernorm_alone"] = bench_layernorm(res, tr, name, !o.residual_bf16);
   b.extra = ex;
   if (more) more(b);
@@ -666,6 +669,11 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions late = step_variants(base, true).back();  // the default step with its AdamW at its own end, not
     late.adamw_overlap = false;                             // beside the next forward (--adamw-overlap off)
     bench_train<bf16>(res, cfg, late, data, op.attn, seed);
+    TrainOptions early = step_variants(base, true).back();  // the default step with the chains' kernels of ours
+    early.pdl = true;                                        // as programmatic dependent launches (--pdl on)
+    bench_train<bf16>(res, cfg, early, data, op.attn, seed);
+    early.residual_bf16 = true;  // and with the residual stream in bf16 too: the two switches that save time
+    if (gpt::residual_bf16_width(cfg.width)) bench_train<bf16>(res, cfg, early, data, op.attn, seed);
     for (double share : {1.0, 0.75}) {  // the default step with the weight gradients' algorithms sized for more SMs
       TrainOptions more = step_variants(base, true).back();
       more.dw_sm_share = share;

@@ -130,10 +130,7 @@ class Replica {
     // then each block, the last with the final LayerNorm), each with the event its gather records.
     ranges_.clear();
     if (s.copy && s.zero) {
-      const gpt::Layout lay(c);
-      const auto begin = [&](int l) { return lay.layer[size_t(l)].ln1_w; };
-      ranges_.push_back({0, begin(0)});
-      for (int l = 0; l < c.layers; ++l) ranges_.push_back({begin(l), l + 1 < c.layers ? begin(l + 1) : lay.total});
+      ranges_ = gpt::Layout(c).forward_ranges();
       while (range_done_.size() < ranges_.size()) {
         cudaEvent_t e;
         CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));

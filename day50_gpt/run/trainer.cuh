@@ -94,6 +94,7 @@ struct Trainer {
     rng_state = rng.next();
     m.sync_weights();
     m.fused_ln = o.fused_ln, m.lt_search = o.lt_search, m.keep_a = o.keep_a, m.batch_finish = o.batch_finish;
+    m.pdl = o.pdl;
     m.gelu_deriv = o.gelu_deriv, m.dw_reduce_kernel = o.dw_reduce_kernel, m.dw_sm_share = o.dw_sm_share;
     m.set_tf32(o.tf32);  // --precision tf32 (nn/model.cuh): before the first step
     dp::attach(dp, cfg, o, m);
@@ -112,11 +113,7 @@ struct Trainer {
       m.sv = step_vars.as<k::StepVars>();
       if (o.adamw_overlap && !m.on_cudnn()) {
         CUDA_CHECK(cudaStreamCreateWithPriority(&upd_stream, cudaStreamNonBlocking, least));
-        const gpt::Layout& lay = m.lay;
-        const auto begin = [&](int l) { return lay.layer[size_t(l)].ln1_w; };
-        upd_ranges.push_back({0, begin(0)});
-        for (int l = 0; l < cfg.layers; ++l)
-          upd_ranges.push_back({begin(l), l + 1 < cfg.layers ? begin(l + 1) : lay.total});
+        upd_ranges = m.lay.forward_ranges();
         upd_events.resize(upd_ranges.size() + 1);
         for (cudaEvent_t& e : upd_events) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       }

@@ -21,7 +21,7 @@ void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
                int* side_launches = nullptr, bool* deterministic = nullptr, unsigned long long side_delay_ns = 0,
                long* finishes = nullptr, typename Model<T>::LtVariants* lt_variants = nullptr,
                size_t* residual_bytes = nullptr,  // [2]: the stream's element size, dx's copy's bytes
-               int* update_launches = nullptr) {
+               int* update_launches = nullptr, int* programmatic_edges = nullptr) {
   Trainer<T> t(c, o, data, attn, seed);
   t.m.dws.delay_ns = side_delay_ns;  // (before the capture, which happens at the second step)
   t.m.set_tf32(o.tf32);  // --precision tf32's model (before its first step)
@@ -29,6 +29,7 @@ void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
   t.read_back();
   t.settle_update();  // (--adamw-overlap on: the last step's AdamW is still to run)
   if (update_launches) *update_launches = t.upd_launches;
+  if (programmatic_edges) *programmatic_edges = t.graph_census.programmatic_edges;
   if (side_launches) *side_launches = t.m.dws.launches;  // dW matmuls captured on the side stream
   if (deterministic) *deterministic = t.m.impl != Attn::kCudnn || t.m.ours_attn_bwd();
   if (finishes) finishes[0] = t.m.finishes.pushed, finishes[1] = t.m.finishes.launches;
@@ -150,6 +151,30 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
     res.add(verify::compare(t64 + ": CUDA graph weights == eager steps'", pg.data(), pe.data(), pe.size(), exact));
     res.add(verify::fact(t64 + ": the captured step ran its weight-gradient matmuls on the side stream (2 to 4 a layer)",
                          side_ran(side, c64.layers), "launches", std::to_string(side)));
+    // --pdl on (nn/pdl.cuh): the chains' kernels of ours launched programmatically, each waiting for the kernel
+    // before it in its stream before it reads: the same kernels on the same inputs, so the eager steps' bits.
+    // Counted: the eager first step and the capture each launch the LayerNorms (2 L + 1 forward, 2 L + 1
+    // backward) and the flash backward (L) that way at least.
+    TrainOptions op = o;
+    op.pdl = true;
+    std::vector<double> lp, pp, lq0, pq0;
+    const long pdl_before = pdl::launches();
+    int edges_on = 0, edges_off = 0;
+    train_for<T>(c64, op, data, attn, seed, steps, lp, pp, a, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr,
+                 &edges_on);
+    const long pdl_n = pdl::launches() - pdl_before, pdl_least = 2 * (5 * c64.layers + 2);
+    train_for<T>(c64, o, data, attn, seed, steps, lq0, pq0, a, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr,
+                 &edges_off);
+    const std::string tp = t64 + ", --pdl on (programmatic dependent launches)";
+    res.add(verify::fact(tp + ": the step launched the chains' kernels programmatically", pdl_n >= pdl_least,
+                         "launches", std::to_string(pdl_n) + " (at least " + std::to_string(pdl_least) + ")"));
+    // ... and the capture made programmatic edges of them (kernel to kernel only: after a memset, a copy or
+    // an event wait an edge stays plain), more than the step without the flag has (its finishes' at most)
+    res.add(verify::fact(tp + ": the captured graph holds more programmatic edges than without it",
+                         edges_on > edges_off && edges_off >= 0, "edges with / without",
+                         std::to_string(edges_on) + " / " + std::to_string(edges_off)));
+    res.add(verify::compare(tp + ": CUDA graph losses == eager steps'", lp.data(), le.data(), le.size(), exact));
+    res.add(verify::compare(tp + ": CUDA graph weights == eager steps'", pp.data(), pe.data(), pe.size(), exact));
     // The column-sum finishes many to a launch (--batch-finish on, nn/finish_queue.cuh) against each in a
     // launch of its own: the same sums in the same order, so the same bits. Counted: the eager first step
     // and the capture each queue the LayerNorms' 2 L + 1 and the flash backward's L (and the fused dGELU

@@ -50,7 +50,8 @@ def variant_lines(rows):
     # the ladder's rows without them are rungs, not the step with --gelu-deriv off
     default_deriv = {b.get("dtype"): b["extra"].get("gelu_deriv") for b in steps if _short(b) == b.get("dtype")}
     # the switches whose other setting is a row beside the ladder (older files lack them: not beside)
-    beside_flags = ("batch_finish", "chain_priority", "dw_reduce_kernel", "dw_sm_share", "residual_bf16", "adamw_overlap")
+    beside_flags = ("batch_finish", "chain_priority", "dw_reduce_kernel", "dw_sm_share", "residual_bf16", "adamw_overlap",
+                    "pdl")
     default_flags = {b.get("dtype"): {f: b["extra"].get(f) for f in beside_flags} for b in steps
                      if _short(b) == b.get("dtype")}
     for b in steps:
@@ -63,7 +64,8 @@ def variant_lines(rows):
         # fused GEMM's other loop (--keep-a), the finishes one by one (--batch-finish off), both streams at one
         # priority (--chain-priority off), fc keeping the GELU's input (--gelu-deriv off), the weight gradients
         # asked to reduce in place (--dw-reduce-kernel off) or sized for fewer SMs (--dw-sm-share), the residual
-        # stream in bf16 (--residual bf16), AdamW at the step's end (--adamw-overlap off), the cuDNN ones)
+        # stream in bf16 (--residual bf16), AdamW at the step's end (--adamw-overlap off), the programmatic
+        # launches (--pdl on), the cuDNN ones)
         # against the default step of its precision.
         one_stream = ex.get("graph") and ex.get("dw_stream") is False and default_dw.get(d) is True
         other_loop = "keep_a" in ex and ex.get("keep_a") != default_keep.get(d, ex.get("keep_a"))

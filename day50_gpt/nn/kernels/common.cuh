@@ -67,6 +67,20 @@ __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// Programmatic dependent launch (sm_90; the host side: nn/pdl.cuh): the kernel after this one in the stream
+// may be launched once every block of this one has called launch_dependents (its launch and its blocks'
+// start overlap our tail), and waits in grid_dependency_wait until this grid has finished and its writes are
+// visible. Both are no-ops where the launch did not ask for it (and below sm_90).
+__device__ __forceinline__ void launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 // The shared-memory address of a generic pointer: what cp.async, ldmatrix, mbarriers and mapa take.
 __device__ __forceinline__ unsigned smem_addr(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
 // Asynchronous copies, global to shared memory without passing through registers (sm_80 and later):

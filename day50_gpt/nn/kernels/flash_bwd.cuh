@@ -469,6 +469,8 @@ __global__ void __launch_bounds__(kThreads, 3) dqkv_kernel(const __grid_constant
                                                         __nv_bfloat16* dqkv, float* bias_part, int T, int C, int H,
                                                         float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // (runs_here)
+  grid_dependency_wait();  // --pdl on: dO is the kernel's before this one (nn/pdl.cuh); what follows is not
+                           // a programmatic launch (the finish, cuBLAS's dX), so no launch_dependents
   extern __shared__ __align__(16) unsigned char smem_dyn[];
   unsigned char* smem_raw = aligned_smem(smem_dyn);
   const int j = int(blockIdx.x) / 2, bh = int(blockIdx.y);

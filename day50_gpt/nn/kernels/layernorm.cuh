@@ -101,6 +101,8 @@ template <class T, int K, class R = float>
 __global__ void __launch_bounds__(256)
     residual_layernorm_fwd(R* x_out, const R* a, const T* y, const float* g, const float* b, T* ln, float* mean,
                            float* rstd, int N, int C, dropout::Params d, uint32_t site, const StepVars* sv) {
+  grid_dependency_wait();  // --pdl on: x, a and y are the kernels' before this one (nn/pdl.cuh)
+  launch_dependents();     // the next kernel's blocks may take SMs as ours finish; it waits for all of ours
   const int row = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp, C4 = C / 4;
   if (row >= N) return;
   const dropout::Params dd = at_step(d, sv);
@@ -146,20 +148,6 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) mean[row] = m, rstd[row] = r;
 }
 
-// Programmatic dependent launch (sm_90): the kernel after this one in the stream may be launched while this
-// one finishes (its launch overlaps our tail), and waits for our results with grid_dependency_wait. Both are
-// no-ops where the launch did not ask for it (and below sm_90).
-__device__ __forceinline__ void launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
-}
-__device__ __forceinline__ void grid_dependency_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 // The backward of one LayerNorm, its parameter gradients included. Block (8 warps) owns
 // 8 * rows_per_warp consecutive rows, each warp rows_per_warp of them; a lane adds dy * xhat and dy of
 // its columns over its rows in registers, the block adds its 8 warps' sums through shared memory (in
@@ -195,6 +183,7 @@ __global__ void __launch_bounds__(256, K <= 4 ? 2 : 1)
                         T* dout, float* partial, int N, int C, int rows_per_warp, bool accumulate, dropout::Params d,
                         uint32_t site, const StepVars* sv, bool dout_sums) {
   extern __shared__ __align__(16) float red[];  // the staging during the rows, then [8 warps][C]
+  grid_dependency_wait();  // --pdl on: dy (and dx) are the kernels' before this one (nn/pdl.cuh)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, C4 = C / 4;
   const dropout::Params dd = at_step(d, sv);
   // This warp's staging slots: x in [8][C] R's, the old dx in the next [8][C], dy in [8][C] T's after them
