@@ -52,6 +52,7 @@ struct TrainOptions {
   bool lt_search = true;                   // bf16: cuBLASLt's algorithms (and bias gradients) chosen by timing
   bool recompute = false;                  // on: the MLP's GELU output recomputed in the backward, not kept per layer
   bool flash_bwd = true;                   // bf16 with cuDNN's attention: our flash backward (head size 64)
+  bool flash_wgmma = true;                 // --flash-mma wgmma: its block products on wgmma (sm_90a), else mma.sync
   bool dw_stream = true;                   // the graph's weight gradients on a second stream (nn/dw_stream.h)
   bool keep_a = false;                     // our fused GEMM keeps A's row panel in shared memory at K <= 384
   bool gelu_deriv = true;                  // bf16: fc's forward keeps gelu'(z), not z; the backward multiplies by it
@@ -171,7 +172,8 @@ constexpr bool residual_bf16_width(int width) { return width % 4 == 0 && width <
 
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
 struct StepFlags {
-  std::string fused_ln, graph, search, recompute, flash, dw, keep, finish, priority, deriv, reduce, residual, overlap, pdl;
+  std::string fused_ln, graph, search, recompute, flash, flash_mma, dw, keep, finish, priority, deriv, reduce, residual,
+      overlap, pdl;
   double dw_share = kDwSmShareDefault;
 };
 inline void declare_step(cli::Args& args, StepFlags& f) {
@@ -193,6 +195,10 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
   f.flash = args.str("flash-bwd", "on",
                      "on | off: with cuDNN's fused attention (bf16), its backward by our two flash kernels where the "
                      "head size is 64 and the context a multiple of 64; off: cuDNN's backward");
+  f.flash_mma = args.str("flash-mma", "wgmma",
+                         "wgmma | sync: our flash backward's 64 x 64 block products on Hopper's warpgroup instruction "
+                         "(wgmma, sm_90a: nn/flash_sm90.cu) or on mma.sync (nn/kernels/flash_bwd.cuh), the same "
+                         "passes and tiles; elsewhere mma.sync");
   f.dw = args.str("dw-stream", "on",
                   "on | off: in the CUDA graph, the weight gradients' matmuls on a second stream beside the chain of "
                   "data gradients (the same kernels and results); off: all on one stream");
@@ -240,6 +246,9 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   o.train.fused_ln = on_off("fused-ln", f.fused_ln), o.train.graph = on_off("graph", f.graph);
   o.train.lt_search = on_off("lt-search", f.search), o.train.recompute = on_off("recompute", f.recompute);
   o.train.flash_bwd = on_off("flash-bwd", f.flash), o.train.dw_stream = on_off("dw-stream", f.dw);
+  if (f.flash_mma != "wgmma" && f.flash_mma != "sync")
+    cli::usage_error(kProg, "--flash-mma must be wgmma or sync, got '" + f.flash_mma + "'");
+  o.train.flash_wgmma = f.flash_mma == "wgmma";
   o.train.keep_a = on_off("keep-a", f.keep), o.train.batch_finish = on_off("batch-finish", f.finish);
   o.train.chain_priority = on_off("chain-priority", f.priority), o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
   o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce), o.train.dw_sm_share = f.dw_share;

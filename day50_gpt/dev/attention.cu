@@ -23,12 +23,12 @@
 // flash: cuDNN's forward with our flash backward (nn/kernels/flash_bwd.cuh) instead of cuDNN's backward.
 template <class T>
 static void bench_attention(results::Results& res, const gpt::Config& cfg, int batch, Attn a, uint64_t seed,
-                            bool flash = false, bool two_launches = false) {
+                            bool flash = false, bool two_launches = false, bool wgmma = true) {
   gpt::Config c1 = cfg;
   c1.layers = 1;
   // auto: a refusal falls back instead of exiting
   Model<T> m(c1, batch, a == Attn::kCudnn ? Attn::kAuto : a, true, 0, Backend::kCustom, true, flash);
-  m.flash_two_launches = two_launches;
+  m.flash_two_launches = two_launches, m.flash_wgmma = wgmma;
   if (flash && !m.ours_attn_bwd()) {
     std::printf("  cuDNN + our flash backward: not run (%s)\n", m.attn_note.c_str());
     return;
@@ -53,8 +53,7 @@ static void bench_attention(results::Results& res, const gpt::Config& cfg, int b
   const double D = double(cfg.width) / cfg.heads,
                prod = 2.0 * batch * cfg.heads * double(cfg.context) * cfg.context * D;
   results::Bench b;
-  b.name = std::string("attention fwd+bwd ") + Types<T>::name() + " " + attn_name(m.impl) +
-           (m.ours_attn_bwd() ? (two_launches ? " + our flash backward, two launches" : " + our flash backward") : "");
+  b.name = std::string("attention fwd+bwd ") + Types<T>::name() + " " + attn_name(m.impl) + flash_name(m);
   b.dtype = Types<T>::name();
   b.shape = {batch, cfg.heads, cfg.context, (long long)D};
   b.ms = fb.median_ms, b.min_ms = fb.min_ms, b.max_ms = fb.max_ms, b.reps = fb.reps;
@@ -88,6 +87,7 @@ int main(int argc, char** argv) {
   for (Attn a : {Attn::kAuto, Attn::kMatmul, Attn::kNaive}) verify_attention<bf16>(res, seed, a);
   verify_attention<bf16>(res, seed, Attn::kAuto, false);  // cuDNN's own backward (the line above: ours)
   verify_attention<bf16>(res, seed, Attn::kAuto, true, true);  // ours as the first version's two launches
+  verify_attention<bf16>(res, seed, Attn::kAuto, true, false, false);  // ours in one launch on mma.sync
   if (!st.verify) {
     res.config["layers"] = 1, res.config["heads"] = cfg.heads, res.config["width"] = cfg.width,
     res.config["context"] = cfg.context, res.config["batch"] = batch;
@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
     for (Attn a : {Attn::kCudnn, Attn::kMatmul, Attn::kNaive}) bench_attention<bf16>(res, cfg, batch, a, seed);
     bench_attention<bf16>(res, cfg, batch, Attn::kCudnn, seed, true);
     bench_attention<bf16>(res, cfg, batch, Attn::kCudnn, seed, true, true);
+    bench_attention<bf16>(res, cfg, batch, Attn::kCudnn, seed, true, false, false);
   }
   return res.finish(prog, st.json);
 }

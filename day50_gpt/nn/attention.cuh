@@ -41,7 +41,7 @@ void Model<T>::choose_attention(Attn want) {
                                             k::flash::kSmemTwoLaunches));
         }
       attn_note = "cuDNN fused flash attention (forward: " + sdpa->fwd_variant() + "; backward: " +
-                  (ours_attn_bwd() ? "ours, nn/kernels/flash_bwd.cuh" : sdpa->bwd_variant()) + ")";
+                  (ours_attn_bwd() ? "ours, nn/kernels/flash_bwd.cuh, its products on wgmma (nn/flash_sm90.cu) with --flash-mma wgmma" : sdpa->bwd_variant()) + ")";
     } else {
       if (want == Attn::kCudnn) cli::skip(kProg, "cuDNN refused the attention graph: " + why);
       impl = Attn::kMatmul,
@@ -136,7 +136,11 @@ bool Model<T>::attention_bwd(Layer& L, float* bias_grad) {
       maps.qkv = hopper::make_map_bf16(L.qkv.as<bf16>(), N, 3 * C, k::flash::kBlk);
       maps.o = hopper::make_map_bf16(L.att.as<bf16>(), N, C, k::flash::kBlk);
       maps.dout = hopper::make_map_bf16(datt.as<bf16>(), N, C, k::flash::kBlk);
-      if (!flash_two_launches) {
+      if (flash_on_wgmma()) {
+        flash90::dqkv(pdl, B, c.heads, T_, C, maps, L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(),
+                      L.stats.as<float>(), dqkv.as<bf16>(), part, scale, s);
+        LAUNCH_CHECK();
+      } else if (!flash_two_launches) {
         pdl::launch(pdl, k::flash::dqkv_kernel, dim3(2 * nb, unsigned(BH)), dim3(k::flash::kThreads),
                     size_t(k::flash::kSmemBytes), s, maps, L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(),
                     L.stats.as<float>(), dqkv.as<bf16>(), part, T_, C, c.heads, scale);

@@ -42,6 +42,7 @@
 #include "kernels/transpose.cuh"
 // the libraries
 #include "lt_tuned.cuh"
+#include "flash_sm90.h"
 #include "gemm_sm90.h"
 #include "matmul.cuh"
 #include "phases.cuh"
@@ -143,6 +144,11 @@ struct Model {
   // Our flash backward as the first version's two launches (dQ, then dK/dV reading the Dsum dQ wrote)
   // instead of one: set by dev/attention.cu to time one against the other; the trainer never sets it.
   bool flash_two_launches = false;
+  // --flash-mma wgmma (the default): the one launch's block products on wgmma (nn/flash_sm90.cu), where the
+  // build and the GPU have it (sm_90a); sync: on mma.sync (nn/kernels/flash_bwd.cuh's dqkv_kernel), as
+  // everywhere else. The two launches are mma.sync's only.
+  bool flash_wgmma = true;
+  bool flash_on_wgmma() const { return flash_wgmma && !flash_two_launches && flash90::available(); }
   // --keep-a on: our fused GEMM keeps A's 128-row panels in shared memory where K <= 384 (nn/gemm_sm90.h);
   // off (the default): it streams A beside B every tile, as day10's step 15 does.
   bool keep_a = false;

@@ -36,6 +36,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].tf32 = false;                // the tf32 step has its own row (run/bench_tf32.cuh)
     v[i].recompute = false;           // the step recomputing the GELU outputs has its own row (run_bench)
     v[i].flash_bwd = true;            // so has the step with cuDNN's attention backward
+    v[i].flash_wgmma = true;          // and ours on mma.sync
     v[i].dw_stream = true;            // and the graph with every matmul on one stream
     v[i].keep_a = false;              // and our fused GEMM keeping A (nn/gemm_sm90.h)
     v[i].batch_finish = true;         // and the step finishing each column sum in a launch of its own
@@ -52,7 +53,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
   return v;
 }
 inline bool default_step(const TrainOptions& o, bool bf) {
-  return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.dw_stream && !o.keep_a &&
+  return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.flash_wgmma && o.dw_stream && !o.keep_a &&
          o.batch_finish && o.chain_priority && o.gelu_deriv && o.dw_reduce_kernel &&
          o.dw_sm_share == (bf ? kDwSmShareDefault : 1) && !o.residual_bf16 && o.adamw_overlap && !o.pdl;
 }
@@ -64,6 +65,7 @@ inline std::string variant_name(const TrainOptions& o, double default_share) {
   if (!o.lt_search) s += ", no Lt search";
   if (o.recompute) s += ", recompute";
   if (!o.flash_bwd) s += ", cuDNN attention backward";
+  if (o.flash_bwd && !o.flash_wgmma) s += ", flash backward on mma.sync";
   if (o.graph && !o.dw_stream) s += ", one stream";
   if (o.keep_a) s += ", A kept";
   if (!o.batch_finish) s += ", finishes one by one";
@@ -187,7 +189,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["recompute"] = o.recompute;
   ex["dw_stream"] = tr.m.dw_stream && o.graph;  // what the step did (the model turns it off where it cannot)
   ex["adamw_overlap"] = tr.upd_launches > 0;   // what the step did: AdamW beside the next forward (run/trainer.cuh)
-  ex["flash_bwd"] = o.flash_bwd;
+  ex["flash_bwd"] = o.flash_bwd, ex["flash_wgmma"] = tr.m.ours_attn_bwd() && tr.m.flash_on_wgmma();  // (what ran)
   ex["keep_a"] = o.keep_a;
   ex["batch_finish"] = o.batch_finish;
   ex["chain_priority"] = o.chain_priority;
@@ -643,6 +645,9 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions theirs = step_variants(base, true).back();  // the default step with cuDNN's attention backward
     theirs.flash_bwd = false;                                 // in place of ours (nn/kernels/flash_bwd.cuh)
     bench_train<bf16>(res, cfg, theirs, data, op.attn, seed);
+    TrainOptions sync = step_variants(base, true).back();  // the default step with our flash backward's products
+    sync.flash_wgmma = false;                               // on mma.sync (nn/kernels/flash_bwd.cuh), not wgmma
+    bench_train<bf16>(res, cfg, sync, data, op.attn, seed);
     TrainOptions one = step_variants(base, true).back();  // the default step's graph with the weight gradients
     one.dw_stream = false, one.dw_sm_share = 1;            // in line, on the chain's stream (nn/dw_stream.h),
                                                            // sized for every SM (as the command line has it),

@@ -14,16 +14,26 @@
 // Attention alone at the default model's shape (head size 64, T = 256): the GPU's forward output and
 // dq, dk, dv against the CPU in double, on the first heads.
 // flash: with cuDNN's forward, our flash backward (nn/kernels/flash_bwd.cuh) where it applies, or cuDNN's;
-// two_launches: ours as the first version's two kernels (dev/attention.cu times both).
+// two_launches: ours as the first version's two kernels (dev/attention.cu times both); wgmma false: ours with its
+// products on mma.sync (--flash-mma sync) where wgmma would run.
+// " + our flash backward" and which kernel, where the model runs ours: nothing more for the default (one launch,
+// on wgmma where it runs), ", two launches" or ", mma.sync" for the others.
 template <class T>
-void verify_attention(results::Results& res, uint64_t seed, Attn attn, bool flash = true, bool two_launches = false) {
+std::string flash_name(const Model<T>& m) {
+  if (!m.ours_attn_bwd()) return "";
+  if (m.flash_two_launches) return " + our flash backward, two launches";
+  return m.flash_wgmma && !m.flash_on_wgmma() ? " + our flash backward (mma.sync: no wgmma here)"
+         : m.flash_on_wgmma()               ? " + our flash backward"
+                                            : " + our flash backward, mma.sync";
+}
+template <class T>
+void verify_attention(results::Results& res, uint64_t seed, Attn attn, bool flash = true, bool two_launches = false,
+                      bool wgmma = true) {
   gpt::Config c;  // default width, heads and context
   const int B = 2, Tq = c.context, C = c.width, H = c.heads;
   Model<T> m(c, B, attn, true, 0, Backend::kCustom, true, flash);
-  m.flash_two_launches = two_launches;
-  const std::string tag = std::string("attention ") + Types<T>::name() + " " + attn_name(m.impl) +
-                          (m.ours_attn_bwd() ? (two_launches ? " + our flash backward, two launches" : " + our flash backward")
-                                             : "") +
+  m.flash_two_launches = two_launches, m.flash_wgmma = wgmma;
+  const std::string tag = std::string("attention ") + Types<T>::name() + " " + attn_name(m.impl) + flash_name(m) +
                           " B=2 H=6 T=256 D=64";
   verify::Rng rng(seed ^ 0xA77E);
   const size_t N = size_t(B) * Tq;

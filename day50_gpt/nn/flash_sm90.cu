@@ -1,0 +1,316 @@
+// day50_gpt/nn/flash_sm90.cu: our flash backward (nn/kernels/flash_bwd.cuh says what it computes and why
+// in two passes) with its 64 x 64 x 64 block products on wgmma, Hopper's warpgroup tensor-core instruction,
+// in place of mma.sync. Built for sm_90a (Makefile: SM90A_UNITS); elsewhere the kernel is empty and
+// flash90::available() says no.
+//
+// Why: Nsight Compute on the mma.sync kernel (H200) showed the tensor pipe active 30% of the time, the
+// warps mostly waiting to issue: per 16 of k each warp issues 5 ldmatrix and 8 mma.sync for one 16 x 64
+// slice of a product, and 168 registers a thread leave 3 blocks (12 warps) an SM to hide that. A block
+// of 64 rows is exactly one warpgroup's wgmma m64n64k16: the four warps' 64 rows at once, B read by the
+// tensor cores straight from the swizzled tile the copy engine wrote (no ldmatrix, no B registers), A from
+// shared memory too for the first two products of each pass, or from registers for the products whose A is
+// P or dS (the accumulator of the product before, rounded to bf16: flash_parts.cuh's to_a, unchanged).
+//   dq pass:   S = Q.K^T, dP = dO.V^T   (A = Q, dO; B = K, V: both K-major, [row][d])
+//              dQ += dS.K               (A = dS in registers; B = K read as [key][d]: N-major, "transposed")
+//   dkv pass:  S^T = K.Q^T, dP^T = V.dO^T            (A = K, V; B = Q, dO, K-major)
+//              dV += P^T.dO, dK += dS^T.Q            (A in registers; B = dO, Q as [query][d]: N-major)
+// Everything else (the walk, the copy engine's double buffers, the mask, the exponentials, Dsum, the
+// staged stores, the bias partials) is the mma.sync kernel's code, shared through flash_parts.cuh, and the
+// accumulator layout is the same warp by warp, so the results are the same up to the order of the
+// tensor cores' additions.
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "check.cuh"
+#include "flash_sm90.h"
+#include "gemm_sm90.h"  // sm90::available: the same build flags
+#include "hopper.cuh"
+#include "pdl.cuh"
+
+namespace flash90 {
+namespace {
+using namespace k;  // the mbarriers and PDL's wait (nn/kernels/async.cuh)
+using namespace k::flash;
+using bf16 = __nv_bfloat16;
+
+#if HOPPER_ENABLED
+// Shared-memory descriptors of a 64 x 64 tile in the copy engine's 128-byte swizzle (rows of 128 bytes, 8-row
+// groups 1,024 bytes apart), 16 of k at a time:
+//   K-major (the tile's rows are the product's M or N, its columns k): k-step kk starts 32 bytes into each
+//   row (hopper::smem_desc, as day10's GEMM steps it);
+//   N-major (the tile's rows are k, its columns N: B = the tile as stored, not transposed): k-step kk is rows
+//   16 kk.., 2,048 bytes on; the 64 columns are one 128-byte swizzle atom, so the leading offset (atom to
+//   atom along N) is never used; the stride offset is the 8-row group's 1,024 bytes.
+__device__ __forceinline__ uint64_t desc_k(const bf16* tile, int kk) { return hopper::smem_desc(tile + kk * 16); }
+__device__ __forceinline__ uint64_t desc_n(const bf16* tile, int kk) {
+  const uint64_t addr = hopper::smem_u32(tile + kk * 16 * kD);
+  return ((addr & 0x3FFFF) >> 4) | (uint64_t(kTileBytes >> 4) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+#define FLASH90_ACC(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
+#define FLASH90_D                                                                                                   \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31}"
+// d (64 x 64 fp32, the warp's 16 rows as c[8][4]) (+)= A (64 x 16 from shared memory, K-major) . B (16 x 64 from
+// shared memory, K-major). accumulate 0: d = A.B (the first k-step, so the accumulator needs no zeroing).
+__device__ __forceinline__ void wg_ss(float (&d)[8][4], uint64_t da, uint64_t db, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FLASH90_D ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : FLASH90_ACC(0), FLASH90_ACC(1), FLASH90_ACC(2), FLASH90_ACC(3), FLASH90_ACC(4), FLASH90_ACC(5),
+        FLASH90_ACC(6), FLASH90_ACC(7)
+      : "l"(da), "l"(db), "r"(accumulate));
+}
+// d += A (64 x 16 in registers: this warp's 16 rows, mma.sync's A fragment) . B (16 x 64, shared, N-major).
+__device__ __forceinline__ void wg_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FLASH90_D ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : FLASH90_ACC(0), FLASH90_ACC(1), FLASH90_ACC(2), FLASH90_ACC(3), FLASH90_ACC(4), FLASH90_ACC(5),
+        FLASH90_ACC(6), FLASH90_ACC(7)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+#undef FLASH90_ACC
+#undef FLASH90_D
+// The compiler sees a wgmma's asm write its accumulator at once; the tensor cores write it later, by the
+// wait. Tying each register to a point after the wait keeps the compiler from reading one before it.
+__device__ __forceinline__ void settle(float (&d)[8][4]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+// d (=) the 64 x 64 x 64 product of two K-major tiles (4 k-steps), issued, not waited for.
+__device__ __forceinline__ void prod_ss(float (&d)[8][4], const bf16* a, const bf16* b) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wg_ss(d, desc_k(a, kk), desc_k(b, kk), kk > 0);
+}
+// d += A (registers, 4 k-steps) . B (an N-major tile), issued, not waited for.
+__device__ __forceinline__ void prod_rs(float (&d)[8][4], const uint32_t (&a)[4][4], const bf16* b) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wg_rs(d, a[kk], desc_n(b, kk));
+}
+
+// 1. dQ of one block of 64 queries (qb) of head bh: flash_bwd.cuh's dq_block, its products on wgmma.
+__device__ __forceinline__ void dq_block(unsigned char* smem_raw, const Maps& m, int qb, int bh, const bf16* out,
+                                         const bf16* dout, const float* stats, bf16* dqkv, float* bias_part, int T,
+                                         int C, int H, float scale) {
+  bf16* sQ = reinterpret_cast<bf16*>(smem_raw);
+  bf16* sdO = sQ + kTile;
+  bf16* sK = sdO + kTile;  // [2][tile]
+  bf16* sV = sK + 2 * kTile;
+  float* sDs = reinterpret_cast<float*>(sV + 2 * kTile);
+  unsigned long long* bar = reinterpret_cast<unsigned long long*>(sDs + kBlk);
+  const int nb = T / kBlk, b = bh / H, h = bh % H;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
+  const int r0 = int(row0), hc = h * kD;
+  init_bars(bar);
+  if (threadIdx.x == 0) {
+    mbar_expect(bar, 4 * kTileBytes);
+    tma_tile(sQ, &m.qkv, bar, hc, r0 + qb * kBlk);
+    tma_tile(sdO, &m.dout, bar, hc, r0 + qb * kBlk);
+    tma_tile(sK, &m.qkv, bar, C + hc, r0);
+    tma_tile(sV, &m.qkv, bar, 2 * C + hc, r0);
+  }
+  const size_t o_at = (row0 + size_t(qb) * kBlk) * C + size_t(h) * kD;
+  dsum_rows_global(out + o_at, dout + o_at, size_t(C), sDs);
+  __syncthreads();
+  const int qrow = qb * kBlk + warp * 16 + g;
+  const float sl2 = scale * kLog2e;
+  const float lse0 = stats[size_t(bh) * T + qrow] * kLog2e, lse1 = stats[size_t(bh) * T + qrow + 8] * kLog2e;
+  const float ds0 = sDs[warp * 16 + g], ds1 = sDs[warp * 16 + g + 8];
+  float dq[8][4];
+  zero(dq);
+  for (int kb = 0; kb <= qb; ++kb) {
+    const int buf = kb & 1;
+    if (kb < qb && threadIdx.x == 0) {
+      unsigned long long* nb_bar = bar + (buf ^ 1);
+      mbar_expect(nb_bar, 2 * kTileBytes);
+      tma_tile(sK + (buf ^ 1) * kTile, &m.qkv, nb_bar, C + hc, r0 + (kb + 1) * kBlk);
+      tma_tile(sV + (buf ^ 1) * kTile, &m.qkv, nb_bar, 2 * C + hc, r0 + (kb + 1) * kBlk);
+    }
+    mbar_wait(bar + buf, unsigned(kb >> 1) & 1u);
+    const bf16 *k_s = sK + buf * kTile, *v_s = sV + buf * kTile;
+    float sc[8][4], dp[8][4];
+    hopper::wgmma_fence();
+    prod_ss(sc, sQ, k_s);   // S = Q . K^T
+    prod_ss(dp, sdO, v_s);  // dP = dO . V^T
+    hopper::wgmma_commit();
+    hopper::wgmma_wait0();
+    settle(sc), settle(dp);
+    if (kb == qb) {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (nt * 8 + 2 * t + (e & 1) > warp * 16 + g + (e >> 1) * 8) sc[nt][e] = -INFINITY;
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = ex2(fmaf(sc[nt][e], sl2, -(e >> 1 ? lse1 : lse0)));
+        sc[nt][e] = p * (dp[nt][e] - (e >> 1 ? ds1 : ds0));  // dS
+      }
+    uint32_t dsa[4][4];
+    to_a(sc, dsa);
+    hopper::wgmma_fence();  // dsa and dq, written by this thread, before the tensor cores read them
+    prod_rs(dq, dsa, k_s);  // dQ += dS . K
+    hopper::wgmma_commit();
+    hopper::wgmma_wait0();
+    settle(dq);
+    __syncthreads();  // this buffer is refilled two blocks on
+  }
+  bf16* dq_at = dqkv + (row0 + size_t(qrow) - g) * l3 + size_t(h) * kD;
+  store_rows_staged(dq_at, l3, dq, scale, sK + warp * 16 * kD, lane);
+  if (bias_part) {
+    float* red = reinterpret_cast<float*>(smem_raw);
+    warp_col_sums(dq, scale, red + warp * kBlk, lane);
+    __syncthreads();
+    block_col_sums(red, bias_part + (size_t(b) * nb + qb) * l3 + size_t(h) * kD, 0);
+  }
+}
+
+// 2. dK and dV of one block of 64 keys (kb) of head bh, each block of queries' Dsum from its O and dO tiles:
+// flash_bwd.cuh's dkv_block<true>, its products on wgmma.
+__device__ __forceinline__ void dkv_block(unsigned char* smem_raw, const Maps& m, int kb, int bh, const float* stats,
+                                          bf16* dqkv, float* bias_part, int T, int C, int H, float scale) {
+  bf16* sK = reinterpret_cast<bf16*>(smem_raw);
+  bf16* sV = sK + kTile;
+  bf16* sQ = sV + kTile;  // [2][tile]
+  bf16* sdO = sQ + 2 * kTile;
+  bf16* sO = sdO + 2 * kTile;
+  float* sL = reinterpret_cast<float*>(sO + 2 * kTile);  // [2][64] Stats * log2(e)
+  float* sD = sL + 2 * kBlk;                             // [2][64] Dsum
+  unsigned long long* bar = reinterpret_cast<unsigned long long*>(sD + 2 * kBlk);
+  const int nb = T / kBlk, b = bh / H, h = bh % H;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
+  const int r0 = int(row0), hc = h * kD;
+  constexpr unsigned kQBytes = 3 * kTileBytes;
+  auto load_q = [&](int qb, int buf, bool expect) {
+    if (threadIdx.x == 0) {
+      unsigned long long* bb = bar + buf;
+      if (expect) mbar_expect(bb, kQBytes);
+      tma_tile(sQ + buf * kTile, &m.qkv, bb, hc, r0 + qb * kBlk);
+      tma_tile(sdO + buf * kTile, &m.dout, bb, hc, r0 + qb * kBlk);
+      tma_tile(sO + buf * kTile, &m.o, bb, hc, r0 + qb * kBlk);
+    }
+    if (threadIdx.x < kBlk) sL[buf * kBlk + threadIdx.x] = stats[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x] * kLog2e;
+  };
+  init_bars(bar);
+  if (threadIdx.x == 0) {
+    mbar_expect(bar, 2 * kTileBytes + kQBytes);
+    tma_tile(sK, &m.qkv, bar, C + hc, r0 + kb * kBlk);
+    tma_tile(sV, &m.qkv, bar, 2 * C + hc, r0 + kb * kBlk);
+  }
+  load_q(kb, 0, false);
+  const int krow = kb * kBlk + warp * 16 + g;
+  const float sl2 = scale * kLog2e;
+  float dk[8][4], dv[8][4];
+  zero(dk), zero(dv);
+  for (int qb = kb; qb < nb; ++qb) {
+    const int i = qb - kb, buf = i & 1;
+    if (qb + 1 < nb) load_q(qb + 1, buf ^ 1, true);
+    mbar_wait(bar + buf, unsigned(i >> 1) & 1u);
+    __syncthreads();  // and its rows of Stats, which other threads stored
+    const bf16 *q_s = sQ + buf * kTile, *do_s = sdO + buf * kTile;
+    const float *l_s = sL + buf * kBlk, *d_s = sD + buf * kBlk;
+    float st[8][4], dpt[8][4];
+    hopper::wgmma_fence();
+    prod_ss(st, sK, q_s);    // S^T = K . Q^T
+    prod_ss(dpt, sV, do_s);  // dP^T = V . dO^T
+    hopper::wgmma_commit();
+    // Dsum of this block of queries while the tensor cores multiply (the products do not need it)
+    dsum_rows_shared(sO + buf * kTile, do_s, sD + buf * kBlk);
+    __syncthreads();
+    hopper::wgmma_wait0();
+    settle(st), settle(dpt);
+    if (qb == kb) {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (nt * 8 + 2 * t + (e & 1) < warp * 16 + g + (e >> 1) * 8) st[nt][e] = -INFINITY;
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const float2 l2 = *reinterpret_cast<const float2*>(l_s + nt * 8 + 2 * t),
+                   d2 = *reinterpret_cast<const float2*>(d_s + nt * 8 + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = ex2(fmaf(st[nt][e], sl2, -(e & 1 ? l2.y : l2.x)));
+        st[nt][e] = p;
+        dpt[nt][e] = p * (dpt[nt][e] - (e & 1 ? d2.y : d2.x));  // dS^T
+      }
+    }
+    uint32_t pa[4][4], dsa[4][4];
+    to_a(st, pa);
+    to_a(dpt, dsa);
+    hopper::wgmma_fence();
+    prod_rs(dv, pa, do_s);  // dV += P^T . dO
+    prod_rs(dk, dsa, q_s);  // dK += dS^T . Q
+    hopper::wgmma_commit();
+    hopper::wgmma_wait0();
+    settle(dv), settle(dk);
+    __syncthreads();
+  }
+  bf16* dk_at = dqkv + (row0 + size_t(krow) - g) * l3 + C + size_t(h) * kD;
+  store_rows_staged(dk_at, l3, dk, scale, sQ + warp * 16 * kD, lane);
+  store_rows_staged(dk_at + C, l3, dv, 1.f, sdO + warp * 16 * kD, lane);
+  if (bias_part) {
+    float* red = reinterpret_cast<float*>(smem_raw);
+    warp_col_sums(dk, scale, red + warp * kBlk, lane);
+    warp_col_sums(dv, 1.f, red + (kWarps + warp) * kBlk, lane);
+    __syncthreads();
+    float* part = bias_part + (size_t(b) * nb + kb) * l3 + C + size_t(h) * kD;
+    block_col_sums(red, part, 0);
+    block_col_sums(red + kWarps * kBlk, part + C, kBlk);
+  }
+}
+#endif  // HOPPER_ENABLED
+
+// 3. Both passes in one launch, as dqkv_kernel: x even a block of queries, x odd a block of keys, the longest
+// walks first.
+__global__ void __launch_bounds__(kThreads, 3)
+    dqkv_wgmma(const __grid_constant__ Maps maps, const bf16* out, const bf16* dout, const float* stats, bf16* dqkv,
+               float* bias_part, int T, int C, int H, float scale) {
+#if HOPPER_ENABLED
+  grid_dependency_wait();  // --pdl on: dO is the kernel's before this one (nn/pdl.cuh)
+  extern __shared__ __align__(16) unsigned char smem_dyn[];
+  unsigned char* smem_raw = aligned_smem(smem_dyn);
+  const int j = int(blockIdx.x) / 2, bh = int(blockIdx.y);
+  if (blockIdx.x % 2 == 0)
+    dq_block(smem_raw, maps, T / kBlk - 1 - j, bh, out, dout, stats, dqkv, bias_part, T, C, H, scale);
+  else
+    dkv_block(smem_raw, maps, j, bh, stats, dqkv, bias_part, T, C, H, scale);
+#else
+  (void)out, (void)dout, (void)stats, (void)dqkv, (void)bias_part, (void)T, (void)C, (void)H, (void)scale;
+#endif
+}
+}  // namespace
+
+bool available() { return sm90::available(); }
+
+void dqkv(bool pdl, int B, int H, int T, int C, const Maps& maps, const bf16* qkv, const bf16* out, const bf16* dout,
+          const float* stats, bf16* dqkv_out, float* bias_part, float scale, cudaStream_t s) {
+  (void)qkv;  // (read through maps.qkv; in the signature to match dqkv_kernel's call)
+  // The shared-memory attribute belongs to a device: set once for each (data parallel runs one model per GPU).
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  {
+    static std::mutex mu;
+    static std::map<int, bool> ready;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!ready[dev]) {
+      CUDA_CHECK(cudaFuncSetAttribute(dqkv_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+      ready[dev] = true;
+    }
+  }
+  pdl::launch(pdl, dqkv_wgmma, dim3(unsigned(2 * (T / kBlk)), unsigned(B * H)), dim3(kThreads), size_t(kSmemBytes), s,
+              maps, out, dout, stats, dqkv_out, bias_part, T, C, H, scale);
+}
+}  // namespace flash90
