@@ -135,14 +135,12 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, const Maps& m,
     mbar_wait(bar + buf, unsigned(kb >> 1) & 1u);
     const bf16 *k_s = sK + buf * kTile, *v_s = sV + buf * kTile;
     float sc[8][4], dp[8][4];
-    // S and dP as two groups: P's exponentials run while the tensor cores still compute dP
     hopper::wgmma_fence();
-    prod_ss(sc, sQ, k_s);  // S = Q . K^T
-    hopper::wgmma_commit();
+    prod_ss(sc, sQ, k_s);   // S = Q . K^T
     prod_ss(dp, sdO, v_s);  // dP = dO . V^T
     hopper::wgmma_commit();
-    hopper::wgmma_wait1();  // S has landed
-    settle(sc);
+    hopper::wgmma_wait0();
+    settle(sc), settle(dp);
     if (kb == qb) {
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
@@ -153,13 +151,10 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, const Maps& m,
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sc[nt][e] = ex2(fmaf(sc[nt][e], sl2, -(e >> 1 ? lse1 : lse0)));  // P
-    hopper::wgmma_wait0();  // dP has landed
-    settle(dp);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) sc[nt][e] *= dp[nt][e] - (e >> 1 ? ds1 : ds0);  // dS
+      for (int e = 0; e < 4; ++e) {
+        const float p = ex2(fmaf(sc[nt][e], sl2, -(e >> 1 ? lse1 : lse0)));
+        sc[nt][e] = p * (dp[nt][e] - (e >> 1 ? ds1 : ds0));  // dS
+      }
     uint32_t dsa[4][4];
     to_a(sc, dsa);
     hopper::wgmma_fence();  // dsa and dq, written by this thread, before the tensor cores read them
@@ -225,18 +220,15 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, const Maps& m
     const bf16 *q_s = sQ + buf * kTile, *do_s = sdO + buf * kTile;
     const float *l_s = sL + buf * kBlk, *d_s = sD + buf * kBlk;
     float st[8][4], dpt[8][4];
-    // Four groups, each waited for only where its result is needed: P's exponentials run while dP^T is
-    // computed, dS^T while dV is.
     hopper::wgmma_fence();
-    prod_ss(st, sK, q_s);  // S^T = K . Q^T
-    hopper::wgmma_commit();
+    prod_ss(st, sK, q_s);    // S^T = K . Q^T
     prod_ss(dpt, sV, do_s);  // dP^T = V . dO^T
     hopper::wgmma_commit();
     // Dsum of this block of queries while the tensor cores multiply (the products do not need it)
     dsum_rows_shared(sO + buf * kTile, do_s, sD + buf * kBlk);
     __syncthreads();
-    hopper::wgmma_wait1();  // S^T has landed
-    settle(st);
+    hopper::wgmma_wait0();
+    settle(st), settle(dpt);
     if (qb == kb) {
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
@@ -246,25 +238,20 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, const Maps& m
     }
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      const float2 l2 = *reinterpret_cast<const float2*>(l_s + nt * 8 + 2 * t);
+      const float2 l2 = *reinterpret_cast<const float2*>(l_s + nt * 8 + 2 * t),
+                   d2 = *reinterpret_cast<const float2*>(d_s + nt * 8 + 2 * t);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) st[nt][e] = ex2(fmaf(st[nt][e], sl2, -(e & 1 ? l2.y : l2.x)));  // P^T
+      for (int e = 0; e < 4; ++e) {
+        const float p = ex2(fmaf(st[nt][e], sl2, -(e & 1 ? l2.y : l2.x)));
+        st[nt][e] = p;
+        dpt[nt][e] = p * (dpt[nt][e] - (e & 1 ? d2.y : d2.x));  // dS^T
+      }
     }
     uint32_t pa[4][4], dsa[4][4];
     to_a(st, pa);
-    hopper::wgmma_fence();
-    prod_rs(dv, pa, do_s);  // dV += P^T . dO
-    hopper::wgmma_commit();
-    hopper::wgmma_wait1();  // dP^T has landed (dV's group may still run)
-    settle(dpt);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const float2 d2 = *reinterpret_cast<const float2*>(d_s + nt * 8 + 2 * t);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dpt[nt][e] = st[nt][e] * (dpt[nt][e] - (e & 1 ? d2.y : d2.x));  // dS^T
-    }
     to_a(dpt, dsa);
     hopper::wgmma_fence();
+    prod_rs(dv, pa, do_s);  // dV += P^T . dO
     prod_rs(dk, dsa, q_s);  // dK += dS^T . Q
     hopper::wgmma_commit();
     hopper::wgmma_wait0();
