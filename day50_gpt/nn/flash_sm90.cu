@@ -168,7 +168,7 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, const Maps& m,
   store_rows_staged(dq_at, l3, dq, scale, sK + warp * 16 * kD, lane);
   if (bias_part) {
     float* red = reinterpret_cast<float*>(smem_raw);
-    warp_col_sums(dq, scale, red + warp * kBlk, lane);
+    staged_col_sums(sK + warp * 16 * kD, red + warp * kBlk, lane);  // dQ as staged above
     __syncthreads();
     block_col_sums(red, bias_part + (size_t(b) * nb + qb) * l3 + size_t(h) * kD, 0);
   }
@@ -263,8 +263,8 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, const Maps& m
   store_rows_staged(dk_at + C, l3, dv, 1.f, sdO + warp * 16 * kD, lane);
   if (bias_part) {
     float* red = reinterpret_cast<float*>(smem_raw);
-    warp_col_sums(dk, scale, red + warp * kBlk, lane);
-    warp_col_sums(dv, 1.f, red + (kWarps + warp) * kBlk, lane);
+    staged_col_sums(sQ + warp * 16 * kD, red + warp * kBlk, lane);             // dK as staged above
+    staged_col_sums(sdO + warp * 16 * kD, red + (kWarps + warp) * kBlk, lane);  // dV
     __syncthreads();
     float* part = bias_part + (size_t(b) * nb + kb) * l3 + C + size_t(h) * kD;
     block_col_sums(red, part, 0);

@@ -193,6 +193,19 @@ __device__ __forceinline__ void warp_col_sums(const float c[8][4], float scale, 
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) red[nt * 8 + 2 * lane] = s[nt][0], red[nt * 8 + 2 * lane + 1] = s[nt][1];
 }
+// The same sums read back from the warp's staged rows (store_rows_staged's `stage`, intact after it: the values
+// as stored, bf16): lane l adds columns 2l and 2l+1 down the 16 rows, one 4-byte read a row (a row's 32 lanes
+// read its 128 bytes: no bank conflicts), into red[2l], red[2l+1]. 16 reads and 32 adds a lane where
+// warp_col_sums rounds 32 values and shuffles 48 times; the rows are added in order, not as a tree.
+__device__ __forceinline__ void staged_col_sums(const __nv_bfloat16* stage, float* red, int lane) {
+  float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(stage + at(r, 2 * lane)));
+    s0 += v.x, s1 += v.y;
+  }
+  red[2 * lane] = s0, red[2 * lane + 1] = s1;
+}
 // The CTA's 64 column sums: its 4 warps' (red[warp][64]) added in warp order by threads first..first+63.
 __device__ __forceinline__ void block_col_sums(const float* red, float* part, int first) {
   const int c = int(threadIdx.x) - first;
