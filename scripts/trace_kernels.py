@@ -58,7 +58,7 @@ CATEGORIES = {
         ("LayerNorm backward", r"layernorm_bwd"),
         ("column sums: bias and LayerNorm-parameter gradients", r"ln_partials_finish|ln_param_partials|bias_partials|colsum"),
         ("LayerNorm forward (with the residual add)", r"layernorm_fwd|residual_layernorm"),
-        ("attention backward (ours)", r"flash::|dqkv_kernel"),
+        ("attention backward (ours)", r"flash::|flash90::|dqkv_"),
         ("attention forward (cuDNN)", r"sdpa|fprop|cudnn"),
         ("matmuls: our fused-epilogue GEMM", r"sm90::.*gemm_kernel"),
         ("matmuls: cuBLAS / cuBLASLt", r"nvjet|cutlass|xmma|gemm|splitKreduce|cublas"),
