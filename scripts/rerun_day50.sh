@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/rerun_day50.sh PART: every day50 results file of one build, re-run on a machine with two GPUs of one
-# host, in three parts of one 10-minute device call each, issued back to back on the same machine (it keeps its
+# host, in four parts of one 10-minute device call each, issued back to back on the same machine (it keeps its
 # build and PyTorch's compile caches between calls; a machine left idle goes back within a minute).
 #   checks  t=0, GPU 1: PyTorch's max-autotune training variant compiled once, nothing timed (its cold compile
 #           is the long one: it times candidate kernels for every GEMM shape, and on a fresh H200 it had not
@@ -11,7 +11,9 @@
 #           make trace and then compiles PyTorch's other variants (torch_peer.py --quick --skip-ours, untimed)
 #   peer    GPU 0: the full peer run (make peer's command) on warm caches, then, with time left, the
 #           generation-only run; GPU 1 idle
-# bench and peer reuse the checks part's build (the sources are copied anew each call, so the outputs are touched
+#   traces  GPU 0: make trace-peer (PyTorch's reduce-overhead and max-autotune steps traced kernel by kernel, on
+#           the caches the parts before filled); a part of its own so that nothing runs beside the peer's timings
+# bench, peer and traces reuse the checks part's build (the sources are copied anew each call, so the outputs are touched
 # to stay newer; on a fresh machine make rebuilds, about two minutes). A part that finds a step too long for its
 # call's time skips it and says so. Each part checks the GPUs' health first and last (nvidia-smi -q -d
 # PERFORMANCE: a HW slowdown or power brake makes timings meaningless), and, with OUT set (the device tool's
@@ -20,7 +22,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 part=${1:-}
-case "$part" in checks|bench|peer) ;; *) echo "usage: scripts/rerun_day50.sh checks|bench|peer"; exit 2;; esac
+case "$part" in checks|bench|peer|traces) ;; *) echo "usage: scripts/rerun_day50.sh checks|bench|peer|traces"; exit 2;; esac
 ROOT=$PWD
 OUT=${OUT:-$ROOT/build/rerun_day50}
 L=$OUT/logs
@@ -109,6 +111,11 @@ peer)
   else
     say "no time for the generation-only run ($(left) s left): its file stays the last one"
   fi
+  ;;
+traces)
+  make tools > "$L/tools_$part.log" 2>&1
+  CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1 timeout "$(left)" make trace-peer > "$L/trace_peer.log" 2>&1 || fail=1
+  say "trace-peer: $(grep -E '^RESULT' "$L/trace_peer.log" | tr '\n' ' ')"
   ;;
 esac
 health after || fail=1
