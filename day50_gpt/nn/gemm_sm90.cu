@@ -35,6 +35,7 @@
 #include "check.cuh"
 #include "gemm_sm90.h"
 #include "hopper.cuh"
+#include "kernels/async.cuh"  // PDL's two calls (k::grid_dependency_wait, k::launch_dependents)
 #include "pdl.cuh"
 
 namespace sm90 {
@@ -333,7 +334,7 @@ __global__ void __launch_bounds__(NT, 1)
   // are its outputs, so nothing is loaded before it has finished. The next kernel may launch once every block
   // is at its last tile (the producer says so, below): not at our start, where its blocks would wait on every
   // SM slot our blocks leave free, slots the weight gradients' stream could use all along.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  k::grid_dependency_wait();
   __syncthreads();
 
   if (wgi == 0) {  // ---- producer: one thread loads the block's tiles in order (and, reading aux, another their aux) ----
@@ -342,7 +343,7 @@ __global__ void __launch_bounds__(NT, 1)
       int it = 0, n = 0;
       const int count = KEEP_A ? my_tiles : (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
       for (; n < count; ++n) {
-        if (n == count - 1) asm volatile("griddepcontrol.launch_dependents;");  // (a block's first call counts)
+        if (n == count - 1) k::launch_dependents();  // (a block's first call counts)
         int bm, bn;
         if constexpr (KEEP_A) {
           const int r = n / tiles_n;

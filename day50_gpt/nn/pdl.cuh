@@ -3,7 +3,7 @@
 // A kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization may start before the kernel ahead
 // of it in the stream has finished: once every block of that one has called launch_dependents, the GPU
 // launches this one, and its blocks take SMs as the other's blocks leave, instead of after the last of them
-// and a launch gap. The kernel then waits in grid_dependency_wait (nn/kernels/common.cuh) until the kernel
+// and a launch gap. The kernel then waits in grid_dependency_wait (nn/kernels/async.cuh) until the kernel
 // ahead has finished and its writes are visible, so it reads nothing early; only its launch, its blocks'
 // placement and the work before its wait overlap the other's tail. In a captured stream the launch becomes a
 // programmatic edge of the graph where the node before it is a kernel (after a memset, a copy or an event

@@ -1,6 +1,6 @@
 // day50_gpt/nn/kernels/common.cuh: what every kernel file of the GPT shares: loads and stores in the
-// activation type, warp reductions, the grid-stride loop, asynchronous copies into shared memory and the
-// atomics-free column sums.
+// activation type, warp reductions, the grid-stride loop and the atomics-free column sums; and, through
+// async.cuh, programmatic launch's two calls and the asynchronous copies into shared memory.
 //
 // Each kernel is the GPU twin of a function in gpt_ref.h / train_ref.h. Every kernel that touches activations is a
 // template on the activation type `T`: float in fp32 mode, __nv_bfloat16 in bf16 mode. Whatever T is, arithmetic is

@@ -52,7 +52,7 @@ constexpr int kCChunk = 8;      // cached positions a warp takes at once (32 lan
 constexpr int kCRowGroup = 8;   // rows a warp sums together at most (warp_sum8's eight slots)
 
 // The weights' copy: the Tensor Memory Accelerator's bulk copy (cp.async.bulk, sm_90; mbar_init, mbar_expect,
-// bulk_copy and mbar_wait in common.cuh). One thread hands the copy engine a contiguous run of bytes and an
+// bulk_copy and mbar_wait in async.cuh). One thread hands the copy engine a contiguous run of bytes and an
 // mbarrier; the engine moves them while every thread goes on, and the mbarrier's phase completes when all
 // the bytes it was told to expect have landed. (A first version had all 512 threads issue 16-byte cp.async,
 // ~4,800 requests a stage for the largest: it ran slower in development, its issuing on every thread's path.)
