@@ -1,5 +1,5 @@
-// Hopper building blocks (sm_90a) shared by day10's steps 10-16 and day50's fused-epilogue GEMM
-// (day50_gpt/nn/gemm_sm90.cu): mbarriers, TMA loads and stores, wgmma descriptors and fences, the
+// Hopper building blocks (sm_90a) shared by day10's steps 10-16, day50's fused-epilogue GEMM
+// (day50_gpt/nn/gemm_sm90.cu) and its wgmma flash backward (day50_gpt/nn/flash_sm90.cu): mbarriers, TMA loads and stores, wgmma descriptors and fences, the
 // tile order, and the host-side tensor-map encoder.
 #pragma once
 #include <cuda.h>

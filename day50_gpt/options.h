@@ -291,6 +291,9 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
                             "--verify checks them against the plain ones (leave the flag out)");
   if (o.train.pdl && o.train.backend == Backend::kCudnn)
     cli::usage_error(kProg, "--pdl on launches our own kernels programmatically; --backend cudnn runs cuDNN's graphs");
+  if (given(argc, argv, "flash-mma") && (o.st.bench || o.st.verify))
+    cli::usage_error(kProg, "--flash-mma is a training run's: --bench times our flash backward on mma.sync in a row of "
+                            "its own and --verify checks both kernels (leave the flag out)");
   if (given(argc, argv, "adamw-overlap") && o.st.bench)
     cli::usage_error(kProg, "--adamw-overlap is a training run's: --bench times AdamW at the step's end in a row of its "
                             "own (leave the flag out)");

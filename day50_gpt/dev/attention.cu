@@ -20,7 +20,8 @@
 #include "../run/verify_attention.cuh"
 
 // The three attentions alone at the model's shape (one layer's forward + backward), same inputs.
-// flash: cuDNN's forward with our flash backward (nn/kernels/flash_bwd.cuh) instead of cuDNN's backward.
+// flash: cuDNN's forward with our flash backward instead of cuDNN's backward: one launch on wgmma (nn/flash_sm90.cu)
+// where it runs, or on mma.sync (nn/kernels/flash_bwd.cuh; wgmma false), or mma.sync's two launches (two_launches).
 template <class T>
 static void bench_attention(results::Results& res, const gpt::Config& cfg, int batch, Attn a, uint64_t seed,
                             bool flash = false, bool two_launches = false, bool wgmma = true) {
@@ -87,7 +88,8 @@ int main(int argc, char** argv) {
   for (Attn a : {Attn::kAuto, Attn::kMatmul, Attn::kNaive}) verify_attention<bf16>(res, seed, a);
   verify_attention<bf16>(res, seed, Attn::kAuto, false);  // cuDNN's own backward (the line above: ours)
   verify_attention<bf16>(res, seed, Attn::kAuto, true, true);  // ours as the first version's two launches
-  verify_attention<bf16>(res, seed, Attn::kAuto, true, false, false);  // ours in one launch on mma.sync
+  if (flash90::available())  // ours in one launch on mma.sync, where the line above ran it on wgmma
+    verify_attention<bf16>(res, seed, Attn::kAuto, true, false, false);
   if (!st.verify) {
     res.config["layers"] = 1, res.config["heads"] = cfg.heads, res.config["width"] = cfg.width,
     res.config["context"] = cfg.context, res.config["batch"] = batch;
@@ -96,7 +98,7 @@ int main(int argc, char** argv) {
     for (Attn a : {Attn::kCudnn, Attn::kMatmul, Attn::kNaive}) bench_attention<bf16>(res, cfg, batch, a, seed);
     bench_attention<bf16>(res, cfg, batch, Attn::kCudnn, seed, true);
     bench_attention<bf16>(res, cfg, batch, Attn::kCudnn, seed, true, true);
-    bench_attention<bf16>(res, cfg, batch, Attn::kCudnn, seed, true, false, false);
+    if (flash90::available()) bench_attention<bf16>(res, cfg, batch, Attn::kCudnn, seed, true, false, false);
   }
   return res.finish(prog, st.json);
 }

@@ -29,7 +29,8 @@ void Model<T>::choose_attention(Attn want) {
       impl = Attn::kCudnn;
       // Our flash backward's kernel takes more than the default 48 KB of dynamic shared memory. The
       // attribute belongs to the current device, so each Model sets it on its own: with 2 GPUs each rank
-      // builds its Model on its GPU, and a once-per-process setting left GPU 1's launches invalid.
+      // builds its Model on its GPU, and a once-per-process setting left GPU 1's launches invalid. (The
+      // wgmma kernel's is set by flash90::dqkv, once per device, at its first launch.)
       if constexpr (std::is_same<T, bf16>::value)
         if (ours_attn_bwd())
         {
@@ -41,7 +42,7 @@ void Model<T>::choose_attention(Attn want) {
                                             k::flash::kSmemTwoLaunches));
         }
       attn_note = "cuDNN fused flash attention (forward: " + sdpa->fwd_variant() + "; backward: " +
-                  (ours_attn_bwd() ? "ours, nn/kernels/flash_bwd.cuh, its products on wgmma (nn/flash_sm90.cu) with --flash-mma wgmma" : sdpa->bwd_variant()) + ")";
+                  (ours_attn_bwd() ? "ours: nn/kernels/flash_bwd.cuh on mma.sync or nn/flash_sm90.cu on wgmma (--flash-mma)" : sdpa->bwd_variant()) + ")";
     } else {
       if (want == Attn::kCudnn) cli::skip(kProg, "cuDNN refused the attention graph: " + why);
       impl = Attn::kMatmul,
@@ -122,8 +123,9 @@ bool Model<T>::attention_bwd(Layer& L, float* bias_grad) {
   if (ours_attn_bwd()) {
     if constexpr (std::is_same<T, bf16>::value) {
       // dQ and dK/dV in one launch, each pass computing its own Dsum (nn/kernels/flash_bwd.cuh), or the
-      // first version's two (flash_two_launches: dQ first, it writes Dsum). Their shared-memory sizes were
-      // allowed when this Model chose its attention (choose_attention).
+      // first version's two (flash_two_launches: dQ first, it writes Dsum), on mma.sync; or the one launch on
+      // wgmma (nn/flash_sm90.cu, flash_on_wgmma). The mma.sync kernels' shared-memory sizes were allowed when
+      // this Model chose its attention (choose_attention); the wgmma kernel's is allowed by flash90::dqkv.
       const float scale = 1.f / std::sqrt(float(D));
       const int chunks = N / k::flash::kBlk;
       float* part = !bias_grad         ? nullptr  // [B * T / 64][3C]

@@ -15,9 +15,11 @@
 //   dkv pass:  S^T = K.Q^T, dP^T = V.dO^T            (A = K, V; B = Q, dO, K-major)
 //              dV += P^T.dO, dK += dS^T.Q            (A in registers; B = dO, Q as [query][d]: N-major)
 // Everything else (the walk, the copy engine's double buffers, the mask, the exponentials, Dsum, the
-// staged stores, the bias partials) is the mma.sync kernel's code, shared through flash_parts.cuh, and the
-// accumulator layout is the same warp by warp, so the results are the same up to the order of the
-// tensor cores' additions.
+// staged stores) is the mma.sync kernel's code, shared through flash_parts.cuh, and the accumulator layout
+// is the same warp by warp, so dQ, dK and dV are the same up to the order of the tensor cores' additions.
+// The bias partials differ in one place: their column sums are read back from the staged rows
+// (staged_col_sums: 16 reads and 32 adds a lane) where the mma.sync kernel shuffles the accumulators
+// (warp_col_sums), so they add the same bf16 values in another order.
 #include <cmath>
 #include <cstdint>
 #include <map>

@@ -138,8 +138,8 @@ struct Model {
   bool recompute_gelu = false;
   DeviceBuffer gl_shared;
   // --flash-bwd on (the default): with cuDNN's fused forward (bf16), the attention's backward is our
-  // flash kernel (nn/kernels/flash_bwd.cuh: no fp32 dQ accumulator, no atomics) where the head size is
-  // 64 and T a multiple of 64; off, or another shape: cuDNN's fused backward.
+  // flash kernel (nn/kernels/flash_bwd.cuh on mma.sync, nn/flash_sm90.cu on wgmma: no fp32 dQ accumulator,
+  // no atomics) where the head size is 64 and T a multiple of 64; off, or another shape: cuDNN's fused backward.
   bool flash_bwd = true;
   // Our flash backward as the first version's two launches (dQ, then dK/dV reading the Dsum dQ wrote)
   // instead of one: set by dev/attention.cu to time one against the other; the trainer never sets it.

@@ -647,7 +647,7 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     bench_train<bf16>(res, cfg, theirs, data, op.attn, seed);
     TrainOptions sync = step_variants(base, true).back();  // the default step with our flash backward's products
     sync.flash_wgmma = false;                               // on mma.sync (nn/kernels/flash_bwd.cuh), not wgmma
-    bench_train<bf16>(res, cfg, sync, data, op.attn, seed);
+    if (flash90::available()) bench_train<bf16>(res, cfg, sync, data, op.attn, seed);  // (elsewhere: the default's kernel)
     TrainOptions one = step_variants(base, true).back();  // the default step's graph with the weight gradients
     one.dw_stream = false, one.dw_sm_share = 1;            // in line, on the chain's stream (nn/dw_stream.h),
                                                            // sized for every SM (as the command line has it),

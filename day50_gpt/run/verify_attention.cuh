@@ -17,7 +17,8 @@
 // two_launches: ours as the first version's two kernels (dev/attention.cu times both); wgmma false: ours with its
 // products on mma.sync (--flash-mma sync) where wgmma would run.
 // " + our flash backward" and which kernel, where the model runs ours: nothing more for the default (one launch,
-// on wgmma where it runs), ", two launches" or ", mma.sync" for the others.
+// on wgmma where it runs), ", two launches" or ", mma.sync" for the others, and " (mma.sync: no wgmma here)" for
+// the default on a GPU or build without wgmma.
 template <class T>
 std::string flash_name(const Model<T>& m) {
   if (!m.ours_attn_bwd()) return "";

@@ -51,7 +51,7 @@ def variant_lines(rows):
     default_deriv = {b.get("dtype"): b["extra"].get("gelu_deriv") for b in steps if _short(b) == b.get("dtype")}
     # the switches whose other setting is a row beside the ladder (older files lack them: not beside)
     beside_flags = ("batch_finish", "chain_priority", "dw_reduce_kernel", "dw_sm_share", "residual_bf16", "adamw_overlap",
-                    "pdl")
+                    "pdl", "flash_wgmma")
     default_flags = {b.get("dtype"): {f: b["extra"].get(f) for f in beside_flags} for b in steps
                      if _short(b) == b.get("dtype")}
     for b in steps:

@@ -40,7 +40,7 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 // The bulk copy (cp.async.bulk, sm_90) and the mbarriers that count a copy's bytes: one thread hands the copy
-// engine a contiguous run of bytes (or, flash_bwd.cuh, a tensor map's box) and an mbarrier, and the barrier's
+// engine a contiguous run of bytes (or, flash_parts.cuh's tma_tile, a tensor map's box) and an mbarrier, and the barrier's
 // phase completes when every byte it was told to expect (mbar_expect) has landed. The cluster decoder streams
 // its weights this way (decode_cluster.cuh), the flash backward its tiles.
 __device__ __forceinline__ void mbar_init(unsigned long long* bar) {

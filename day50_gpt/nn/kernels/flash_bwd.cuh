@@ -6,6 +6,8 @@
 //   dV = P^T.dO      dP = dO.V^T      dS = P * (dP - Dsum)      dQ = scale * dS.K      dK = scale * dS^T.Q
 // with Dsum = rowsum(dO * O). The T x T matrices never reach memory: each CTA walks 64 x 64 blocks
 // of them on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate), one 16-row slice per warp.
+// (nn/flash_sm90.cu is the same kernel with its products on Hopper's wgmma, --flash-mma wgmma, the default
+// on sm_90; what the two share, from the tiles and their loads to the staged stores, is flash_parts.cuh's.)
 //
 // Why two passes and not cuDNN's one: a single pass that owns a block of keys (dK, dV stay in its
 // registers) has to add its share of dQ into every query block's rows, which other blocks of keys add
@@ -32,7 +34,7 @@
 // The next block's tiles are copied into shared memory (two buffers) while the current one is multiplied,
 // each 64 x 64 tile by one request to the copy engine (a 2-D TMA load from a tensor map, counted off the
 // buffer's mbarrier), in the 128-byte swizzle, so the 8 rows an ldmatrix reads fall in 8 different bank
-// groups (`at`). The first version had every thread issue 16-byte cp.async into rows padded to 72 elements:
+// groups (flash_parts.cuh's `at`). The first version had every thread issue 16-byte cp.async into rows padded to 72 elements:
 // in Nsight Compute those copies and their address arithmetic were the kernel's most executed lines (notes:
 // "Where its instructions go"). Layout: Q, K, V read in place from qkv ([B*T][3C], head h at
 // columns h*64 of each third), O and dO from [B*T][C], dQ, dK, dV written into dqkv like qkv.

@@ -172,7 +172,7 @@ __device__ __forceinline__ void dsum_rows_shared(const __nv_bfloat16* o, const _
   if (half == 0) out[r] = s;
 }
 
-// The column sums of a warp's 16 x 64 accumulator (times `scale`, rounded to bf16 as store_rows stores
+// The column sums of a warp's 16 x 64 accumulator (times `scale`, rounded to bf16 as store_rows_staged stores
 // it) into red[0..63] (shared): each lane adds its two rows, then the 8 lanes of one column group add
 // theirs (lanes 0..3 end up holding the warp's 64 sums).
 __device__ __forceinline__ void warp_col_sums(const float c[8][4], float scale, float* red, int lane) {
