@@ -45,11 +45,16 @@ using bf16 = __nv_bfloat16;
 //   N-major (the tile's rows are k, its columns N: B = the tile as stored, not transposed): k-step kk is rows
 //   16 kk.., 2,048 bytes on; the 64 columns are one 128-byte swizzle atom, so the leading offset (atom to
 //   atom along N) is never used; the stride offset is the 8-row group's 1,024 bytes.
-__device__ __forceinline__ uint64_t desc_k(const bf16* tile, int kk) { return hopper::smem_desc(tile + kk * 16); }
-__device__ __forceinline__ uint64_t desc_n(const bf16* tile, int kk) {
-  const uint64_t addr = hopper::smem_u32(tile + kk * 16 * kD);
+// Each is computed once a tile, at k-step 0; a k-step adds its offset in the descriptor's 16-byte units (2 or
+// 128: the tiles are 1,024-byte aligned and end below 256 KB, so nothing carries out of the address field).
+// (Computed for every k-step, the address conversions and bit operations were among the most executed
+// lines in Nsight Compute: results/nvidia-h200/day50_flash_wgmma_dev/ncu_wgmma_lines.txt.)
+__device__ __forceinline__ uint64_t desc_k(const bf16* tile) { return hopper::smem_desc(tile); }
+__device__ __forceinline__ uint64_t desc_n(const bf16* tile) {
+  const uint64_t addr = hopper::smem_u32(tile);
   return ((addr & 0x3FFFF) >> 4) | (uint64_t(kTileBytes >> 4) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
 }
+constexpr uint64_t kStepK = 32 >> 4, kStepN = (16 * kD * 2) >> 4;  // one k-step of 16: 32 bytes, or 16 rows
 
 #define FLASH90_ACC(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
 #define FLASH90_D                                                                                                   \
@@ -86,54 +91,60 @@ __device__ __forceinline__ void settle(float (&d)[8][4]) {
 }
 // d (=) the 64 x 64 x 64 product of two K-major tiles (4 k-steps), issued, not waited for.
 __device__ __forceinline__ void prod_ss(float (&d)[8][4], const bf16* a, const bf16* b) {
+  const uint64_t da = desc_k(a), db = desc_k(b);
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wg_ss(d, desc_k(a, kk), desc_k(b, kk), kk > 0);
+  for (int kk = 0; kk < 4; ++kk) wg_ss(d, da + kk * kStepK, db + kk * kStepK, kk > 0);
 }
 // d += A (registers, 4 k-steps) . B (an N-major tile), issued, not waited for.
 __device__ __forceinline__ void prod_rs(float (&d)[8][4], const uint32_t (&a)[4][4], const bf16* b) {
+  const uint64_t db = desc_n(b);
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wg_rs(d, a[kk], desc_n(b, kk));
+  for (int kk = 0; kk < 4; ++kk) wg_rs(d, a[kk], db + kk * kStepN);
 }
 
-// 1. dQ of one block of 64 queries (qb) of head bh: flash_bwd.cuh's dq_block, its products on wgmma.
-__device__ __forceinline__ void dq_block(unsigned char* smem_raw, const Maps& m, int qb, int bh, const bf16* out,
-                                         const bf16* dout, const float* stats, bf16* dqkv, float* bias_part, int T,
-                                         int C, int H, float scale) {
+// 1. dQ of one block of 64 queries (qb) of head bh: flash_bwd.cuh's dq_block, its products on wgmma. One
+// difference: O's tile comes by the copy engine with the first fill, and Dsum is taken from the shared tiles
+// (as the dK/dV pass does), where dq_block reads O and dO from global memory while the tiles are in flight:
+// in Nsight Compute those loads were the kernel's most sampled stall (ncu_wgmma_lines.txt). Both buffers'
+// first fills are issued at the start, and each buffer is refilled as soon as the products have read it.
+__device__ __forceinline__ void dq_block(unsigned char* smem_raw, const Maps& m, int qb, int bh, const float* stats,
+                                         bf16* dqkv, float* bias_part, int T, int C, int H, float scale) {
   bf16* sQ = reinterpret_cast<bf16*>(smem_raw);
   bf16* sdO = sQ + kTile;
   bf16* sK = sdO + kTile;  // [2][tile]
   bf16* sV = sK + 2 * kTile;
-  float* sDs = reinterpret_cast<float*>(sV + 2 * kTile);
+  bf16* sO = sV + 2 * kTile;
+  float* sDs = reinterpret_cast<float*>(sO + kTile);
   unsigned long long* bar = reinterpret_cast<unsigned long long*>(sDs + kBlk);
   const int nb = T / kBlk, b = bh / H, h = bh % H;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
   const int r0 = int(row0), hc = h * kD;
+  auto load_kv = [&](int kb, int buf, bool expect) {  // block of keys kb into buffer buf (thread 0)
+    if (expect) mbar_expect(bar + buf, 2 * kTileBytes);  // (one arrive a phase: the first fill's is below)
+    tma_tile(sK + buf * kTile, &m.qkv, bar + buf, C + hc, r0 + kb * kBlk);
+    tma_tile(sV + buf * kTile, &m.qkv, bar + buf, 2 * C + hc, r0 + kb * kBlk);
+  };
   init_bars(bar);
   if (threadIdx.x == 0) {
-    mbar_expect(bar, 4 * kTileBytes);
+    mbar_expect(bar, 5 * kTileBytes);  // Q, dO, O and the first K, V
     tma_tile(sQ, &m.qkv, bar, hc, r0 + qb * kBlk);
     tma_tile(sdO, &m.dout, bar, hc, r0 + qb * kBlk);
-    tma_tile(sK, &m.qkv, bar, C + hc, r0);
-    tma_tile(sV, &m.qkv, bar, 2 * C + hc, r0);
+    tma_tile(sO, &m.o, bar, hc, r0 + qb * kBlk);
+    load_kv(0, 0, false);
+    if (qb >= 1) load_kv(1, 1, true);
   }
-  const size_t o_at = (row0 + size_t(qb) * kBlk) * C + size_t(h) * kD;
-  dsum_rows_global(out + o_at, dout + o_at, size_t(C), sDs);
-  __syncthreads();
   const int qrow = qb * kBlk + warp * 16 + g;
   const float sl2 = scale * kLog2e;
   const float lse0 = stats[size_t(bh) * T + qrow] * kLog2e, lse1 = stats[size_t(bh) * T + qrow + 8] * kLog2e;
+  mbar_wait(bar, 0);  // the first fill: Q, dO, O and the first K, V
+  dsum_rows_shared(sO, sdO, sDs);
+  __syncthreads();
   const float ds0 = sDs[warp * 16 + g], ds1 = sDs[warp * 16 + g + 8];
   float dq[8][4];
   zero(dq);
   for (int kb = 0; kb <= qb; ++kb) {
     const int buf = kb & 1;
-    if (kb < qb && threadIdx.x == 0) {
-      unsigned long long* nb_bar = bar + (buf ^ 1);
-      mbar_expect(nb_bar, 2 * kTileBytes);
-      tma_tile(sK + (buf ^ 1) * kTile, &m.qkv, nb_bar, C + hc, r0 + (kb + 1) * kBlk);
-      tma_tile(sV + (buf ^ 1) * kTile, &m.qkv, nb_bar, 2 * C + hc, r0 + (kb + 1) * kBlk);
-    }
     mbar_wait(bar + buf, unsigned(kb >> 1) & 1u);
     const bf16 *k_s = sK + buf * kTile, *v_s = sV + buf * kTile;
     float sc[8][4], dp[8][4];
@@ -164,7 +175,8 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, const Maps& m,
     hopper::wgmma_commit();
     hopper::wgmma_wait0();
     settle(dq);
-    __syncthreads();  // this buffer is refilled two blocks on
+    __syncthreads();  // every warp is done with this buffer: it takes the block of keys two on
+    if (kb + 2 <= qb && threadIdx.x == 0) load_kv(kb + 2, buf, true);
   }
   bf16* dq_at = dqkv + (row0 + size_t(qrow) - g) * l3 + size_t(h) * kD;
   store_rows_staged(dq_at, l3, dq, scale, sK + warp * 16 * kD, lane);
@@ -286,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   unsigned char* smem_raw = aligned_smem(smem_dyn);
   const int j = int(blockIdx.x) / 2, bh = int(blockIdx.y);
   if (blockIdx.x % 2 == 0)
-    dq_block(smem_raw, maps, T / kBlk - 1 - j, bh, out, dout, stats, dqkv, bias_part, T, C, H, scale);
+    dq_block(smem_raw, maps, T / kBlk - 1 - j, bh, stats, dqkv, bias_part, T, C, H, scale);
   else
     dkv_block(smem_raw, maps, j, bh, stats, dqkv, bias_part, T, C, H, scale);
 #else
