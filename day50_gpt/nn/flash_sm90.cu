@@ -117,7 +117,7 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, const Maps& m,
   float* sDs = reinterpret_cast<float*>(sO + kTile);
   unsigned long long* bar = reinterpret_cast<unsigned long long*>(sDs + kBlk);
   const int nb = T / kBlk, b = bh / H, h = bh % H;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
   const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
   const int r0 = int(row0), hc = h * kD;
   auto load_kv = [&](int kb, int buf, bool expect) {  // block of keys kb into buffer buf (thread 0)
@@ -154,20 +154,7 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, const Maps& m,
     hopper::wgmma_commit();
     hopper::wgmma_wait0();
     settle(sc), settle(dp);
-    if (kb == qb) {
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (nt * 8 + 2 * t + (e & 1) > warp * 16 + g + (e >> 1) * 8) sc[nt][e] = -INFINITY;
-    }
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = ex2(fmaf(sc[nt][e], sl2, -(e >> 1 ? lse1 : lse0)));
-        sc[nt][e] = p * (dp[nt][e] - (e >> 1 ? ds1 : ds0));  // dS
-      }
+    softmax_bwd_rows(sc, dp, kb == qb, sl2, lse0, lse1, ds0, ds1, warp, lane);  // S -> dS
     uint32_t dsa[4][4];
     to_a(sc, dsa);
     hopper::wgmma_fence();  // dsa and dq, written by this thread, before the tensor cores read them
@@ -201,18 +188,12 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, const Maps& m
   float* sD = sL + 2 * kBlk;                             // [2][64] Dsum
   unsigned long long* bar = reinterpret_cast<unsigned long long*>(sD + 2 * kBlk);
   const int nb = T / kBlk, b = bh / H, h = bh % H;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
   const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
   const int r0 = int(row0), hc = h * kD;
   constexpr unsigned kQBytes = 3 * kTileBytes;
   auto load_q = [&](int qb, int buf, bool expect) {
-    if (threadIdx.x == 0) {
-      unsigned long long* bb = bar + buf;
-      if (expect) mbar_expect(bb, kQBytes);
-      tma_tile(sQ + buf * kTile, &m.qkv, bb, hc, r0 + qb * kBlk);
-      tma_tile(sdO + buf * kTile, &m.dout, bb, hc, r0 + qb * kBlk);
-      tma_tile(sO + buf * kTile, &m.o, bb, hc, r0 + qb * kBlk);
-    }
+    load_query_tiles(m, sQ, sdO, sO, bar, buf, r0 + qb * kBlk, hc, true, expect);
     if (threadIdx.x < kBlk) sL[buf * kBlk + threadIdx.x] = stats[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x] * kLog2e;
   };
   init_bars(bar);
@@ -243,24 +224,7 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, const Maps& m
     __syncthreads();
     hopper::wgmma_wait0();
     settle(st), settle(dpt);
-    if (qb == kb) {
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (nt * 8 + 2 * t + (e & 1) < warp * 16 + g + (e >> 1) * 8) st[nt][e] = -INFINITY;
-    }
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const float2 l2 = *reinterpret_cast<const float2*>(l_s + nt * 8 + 2 * t),
-                   d2 = *reinterpret_cast<const float2*>(d_s + nt * 8 + 2 * t);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = ex2(fmaf(st[nt][e], sl2, -(e & 1 ? l2.y : l2.x)));
-        st[nt][e] = p;
-        dpt[nt][e] = p * (dpt[nt][e] - (e & 1 ? d2.y : d2.x));  // dS^T
-      }
-    }
+    softmax_bwd_cols(st, dpt, qb == kb, sl2, l_s, d_s, warp, lane);  // S^T -> P^T, dP^T -> dS^T
     uint32_t pa[4][4], dsa[4][4];
     to_a(st, pa);
     to_a(dpt, dsa);

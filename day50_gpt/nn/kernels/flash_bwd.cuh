@@ -111,7 +111,7 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, const Maps& m,
   float* sDs = reinterpret_cast<float*>(sV + 2 * kTile);  // [64] this block's Dsum
   unsigned long long* bar = reinterpret_cast<unsigned long long*>(sDs + kBlk);  // the buffers' mbarriers
   const int nb = T / kBlk, b = bh / H, h = bh % H;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
   const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
   // The tiles by the copy engine, one request each: buffer 0's first fill holds Q, dO and the first K, V.
   const int r0 = int(row0), hc = h * kD;  // the head's first row and column
@@ -151,20 +151,7 @@ __device__ __forceinline__ void dq_block(unsigned char* smem_raw, const Maps& m,
     mm_abt(dp, sdO + warp * 16 * kD, v_s, lane);  // dP = dO . V^T
     // P = 2^(S * scale * log2(e) - Stats * log2(e)), then dS = P * (dP - Dsum). Only the diagonal block
     // has keys after a query (masked: 2^-inf = 0); the others skip the comparison.
-    if (kb == qb) {
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (nt * 8 + 2 * t + (e & 1) > warp * 16 + g + (e >> 1) * 8) sc[nt][e] = -INFINITY;
-    }
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = ex2(fmaf(sc[nt][e], sl2, -(e >> 1 ? lse1 : lse0)));
-        sc[nt][e] = p * (dp[nt][e] - (e >> 1 ? ds1 : ds0));  // dS
-      }
+    softmax_bwd_rows(sc, dp, kb == qb, sl2, lse0, lse1, ds0, ds1, warp, lane);  // S -> dS
     uint32_t dsa[4][4];
     to_a(sc, dsa);
     mm_ab(dq, dsa, k_s, lane);  // dQ += dS . K
@@ -199,7 +186,7 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, const Maps& m
   float* sD = sL + 2 * kBlk;                                               // [2][64] Dsum
   unsigned long long* bar = reinterpret_cast<unsigned long long*>(sD + 2 * kBlk);  // the buffers' mbarriers
   const int nb = T / kBlk, b = bh / H, h = bh % H;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
   const size_t l3 = size_t(3) * C, row0 = size_t(b) * T;
   (void)out;  // (O's tiles come through the map; the pointer stays for the two-launch kernel's signature)
   const int r0 = int(row0), hc = h * kD;  // the head's first row and column
@@ -208,13 +195,7 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, const Maps& m
   // on the buffer's mbarrier, the rows on the block barrier after it.
   constexpr unsigned kQBytes = (kOwnDsum ? 3 : 2) * kTileBytes;
   auto load_q = [&](int qb, int buf, bool expect) {
-    if (threadIdx.x == 0) {
-      unsigned long long* bb = bar + buf;
-      if (expect) mbar_expect(bb, kQBytes);
-      tma_tile(sQ + buf * kTile, &m.qkv, bb, hc, r0 + qb * kBlk);
-      tma_tile(sdO + buf * kTile, &m.dout, bb, hc, r0 + qb * kBlk);
-      if constexpr (kOwnDsum) tma_tile(sO + buf * kTile, &m.o, bb, hc, r0 + qb * kBlk);
-    }
+    load_query_tiles(m, sQ, sdO, sO, bar, buf, r0 + qb * kBlk, hc, kOwnDsum, expect);
     if (threadIdx.x < kBlk) {
       sL[buf * kBlk + threadIdx.x] = stats[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x] * kLog2e;
       if constexpr (!kOwnDsum) sD[buf * kBlk + threadIdx.x] = dsum[size_t(bh) * T + size_t(qb) * kBlk + threadIdx.x];
@@ -244,24 +225,7 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, const Maps& m
     mm_abt(st, sK + warp * 16 * kD, q_s, lane);    // S^T = K . Q^T
     mm_abt(dpt, sV + warp * 16 * kD, do_s, lane);  // dP^T = V . dO^T
     if constexpr (kOwnDsum) __syncthreads();  // this block's Dsum, written by other threads above (the products did not need it)
-    if (qb == kb) {  // the diagonal block: queries before a key are masked (2^-inf = 0)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (nt * 8 + 2 * t + (e & 1) < warp * 16 + g + (e >> 1) * 8) st[nt][e] = -INFINITY;
-    }
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const float2 l2 = *reinterpret_cast<const float2*>(l_s + nt * 8 + 2 * t),
-                   d2 = *reinterpret_cast<const float2*>(d_s + nt * 8 + 2 * t);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = ex2(fmaf(st[nt][e], sl2, -(e & 1 ? l2.y : l2.x)));
-        st[nt][e] = p;
-        dpt[nt][e] = p * (dpt[nt][e] - (e & 1 ? d2.y : d2.x));  // dS^T
-      }
-    }
+    softmax_bwd_cols(st, dpt, qb == kb, sl2, l_s, d_s, warp, lane);  // S^T -> P^T, dP^T -> dS^T
     uint32_t pa[4][4], dsa[4][4];
     to_a(st, pa);
     to_a(dpt, dsa);

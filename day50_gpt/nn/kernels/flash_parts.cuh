@@ -11,6 +11,7 @@
 #pragma once
 #include <cuda_bf16.h>
 
+#include <cmath>  // INFINITY
 #include <cstdint>
 
 #include <cuda.h>  // CUtensorMap
@@ -85,6 +86,19 @@ __device__ __forceinline__ void init_bars(unsigned long long* bar) {
   }
   __syncthreads();
 }
+// A block of queries' tiles into buffer `buf` of the dK/dV pass's double-buffered Q, dO and (with_o) O tiles,
+// rows row.. of head column hc, issued by thread 0 and counted off bar[buf]; expect: announce the bytes on the
+// barrier (one arrive a phase: the first fill's is announced with K's and V's).
+__device__ __forceinline__ void load_query_tiles(const Maps& m, __nv_bfloat16* sQ, __nv_bfloat16* sdO, __nv_bfloat16* sO,
+                                                 unsigned long long* bar, int buf, int row, int hc, bool with_o,
+                                                 bool expect) {
+  if (threadIdx.x != 0) return;
+  unsigned long long* bb = bar + buf;
+  if (expect) mbar_expect(bb, (with_o ? 3 : 2) * kTileBytes);
+  tma_tile(sQ + buf * kTile, &m.qkv, bb, hc, row);
+  tma_tile(sdO + buf * kTile, &m.dout, bb, hc, row);
+  if (with_o) tma_tile(sO + buf * kTile, &m.o, bb, hc, row);
+}
 // The dynamic shared memory from its first 1,024-byte boundary (the swizzled tiles' alignment).
 __device__ __forceinline__ unsigned char* aligned_smem(unsigned char* raw) {
   return raw + ((1024u - (smem_addr(raw) & 1023u)) & 1023u);
@@ -103,6 +117,54 @@ __device__ __forceinline__ void to_a(const float c[8][4], uint32_t af[4][4]) {
 __device__ __forceinline__ void zero(float c[8][4]) {
   for (int i = 0; i < 8; ++i) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.f;
 }
+// The diagonal block's causal mask on a warp's 16 x 64 block: an element becomes -inf (2^-inf = 0) where its
+// column comes after its row (kColsAfter: the dQ pass, whose columns are keys) or before it (the dK/dV pass,
+// whose rows are keys and columns queries).
+template <bool kColsAfter>
+__device__ __forceinline__ void mask_diagonal(float s[8][4], int warp, int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = nt * 8 + 2 * t + (e & 1), row = warp * 16 + g + (e >> 1) * 8;
+      if (kColsAfter ? col > row : col < row) s[nt][e] = -INFINITY;
+    }
+}
+// The softmax's backward on a warp's 16 x 64 block, in place, as both passes do it between their products.
+// The dQ pass's block (rows: queries g, g + 8 of the warp; columns: keys): S becomes dS = P * (dP - Dsum), with
+// P = 2^(S * scale * log2(e) - Stats * log2(e)) (lse0/lse1: the rows' Stats * log2(e), ds0/ds1: their Dsum).
+// diagonal: the block where keys after a query are masked (2^-inf = 0); the others skip the comparison.
+__device__ __forceinline__ void softmax_bwd_rows(float s[8][4], const float dp[8][4], bool diagonal, float sl2, float lse0,
+                                                 float lse1, float ds0, float ds1, int warp, int lane) {
+  if (diagonal) mask_diagonal<true>(s, warp, lane);
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float p = ex2(fmaf(s[nt][e], sl2, -(e >> 1 ? lse1 : lse0)));
+      s[nt][e] = p * (dp[nt][e] - (e >> 1 ? ds1 : ds0));  // dS
+    }
+}
+// The dK/dV pass's block, transposed (rows: keys; columns: queries, whose Stats * log2(e) and Dsum are l_s[64]
+// and d_s[64] in shared memory): st becomes P^T and dpt dS^T. diagonal: queries before a key are masked.
+__device__ __forceinline__ void softmax_bwd_cols(float st[8][4], float dpt[8][4], bool diagonal, float sl2,
+                                                 const float* l_s, const float* d_s, int warp, int lane) {
+  const int t = lane % 4;
+  if (diagonal) mask_diagonal<false>(st, warp, lane);
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    const float2 l2 = *reinterpret_cast<const float2*>(l_s + nt * 8 + 2 * t),
+                 d2 = *reinterpret_cast<const float2*>(d_s + nt * 8 + 2 * t);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float p = ex2(fmaf(st[nt][e], sl2, -(e & 1 ? l2.y : l2.x)));
+      st[nt][e] = p;
+      dpt[nt][e] = p * (dpt[nt][e] - (e & 1 ? d2.y : d2.x));  // dS^T
+    }
+  }
+}
+
 // A warp's 16 x 64 accumulator (times `scale`, as bf16) to rows row0.. of a [rows][ld] matrix, through
 // shared memory: the warp writes its block into `stage` (its own 16 rows of a free tile, in the tiles'
 // swizzled layout), then copies it out 16 bytes a lane, 8 lanes a 128-byte row. Stored straight from the
