@@ -17,9 +17,10 @@
 // Everything else (the walk, the copy engine's double buffers, the mask, the exponentials, Dsum, the
 // staged stores) is the mma.sync kernel's code, shared through flash_parts.cuh, and the accumulator layout
 // is the same warp by warp, so dQ, dK and dV are the same up to the order of the tensor cores' additions.
-// The bias partials differ in one place: their column sums are read back from the staged rows
-// (staged_col_sums: 16 reads and 32 adds a lane) where the mma.sync kernel shuffles the accumulators
-// (warp_col_sums), so they add the same bf16 values in another order.
+// Two differences: the dQ pass takes O by the copy engine and Dsum from the shared tiles (dq_block says
+// why), and the bias partials' column sums are read back from the staged rows (staged_col_sums: 16 reads
+// and 32 adds a lane) where the mma.sync kernel shuffles the accumulators (warp_col_sums), so they add the
+// same bf16 values in another order.
 #include <cmath>
 #include <cstdint>
 #include <map>
