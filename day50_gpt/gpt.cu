@@ -97,11 +97,10 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
   verify_random_batches(res, data, seed + 7);
   verify_training<float>(res, data, seed + 2, f32, small);
   const bool fp32_only = o.verify_only == "fp32" || o.verify_only == "fp32+flash";
-  if (o.verify_only == "fp32+flash" && (attn == Attn::kAuto || attn == Attn::kCudnn))
+  if (o.verify_only == "fp32+flash" && (attn == Attn::kAuto || attn == Attn::kCudnn)) {
     // Our flash backward alone (cuDNN's forward, our dq/dkv kernels, the qkv bias sums), at the default
     // shape, with no bf16 GEMM before or after: cuBLAS's Hopper bf16 kernels stop racecheck with a hardware
     // exception, and the flash kernels exist only in bf16 (Makefile: RACECHECK_ARGS_gpt).
-  {
     verify_attention<bf16>(res, seed + 1, attn);
     if (flash90::available()) verify_attention<bf16>(res, seed + 1, attn, true, false, false);  // and on mma.sync
   }
