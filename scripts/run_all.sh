@@ -67,6 +67,14 @@ if command -v python3 >/dev/null; then
 else
   report SKIP "scripts/trace_kernels.py --self-test" "python3 not found"
 fi
+# The Nsight Compute stall summary (scripts/ncu_stalls.py) on a table it makes itself.
+if command -v python3 >/dev/null; then
+  python3 scripts/ncu_stalls.py --self-test >"$LOG/ncu_stalls.log" 2>&1; rc=$?
+  if [ $rc -eq 0 ]; then report PASS "scripts/ncu_stalls.py --self-test" "$(tail -n1 "$LOG/ncu_stalls.log")"
+  else report FAIL "scripts/ncu_stalls.py --self-test" "$(grep -m1 FAIL "$LOG/ncu_stalls.log")"; fi
+else
+  report SKIP "scripts/ncu_stalls.py --self-test" "python3 not found"
+fi
 
 # The notes against the committed results files: every generated table and inline figure (make check-notes).
 if command -v python3 >/dev/null; then
