@@ -59,22 +59,18 @@ else
   report SKIP "scripts/test_plot.py" "python3 not found"
 fi
 
-# The kernel tracer's summary (scripts/trace_kernels.py: host-only parts, and its bad input).
-if command -v python3 >/dev/null; then
-  python3 scripts/trace_kernels.py --self-test >"$LOG/trace_kernels.log" 2>&1; rc=$?
-  if [ $rc -eq 0 ]; then report PASS "scripts/trace_kernels.py --self-test" "$(tail -n1 "$LOG/trace_kernels.log")"
-  else report FAIL "scripts/trace_kernels.py --self-test" "$(grep -m1 FAIL "$LOG/trace_kernels.log")"; fi
-else
-  report SKIP "scripts/trace_kernels.py --self-test" "python3 not found"
-fi
-# The Nsight Compute stall summary (scripts/ncu_stalls.py) on a table it makes itself.
-if command -v python3 >/dev/null; then
-  python3 scripts/ncu_stalls.py --self-test >"$LOG/ncu_stalls.log" 2>&1; rc=$?
-  if [ $rc -eq 0 ]; then report PASS "scripts/ncu_stalls.py --self-test" "$(tail -n1 "$LOG/ncu_stalls.log")"
-  else report FAIL "scripts/ncu_stalls.py --self-test" "$(grep -m1 FAIL "$LOG/ncu_stalls.log")"; fi
-else
-  report SKIP "scripts/ncu_stalls.py --self-test" "python3 not found"
-fi
+# The Python tools' self-tests, each on inputs it makes itself (host-only; no GPU, no profiler):
+# the kernel tracer's summary (scripts/trace_kernels.py: host-only parts, and its bad input) and the
+# Nsight Compute stall summary (scripts/ncu_stalls.py).
+for tool in trace_kernels ncu_stalls; do
+  if command -v python3 >/dev/null; then
+    python3 "scripts/$tool.py" --self-test >"$LOG/$tool.log" 2>&1; rc=$?
+    if [ $rc -eq 0 ]; then report PASS "scripts/$tool.py --self-test" "$(tail -n1 "$LOG/$tool.log")"
+    else report FAIL "scripts/$tool.py --self-test" "$(grep -m1 FAIL "$LOG/$tool.log")"; fi
+  else
+    report SKIP "scripts/$tool.py --self-test" "python3 not found"
+  fi
+done
 
 # The notes against the committed results files: every generated table and inline figure (make check-notes).
 if command -v python3 >/dev/null; then
