@@ -19,11 +19,14 @@ import sys
 
 STALL = "smsp__pcsamp_warps_issue_stalled_"
 SHOWN = (
-    ("duration (us)", "gpu__time_duration.sum", 1.0),
-    ("DRAM % of peak", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 1.0),
-    ("L2 % of peak", "lts__throughput.avg.pct_of_peak_sustained_elapsed", 1.0),
-    ("tensor pipe % of active cycles", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
+    ("duration (us)", "gpu__time_duration.sum"),
+    ("DRAM % of peak", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
+    ("L2 % of peak", "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
+    ("tensor pipe % of active cycles", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"),
 )
+# The raw page scales each metric's unit to its size (its second row names them: a long kernel's duration comes in
+# ms, a short one's in us): durations are turned into microseconds here.
+TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
 
 
 def number(s):
@@ -34,17 +37,26 @@ def number(s):
 
 
 def launches(text):
-    """[(kernel name, {metric: value})] for every launch row of the raw page (after its header and units rows)."""
+    """[(kernel name, {metric: value})] for every launch row of the raw page (after its header and units rows),
+    the duration in microseconds."""
     rows = [r for r in csv.reader(io.StringIO(text)) if r]
     head = next((i for i, r in enumerate(rows) if STALL + "barrier" in r or "Kernel Name" in r), None)
     if head is None:
         return []
     names = rows[head]
+    units = {}
     out = []
     for r in rows[head + 1:]:
         d = dict(zip(names, r))
-        if number(d.get("gpu__time_duration.sum", "")) is None:  # the units row, or a row without numbers
+        dur = d.get("gpu__time_duration.sum", "")
+        if number(dur) is None:  # the units row (or a row without numbers)
+            if dur in TO_US:
+                units = d
             continue
+        scale = TO_US.get(units.get("gpu__time_duration.sum", "usecond"))
+        if scale is None:
+            raise ValueError(f"unknown unit of gpu__time_duration.sum: {units.get('gpu__time_duration.sum')!r}")
+        d["gpu__time_duration.sum"] = str(number(dur) * scale)
         out.append((d.get("Kernel Name", "?"), d))
     return out
 
@@ -54,10 +66,10 @@ def report(text, top):
     lines = []
     for n, (name, d) in enumerate(got):
         lines.append(f"launch {n + 1}: {name}")
-        for label, key, scale in SHOWN:
+        for label, key in SHOWN:
             v = number(d.get(key, ""))
             if v is not None:
-                lines.append(f"  {label}: {v * scale:.1f}")
+                lines.append(f"  {label}: {v:.1f}")
         stalls = {k[len(STALL):]: number(v) for k, v in d.items()
                   if k.startswith(STALL) and not k.endswith("not_issued") and number(v) is not None}
         total = sum(stalls.values())
@@ -71,11 +83,15 @@ def report(text, top):
 def self_test():
     names = ["Kernel Name", "gpu__time_duration.sum", "lts__throughput.avg.pct_of_peak_sustained_elapsed",
              STALL + "barrier", STALL + "wait", STALL + "wait_not_issued"]
-    text = "\n".join([",".join(f'"{x}"' for x in names), '"","usecond","%","","",""',
+    text = "\n".join([",".join(f'"{x}"' for x in names), '"","us","%","","",""',
                       '"k1","43.0","63.7","30","10","99"', '"k2","1,000.5","5","0","5","1"'])
     got, out = report(text, 5)
     ok = len(got) == 2 and "duration (us): 43.0" in out and "75.0%  barrier" in out and "duration (us): 1000.5" in out
     ok = ok and "not_issued" not in out and "100.0%  wait" in out
+    # a long kernel's duration in milliseconds: 18.77 ms is 18,770 us
+    got, out2 = report(text.replace('"us"', '"ms"').replace('"43.0"', '"18.77"'), 5)
+    ok = ok and "duration (us): 18770.0" in out2
+    out += "\n" + out2
     print("ncu_stalls self-test:", "PASS" if ok else "FAIL\n" + out)
     return 0 if ok else 1
 
