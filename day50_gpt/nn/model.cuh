@@ -716,16 +716,11 @@ struct Model {
       finishes.push(part, blocks, C, sums, gw, gb, gd);
       return;
     }
-    // The finish as a programmatic dependent launch: it is scheduled while the backward's last blocks run,
-    // instead of after them (a few us of launch gap a call, 13 calls a step).
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(sums * C + 31) / 32), cfg.blockDim = dim3(32, k::kLnFinishRows), cfg.stream = s;
-    cudaLaunchAttribute pdl[1];
-    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = pdl, cfg.numAttrs = 1;
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::ln_partials_finish, static_cast<const float*>(part), blocks, C, sums, gw, gb,
-                                  gd));
+    // The finish as a programmatic dependent launch, whatever --pdl says: it is scheduled while the backward's
+    // last blocks run, instead of after them (a few us of launch gap a call, 13 calls a step). Not counted
+    // among --pdl's launches (nn/pdl.cuh), which --verify counts for the chains' kernels alone.
+    pdl::launch_uncounted(true, k::ln_partials_finish, dim3(unsigned(sums * C + 31) / 32), dim3(32, k::kLnFinishRows), 0,
+                          s, static_cast<const float*>(part), blocks, C, sums, gw, gb, gd);
   }
   // Rows per warp of the fused backward: k::kLnRowsPerWarp, or in bf16 with --lt-search each of
   // k::kLnRowsChoices timed once per shape on the real inputs, into scratch outputs, and the fastest kept
