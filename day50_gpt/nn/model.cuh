@@ -152,6 +152,9 @@ struct Model {
   // --keep-a on: our fused GEMM keeps A's 128-row panels in shared memory where K <= 384 (nn/gemm_sm90.h);
   // off (the default): it streams A beside B every tile, as day10's step 15 does.
   bool keep_a = false;
+  // --store-slots 4 (the default): our fused GEMM's two-output epilogue (fc's forward) stores through four staging
+  // slots a consumer beside five k-stages; 2: two beside six, day10's (nn/gemm_sm90.h). The same results.
+  int store_slots = 4;
   // --gelu-deriv on (the default): fc's forward keeps gelu'(z) beside gelu(z) instead of the pre-activation z,
   // both from one tanh in its epilogue, and the backward multiplies by it (nn/linear.cuh: deriv_fwd,
   // deriv_path). Where it applies (gelu_deriv_applies): bf16 with the epilogues and the timed choices, our
