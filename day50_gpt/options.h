@@ -55,6 +55,7 @@ struct TrainOptions {
   bool flash_wgmma = true;                 // --flash-mma wgmma: its block products on wgmma (sm_90a), else mma.sync
   bool dw_stream = true;                   // the graph's weight gradients on a second stream (nn/dw_stream.h)
   bool keep_a = false;                     // our fused GEMM keeps A's row panel in shared memory at K <= 384
+  int store_slots = 4;                     // our fused GEMM's two-output epilogue: staging slots a consumer (2 or 4)
   bool gelu_deriv = true;                  // bf16: fc's forward keeps gelu'(z), not z; the backward multiplies by it
   bool batch_finish = true;                // the backward's column-sum finishes many to a launch (nn/finish_queue.cuh)
   bool chain_priority = true;              // the graph's chain at the highest stream priority, dW at the lowest
@@ -173,7 +174,7 @@ constexpr bool residual_bf16_width(int width) { return width % 4 == 0 && width <
 // The training step's own fusions (run/trainer.cuh, nn/kernels/layernorm.cuh): on | off each, as given.
 struct StepFlags {
   std::string fused_ln, graph, search, recompute, flash, flash_mma, dw, keep, finish, priority, deriv, reduce, residual,
-      overlap, pdl;
+      overlap, pdl, slots;
   double dw_share = kDwSmShareDefault;
 };
 inline void declare_step(cli::Args& args, StepFlags& f) {
@@ -205,6 +206,11 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
   f.keep = args.str("keep-a", "off",
                     "on | off: on: our fused GEMM (nn/gemm_sm90.cu) at K <= 384 keeps each 128-row panel of A in "
                     "shared memory for a whole row of C's tiles, streaming only B; off: A and B streamed every tile");
+  f.slots = args.str("store-slots", "4",
+                     "2 | 4: staging slots a consumer warpgroup of our fused GEMM stores fc's forward through (its two "
+                     "outputs, gelu'(z) and gelu(z), or z and gelu(z)): 4 beside five k-stages, so that a box's store "
+                     "waits for the one four stores back to have left its slot; 2 beside six, as day10's loop (the same "
+                     "results)");
   f.deriv = args.str("gelu-deriv", "on",
                      "on | off: on: in bf16 with our layers (not --backend cudnn), the epilogues, --lt-search on and "
                      "--recompute off, on an sm_90 GPU at a width that is a multiple of 8, fc's forward keeps the "
@@ -250,6 +256,8 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
     cli::usage_error(kProg, "--flash-mma must be wgmma or sync, got '" + f.flash_mma + "'");
   o.train.flash_wgmma = f.flash_mma == "wgmma";
   o.train.keep_a = on_off("keep-a", f.keep), o.train.batch_finish = on_off("batch-finish", f.finish);
+  if (f.slots != "2" && f.slots != "4") cli::usage_error(kProg, "--store-slots must be 2 or 4, got '" + f.slots + "'");
+  o.train.store_slots = f.slots == "4" ? 4 : 2;
   o.train.chain_priority = on_off("chain-priority", f.priority), o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
   o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce), o.train.dw_sm_share = f.dw_share;
   if (f.residual != "fp32" && f.residual != "bf16")

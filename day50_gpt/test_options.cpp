@@ -2,7 +2,8 @@
 // (gpt::parse_options, no GPU). The weight gradients' SM share (--dw-sm-share, options.h): 0.5 by default
 // where it was measured, bf16's one-GPU graph with the weight gradients on the side stream, and every SM
 // elsewhere (--graph off, --dw-stream off, fp32 or tf32, data parallelism); a share given on the command
-// line is kept where it is allowed. And --residual (the residual stream's precision): fp32 unless asked.
+// line is kept where it is allowed. And --residual (the residual stream's precision): fp32 unless asked; and
+// --store-slots (our fused GEMM's staging slots for fc's forward): 4 unless asked, 2 when asked.
 #include <string>
 #include <vector>
 
@@ -42,6 +43,12 @@ TEST(the_residual_stream_in_fp32_unless_asked) {
   EXPECT(!parse({}).train.residual_bf16);
   EXPECT(parse({"--residual", "bf16"}).train.residual_bf16);
   EXPECT(!parse({"--residual", "fp32"}).train.residual_bf16);
+}
+
+TEST(four_staging_slots_unless_asked) {
+  EXPECT(parse({}).train.store_slots == 4);
+  EXPECT(parse({"--store-slots", "2"}).train.store_slots == 2);
+  EXPECT(parse({"--store-slots", "4"}).train.store_slots == 4);
 }
 
 int main() { return minitest::run_all(); }

@@ -139,8 +139,7 @@ bool Model<T>::attention_bwd(Layer& L, float* bias_grad) {
       maps.o = hopper::make_map_bf16(L.att.as<bf16>(), N, C, k::flash::kBlk);
       maps.dout = hopper::make_map_bf16(datt.as<bf16>(), N, C, k::flash::kBlk);
       if (flash_on_wgmma()) {
-        flash90::dqkv(pdl, B, c.heads, T_, C, maps, L.qkv.as<bf16>(), L.att.as<bf16>(), datt.as<bf16>(),
-                      L.stats.as<float>(), dqkv.as<bf16>(), part, scale, s);
+        flash90::dqkv(pdl, B, c.heads, T_, C, maps, L.stats.as<float>(), dqkv.as<bf16>(), part, scale, s);
         LAUNCH_CHECK();
       } else if (!flash_two_launches) {
         pdl::launch(pdl, k::flash::dqkv_kernel, dim3(2 * nb, unsigned(BH)), dim3(k::flash::kThreads),

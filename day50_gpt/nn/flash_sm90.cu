@@ -255,8 +255,8 @@ __device__ __forceinline__ void dkv_block(unsigned char* smem_raw, const Maps& m
 // 3. Both passes in one launch, as dqkv_kernel: x even a block of queries, x odd a block of keys, the longest
 // walks first.
 __global__ void __launch_bounds__(kThreads, 3)
-    dqkv_wgmma(const __grid_constant__ Maps maps, const bf16* out, const bf16* dout, const float* stats, bf16* dqkv,
-               float* bias_part, int T, int C, int H, float scale) {
+    dqkv_wgmma(const __grid_constant__ Maps maps, const float* stats, bf16* dqkv, float* bias_part, int T, int C, int H,
+               float scale) {
 #if HOPPER_ENABLED
   grid_dependency_wait();  // --pdl on: dO is the kernel's before this one (nn/pdl.cuh)
   extern __shared__ __align__(16) unsigned char smem_dyn[];
@@ -267,16 +267,15 @@ __global__ void __launch_bounds__(kThreads, 3)
   else
     dkv_block(smem_raw, maps, j, bh, stats, dqkv, bias_part, T, C, H, scale);
 #else
-  (void)out, (void)dout, (void)stats, (void)dqkv, (void)bias_part, (void)T, (void)C, (void)H, (void)scale;
+  (void)stats, (void)dqkv, (void)bias_part, (void)T, (void)C, (void)H, (void)scale;
 #endif
 }
 }  // namespace
 
 bool available() { return sm90::available(); }
 
-void dqkv(bool pdl, int B, int H, int T, int C, const Maps& maps, const bf16* qkv, const bf16* out, const bf16* dout,
-          const float* stats, bf16* dqkv_out, float* bias_part, float scale, cudaStream_t s) {
-  (void)qkv;  // (read through maps.qkv; in the signature to match dqkv_kernel's call)
+void dqkv(bool pdl, int B, int H, int T, int C, const Maps& maps, const float* stats, bf16* dqkv_out, float* bias_part,
+          float scale, cudaStream_t s) {
   // The shared-memory attribute belongs to a device: set once for each (data parallel runs one model per GPU).
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
@@ -290,6 +289,6 @@ void dqkv(bool pdl, int B, int H, int T, int C, const Maps& maps, const bf16* qk
     }
   }
   pdl::launch(pdl, dqkv_wgmma, dim3(unsigned(2 * (T / kBlk)), unsigned(B * H)), dim3(kThreads), size_t(kSmemBytes), s,
-              maps, out, dout, stats, dqkv_out, bias_part, T, C, H, scale);
+              maps, stats, dqkv_out, bias_part, T, C, H, scale);
 }
 }  // namespace flash90

@@ -14,7 +14,8 @@ bool available();
 // dQ, dK, dV (and the qkv bias gradient's partials, bias_part not null) of B * H heads of T rows, as
 // k::flash::dqkv_kernel computes them: grid (2 T / 64, B H), k::flash::kThreads threads, k::flash::kSmemBytes
 // of shared memory (allowed here, once per device). pdl: a programmatic dependent launch (nn/pdl.cuh).
-void dqkv(bool pdl, int B, int H, int T, int C, const k::flash::Maps& maps, const __nv_bfloat16* qkv,
-          const __nv_bfloat16* out, const __nv_bfloat16* dout, const float* stats, __nv_bfloat16* dqkv,
+// Q, K, V, O and dO come only through the tensor maps (maps.qkv, maps.o, maps.dout): the copy engine loads
+// every tile, so no pointer to them is passed.
+void dqkv(bool pdl, int B, int H, int T, int C, const k::flash::Maps& maps, const float* stats, __nv_bfloat16* dqkv,
           float* bias_part, float scale, cudaStream_t s);
 }  // namespace flash90

@@ -45,10 +45,11 @@ constexpr int BK = 64;                // k per stage: 64 bf16 = one 128-byte swi
 constexpr int TM = 128, TN = 128;     // a consumer's tile
 constexpr int BOX = 64;               // the epilogue's boxes: 64 x 64 bf16, 8 KB
 constexpr int BOX_ELEMS = BOX * BOX;
-constexpr int CBOXES = 2;             // staging boxes per consumer
+constexpr int CBOXES = 2;             // staging boxes per consumer (the two-output epilogues: 4 with --store-slots 4)
 constexpr int NT = 128 * 3;           // a producer warpgroup and two consumers
 constexpr int kStagesPlain = 6;       // 6 x 32 KB of stages beside 32 KB of staging (day10: 128x128 s6 c2)
 constexpr int kStagesAux = 4;         // 4 stages: the two consumers' aux tiles (2 x 32 KB) need the room
+constexpr int kStagesSlots4 = 5;      // 5 stages beside 4 staging slots a consumer (--store-slots 4: 64 KB of staging)
 constexpr int kMaxSmem = 227 * 1024;  // the most shared memory one block may have on sm_90
 // Keeping A (kKeepA): the row block's whole A panel, K <= kKeepAMaxK (six 16 KB boxes, 96 KB), stays in
 // shared memory while the block's row of C tiles is computed; only B's stages go round the ring. Beside it,
@@ -60,22 +61,22 @@ constexpr int kStagesKeepA = 6, kStagesKeepAAux = 4;
 // The epilogue's 64x64 boxes: each consumer's CBOXES staging slots (STAGING) and, for kDGelu and kMulAux (AUX_IN), each
 // consumer's 128x128 tile of aux as four boxes. One array, so that a part a kernel lacks takes no room: as
 // two member structs, an empty one before the 1024-aligned other padded the block by a whole 1 KB.
-template <bool STAGING, bool AUX_IN>
+template <bool STAGING, bool AUX_IN, int SLOTS = CBOXES>
 struct EpiBoxes {
-  static constexpr int kStaging = STAGING ? 2 * CBOXES : 0, kAux = AUX_IN ? 2 * 4 : 0;
+  static constexpr int kStaging = STAGING ? 2 * SLOTS : 0, kAux = AUX_IN ? 2 * 4 : 0;
   static_assert(kStaging + kAux > 0, "every kernel stores through staging slots or its aux tiles");
   alignas(1024) bf16 t[kStaging + kAux][BOX_ELEMS];
-  __device__ bf16 (*staging(int c))[BOX_ELEMS] { return t + c * CBOXES; }
+  __device__ bf16 (*staging(int c))[BOX_ELEMS] { return t + c * SLOTS; }
   __device__ bf16 (*aux(int c))[BOX_ELEMS] { return t + kStaging + c * 4; }
 };
 
 // KEEP_A: A holds the row block's panel (kAPanelBoxes boxes of 128 x 64), not a ring of stages; and the
 // dGELU GEMM has no staging boxes (it stores from its aux tile).
-template <int STAGES, bool AUX_IN, bool KEEP_A>
+template <int STAGES, bool AUX_IN, bool KEEP_A, int SLOTS = CBOXES>
 struct Smem {
   alignas(1024) bf16 A[KEEP_A ? kAPanelBoxes : STAGES][TM * BK];  // 128-byte swizzled tiles: 1024-byte aligned
   alignas(1024) bf16 B[STAGES][TN * BK];
-  EpiBoxes<!(KEEP_A && AUX_IN), AUX_IN> epi;  // staging slots [consumer][slot]; kDGelu, kMulAux: aux tiles [consumer][box]
+  EpiBoxes<!(KEEP_A && AUX_IN), AUX_IN, SLOTS> epi;  // staging slots [consumer][slot]; kDGelu, kMulAux: aux tiles [consumer][box]
   alignas(8) uint64_t full[STAGES];
   alignas(8) uint64_t empty[STAGES];
   alignas(8) uint64_t aux_full[2];
@@ -83,14 +84,15 @@ struct Smem {
   alignas(8) uint64_t a_full;   // KEEP_A: the row block's A panel has landed
   alignas(8) uint64_t a_empty;  // KEEP_A: every consumer with a tile in the row block is done reading it
 };
-template <int STAGES, bool AUX_IN, bool KEEP_A>
+template <int STAGES, bool AUX_IN, bool KEEP_A, int SLOTS = CBOXES>
 constexpr size_t smem_bytes() {
-  return sizeof(Smem<STAGES, AUX_IN, KEEP_A>) + 1024;  // + slack to align the dynamic base
+  return sizeof(Smem<STAGES, AUX_IN, KEEP_A, SLOTS>) + 1024;  // + slack to align the dynamic base
 }
 static_assert(smem_bytes<kStagesPlain, false, false>() <= size_t(kMaxSmem), "stages + staging");
 static_assert(smem_bytes<kStagesAux, true, false>() <= size_t(kMaxSmem), "stages + staging + aux tiles");
 static_assert(smem_bytes<kStagesKeepA, false, true>() <= size_t(kMaxSmem), "A panel + B stages + staging");
 static_assert(smem_bytes<kStagesKeepAAux, true, true>() <= size_t(kMaxSmem), "A panel + B stages + aux tiles");
+static_assert(smem_bytes<kStagesSlots4, false, false, 4>() <= size_t(kMaxSmem), "5 stages + 4 staging slots a consumer");
 
 #if HOPPER_ENABLED
 constexpr int ORDER_BAR = 3;  // named barriers 3 and 4: the consumers' turns (1 and 2: their epilogues)
@@ -161,14 +163,14 @@ __device__ __forceinline__ void reduce_scatter_round(float (&v)[16], int g) {
 // IN_PLACE (kDGelu or kMulAux with A kept): each box is stored from the aux tile itself, every thread writing its
 // results over the aux values it has just read (the same offsets), so no slot is waited for; the tile is
 // handed back to the producer only once the stores have read it.
-template <int EPI, bool IN_PLACE = false>
+template <int EPI, bool IN_PLACE = false, int SLOTS = CBOXES>
 __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEMS], bf16 (*aux_s)[BOX_ELEMS],
                                          const CUtensorMap* tmC, const CUtensorMap* tmAux, const bf16* bias,
                                          float* colsum, int row0, int col0, int M, int N, int t, int bar_id) {
   constexpr bool AUX_IN = reads_aux(Epi(EPI)), DERIV = EPI == int(Epi::kBiasGeluDeriv);
   constexpr int OUTS = writes_aux(Epi(EPI)) ? 2 : 1;
   static_assert(!IN_PLACE || AUX_IN, "only an epilogue that reads aux has a tile it can write over");
-  static_assert((4 * OUTS) % CBOXES == 0, "a whole tile must leave the slots where the next tile expects them");
+  static_assert((4 * OUTS) % SLOTS == 0, "a whole tile must leave the slots where the next tile expects them");
   const int w = t / 32, l = t % 32;
   const int r = 16 * w + l / 4;  // this thread's rows in a box: r and r + 8 (both have r % 8 == l / 4)
   bool cut = false;
@@ -242,14 +244,14 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
     for (int o = 0; o < OUTS; ++o) {
       const bool act = EPI == int(Epi::kBiasGeluAux) && o == 1;  // the second store of the pair: gelu(aux)
       const bool grad = DERIV && o == 0;                         // the first of kBiasGeluDeriv's: gelu'(z)
-      uint8_t* box = reinterpret_cast<uint8_t*>(IN_PLACE ? aux_s[b] : slots[(b * OUTS + o) % CBOXES]);
+      uint8_t* box = reinterpret_cast<uint8_t*>(IN_PLACE ? aux_s[b] : slots[(b * OUTS + o) % SLOTS]);
       const uint32_t box_s = hopper::smem_u32(box);
       if constexpr (!IN_PLACE) {
         if (t == 0) {
           if (cut)
             hopper::bulk_wait_read<0>();
           else
-            hopper::bulk_wait_read<CBOXES - 1>();
+            hopper::bulk_wait_read<SLOTS - 1>();
         }
         hopper::warpgroup_sync(bar_id);  // the slot is free for every thread of the warpgroup
       }
@@ -304,7 +306,7 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
 // bn = 0, 1, ... of C's row, the two consumers alternating as before. The row block's A panel is loaded
 // once (a_full) and kept until every consumer with a tile in the row block has finished its k-steps
 // (a_empty); only B's boxes go through the ring, 96 KB a tile at K = 384.
-template <int EPI, int STAGES, bool KEEP_A>
+template <int EPI, int STAGES, bool KEEP_A, int SLOTS = CBOXES>
 __global__ void __launch_bounds__(NT, 1)
     gemm_kernel(int M, int N, int K, const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
                 const __grid_constant__ CUtensorMap tmC, const __grid_constant__ CUtensorMap tmAux, const bf16* bias,
@@ -314,7 +316,7 @@ __global__ void __launch_bounds__(NT, 1)
   constexpr bool AUX_IN = reads_aux(Epi(EPI));
   constexpr bool IN_PLACE = KEEP_A && AUX_IN;
   constexpr int A_BYTES = TM * BK * 2, B_BYTES = TN * BK * 2;
-  using S = Smem<STAGES, AUX_IN, KEEP_A>;
+  using S = Smem<STAGES, AUX_IN, KEEP_A, SLOTS>;
   extern __shared__ uint8_t smem_raw[];
   S& s = *reinterpret_cast<S*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int wgi = threadIdx.x / 128, t = threadIdx.x % 128;
@@ -427,10 +429,10 @@ __global__ void __launch_bounds__(NT, 1)
         mbar_wait(&s.aux_full[c], ((n - c) >> 1) & 1);
         bf16(*slots)[BOX_ELEMS] = nullptr;
         if constexpr (!IN_PLACE) slots = s.epi.staging(c);
-        epilogue<EPI, IN_PLACE>(d, slots, s.epi.aux(c), &tmC, &tmAux, bias, colsum, bm * TM, bn * TN, M, N, t, 1 + c);
+        epilogue<EPI, IN_PLACE, SLOTS>(d, slots, s.epi.aux(c), &tmC, &tmAux, bias, colsum, bm * TM, bn * TN, M, N, t, 1 + c);
         if (t == 0) mbar_arrive(&s.aux_empty[c]);  // all 128 threads read it: the epilogue ends with their barrier
       } else {
-        epilogue<EPI>(d, s.epi.staging(c), nullptr, &tmC, &tmAux, bias, nullptr, bm * TM, bn * TN, M, N, t, 1 + c);
+        epilogue<EPI, false, SLOTS>(d, s.epi.staging(c), nullptr, &tmC, &tmAux, bias, nullptr, bm * TM, bn * TN, M, N, t, 1 + c);
       }
     }
     if (t == 0) hopper::bulk_wait_all();  // the staging slots must outlive the last TMA store's reads
@@ -442,11 +444,11 @@ __global__ void __launch_bounds__(NT, 1)
 
 __global__ void probe_kernel(int* out) { *out = HOPPER_ENABLED; }
 
-template <int EPI, int STAGES, bool KEEP_A>
+template <int EPI, int STAGES, bool KEEP_A, int SLOTS = CBOXES>
 void launch(int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux, float* colsum,
             cudaStream_t s, int max_blocks, bool pdl) {
-  constexpr size_t kSmem = smem_bytes<STAGES, reads_aux(Epi(EPI)), KEEP_A>();
-  auto kernel = gemm_kernel<EPI, STAGES, KEEP_A>;
+  constexpr size_t kSmem = smem_bytes<STAGES, reads_aux(Epi(EPI)), KEEP_A, SLOTS>();
+  auto kernel = gemm_kernel<EPI, STAGES, KEEP_A, SLOTS>;
   // Once per device and kernel, not per call: the shared-memory attribute belongs to a device (data-parallel
   // training runs one model per GPU from one thread each), and an eager step, or the timed choice whose
   // events bracket this host code, should not pay these calls on every launch.
@@ -511,8 +513,16 @@ namespace {
 // The five epilogues with one loop's stage counts (A kept: its panel beside the B ring; else both in it).
 template <bool KEEP_A>
 void dispatch(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux,
-              cudaStream_t s, float* colsum, int max_blocks, bool pdl) {
+              cudaStream_t s, float* colsum, int max_blocks, bool pdl, int store_slots) {
   constexpr int kPlain = KEEP_A ? kStagesKeepA : kStagesPlain, kAux = KEEP_A ? kStagesKeepAAux : kStagesAux;
+  // store_slots 4 (--store-slots 4, the default): the two-output epilogues (fc's forward) get four staging slots a
+  // consumer, so a box's store waits for the one four stores back, not two; 5 k-stages make the room.
+  if constexpr (!KEEP_A) {
+    if (store_slots == 4 && e == Epi::kBiasGeluDeriv)
+      return launch<int(Epi::kBiasGeluDeriv), kStagesSlots4, false, 4>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks, pdl);
+    if (store_slots == 4 && e == Epi::kBiasGeluAux)
+      return launch<int(Epi::kBiasGeluAux), kStagesSlots4, false, 4>(M, N, K, A, Bt, C, bias, aux, nullptr, s, max_blocks, pdl);
+  }
   switch (e) {
     case Epi::kBias:
       return launch<int(Epi::kBias), kPlain, KEEP_A>(M, N, K, A, Bt, C, bias, nullptr, nullptr, s, max_blocks, pdl);
@@ -529,10 +539,12 @@ void dispatch(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C
 }  // namespace
 
 void gemm(Epi e, int M, int N, int K, const bf16* A, const bf16* Bt, bf16* C, const bf16* bias, bf16* aux,
-          cudaStream_t s, float* colsum, bool keep_a, int max_blocks, bool pdl) {
+          cudaStream_t s, float* colsum, bool keep_a, int max_blocks, bool pdl, int store_slots) {
   if ((reads_aux(e) || writes_aux(e)) && aux == nullptr)  // (launch would point aux's map at C)
     throw std::invalid_argument("sm90::gemm: this epilogue reads or writes aux, and aux is null");
-  if (keep_a && K <= kKeepAMaxK) return dispatch<true>(e, M, N, K, A, Bt, C, bias, aux, s, colsum, max_blocks, pdl);
-  dispatch<false>(e, M, N, K, A, Bt, C, bias, aux, s, colsum, max_blocks, pdl);
+  if (store_slots != 2 && store_slots != 4) throw std::invalid_argument("sm90::gemm: store_slots is 2 or 4");
+  if (keep_a && K <= kKeepAMaxK)
+    return dispatch<true>(e, M, N, K, A, Bt, C, bias, aux, s, colsum, max_blocks, pdl, store_slots);
+  dispatch<false>(e, M, N, K, A, Bt, C, bias, aux, s, colsum, max_blocks, pdl, store_slots);
 }
 }  // namespace sm90

@@ -37,8 +37,11 @@ bool fits(int M, int N, int K, const void* A, const void* Bt, const void* C, con
 // max_blocks > 0 caps the grid (the checks use it to give each block several row blocks). pdl: a programmatic
 // dependent launch (--pdl on, nn/pdl.cuh): the kernel sets up its barriers, then waits for the one before it.
 constexpr int kKeepAMaxK = 384;
+// store_slots (--store-slots): staging slots a consumer for the two-output epilogues (kBiasGeluAux,
+// kBiasGeluDeriv) of the streamed loop: 2 (day10's, beside 6 k-stages) or 4 (beside 5), so that a box's store
+// waits for the store four back to have read its slot, not two. The same results either way.
 void gemm(Epi e, int M, int N, int K, const __nv_bfloat16* A, const __nv_bfloat16* Bt, __nv_bfloat16* C,
           const __nv_bfloat16* bias, __nv_bfloat16* aux, cudaStream_t s, float* colsum = nullptr, bool keep_a = false,
-          int max_blocks = 0, bool pdl = false);
+          int max_blocks = 0, bool pdl = false, int store_slots = 2);
 constexpr int kColsumRows = 128;  // kDGelu's and kMulAux's colsum: one row of partial sums per this many rows of C
 }  // namespace sm90

@@ -187,9 +187,9 @@ void Model<T>::fwd_run(Path p, lt::Tuned* mm, const T* in, size_t w, size_t b, T
     if constexpr (std::is_same<T, bf16>::value) {
       hw("sm90::gemm (fused epilogue)");
       if (gelu_out)  // aux = out keeps the pre-activation, C = gelu_out
-        sm90::gemm(sm90::Epi::kBiasGeluAux, N, O, I, in, W(w), gelu_out, W(b), out, s, nullptr, keep_a, 0, pdl);
+        sm90::gemm(sm90::Epi::kBiasGeluAux, N, O, I, in, W(w), gelu_out, W(b), out, s, nullptr, keep_a, 0, pdl, store_slots);
       else
-        sm90::gemm(sm90::Epi::kBias, N, O, I, in, W(w), out, W(b), nullptr, s, nullptr, keep_a, 0, pdl);
+        sm90::gemm(sm90::Epi::kBias, N, O, I, in, W(w), out, W(b), nullptr, s, nullptr, keep_a, 0, pdl, store_slots);
       ++fused_launches;
     }
   } else if (p == Path::kApart) {
@@ -314,7 +314,7 @@ void Model<T>::deriv_fwd(const T* in, size_t w, size_t b, T* out, T* gelu_out, i
     if (p == Path::kFused) {
       if constexpr (std::is_same<T, bf16>::value) {
         hw("sm90::gemm (fused epilogue)");
-        sm90::gemm(sm90::Epi::kBiasGeluDeriv, N, O, I, in, W(w), act, W(b), deriv, s, nullptr, keep_a, 0, pdl);
+        sm90::gemm(sm90::Epi::kBiasGeluDeriv, N, O, I, in, W(w), act, W(b), deriv, s, nullptr, keep_a, 0, pdl, store_slots);
         ++fused_launches;
       }
       if (marks) mark(kMatmul);
@@ -413,7 +413,7 @@ void Model<T>::dgelu_run(Path p, lt::Tuned* mm, const T* dout, size_t w, const T
     if constexpr (std::is_same<T, bf16>::value) {
       hw("sm90::gemm (fused epilogue)");
       sm90::gemm(fc_holds_deriv ? sm90::Epi::kMulAux : sm90::Epi::kDGelu, N, I, O, dout, transposed(w, I, O),
-                 din, nullptr, const_cast<T*>(gelu_pre), s, colsum, keep_a, 0, pdl);
+                 din, nullptr, const_cast<T*>(gelu_pre), s, colsum, keep_a, 0, pdl, store_slots);
       ++fused_launches;
     }
   } else if (p == Path::kApart) {

@@ -152,6 +152,9 @@ struct Model {
   // --keep-a on: our fused GEMM keeps A's 128-row panels in shared memory where K <= 384 (nn/gemm_sm90.h);
   // off (the default): it streams A beside B every tile, as day10's step 15 does.
   bool keep_a = false;
+  // --store-slots 4 (the default): our fused GEMM's two-output epilogue (fc's forward) stores through four staging
+  // slots a consumer beside five k-stages; 2: two beside six, day10's (nn/gemm_sm90.h). The same results.
+  int store_slots = 4;
   // --gelu-deriv on (the default): fc's forward keeps gelu'(z) beside gelu(z) instead of the pre-activation z,
   // both from one tanh in its epilogue, and the backward multiplies by it (nn/linear.cuh: deriv_fwd,
   // deriv_path). Where it applies (gelu_deriv_applies): bf16 with the epilogues and the timed choices, our
@@ -716,16 +719,11 @@ struct Model {
       finishes.push(part, blocks, C, sums, gw, gb, gd);
       return;
     }
-    // The finish as a programmatic dependent launch: it is scheduled while the backward's last blocks run,
-    // instead of after them (a few us of launch gap a call, 13 calls a step).
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(sums * C + 31) / 32), cfg.blockDim = dim3(32, k::kLnFinishRows), cfg.stream = s;
-    cudaLaunchAttribute pdl[1];
-    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = pdl, cfg.numAttrs = 1;
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::ln_partials_finish, static_cast<const float*>(part), blocks, C, sums, gw, gb,
-                                  gd));
+    // The finish as a programmatic dependent launch, whatever --pdl says: it is scheduled while the backward's
+    // last blocks run, instead of after them (a few us of launch gap a call, 13 calls a step). Not counted
+    // among --pdl's launches (nn/pdl.cuh), which --verify counts for the chains' kernels alone.
+    pdl::launch_uncounted(true, k::ln_partials_finish, dim3(unsigned(sums * C + 31) / 32), dim3(32, k::kLnFinishRows), 0,
+                          s, static_cast<const float*>(part), blocks, C, sums, gw, gb, gd);
   }
   // Rows per warp of the fused backward: k::kLnRowsPerWarp, or in bf16 with --lt-search each of
   // k::kLnRowsChoices timed once per shape on the real inputs, into scratch outputs, and the fastest kept

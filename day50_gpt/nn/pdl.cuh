@@ -24,9 +24,9 @@ inline std::atomic<long>& launches() {
   static std::atomic<long> n{0};
   return n;
 }
-// f<<<grid, block, smem, s>>>(args...), as a programmatic dependent launch where `on`.
+// f<<<grid, block, smem, s>>>(args...), as a programmatic dependent launch where `on` (not counted in launches()).
 template <class... P, class... A>
-void launch(bool on, void (*f)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+void launch_uncounted(bool on, void (*f)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
   cudaLaunchAttribute attr[1];
@@ -34,6 +34,11 @@ void launch(bool on, void (*f)(P...), dim3 grid, dim3 block, size_t smem, cudaSt
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr, cfg.numAttrs = on ? 1 : 0;
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, f, std::forward<A>(args)...));
+}
+// ... counted: the chains' kernels that --pdl asks for.
+template <class... P, class... A>
+void launch(bool on, void (*f)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+  launch_uncounted(on, f, grid, block, smem, s, std::forward<A>(args)...);
   if (on) ++launches();
 }
 }  // namespace pdl

@@ -39,6 +39,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].flash_wgmma = true;          // and ours on mma.sync
     v[i].dw_stream = true;            // and the graph with every matmul on one stream
     v[i].keep_a = false;              // and our fused GEMM keeping A (nn/gemm_sm90.h)
+    v[i].store_slots = 4;             // and fc's forward storing through two staging slots a consumer
     v[i].batch_finish = true;         // and the step finishing each column sum in a launch of its own
     v[i].chain_priority = true;       // and the graph with both branches at the default stream priority
     v[i].gelu_deriv = true;           // and the step keeping the GELU's input, not its derivative
@@ -53,7 +54,8 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
   return v;
 }
 inline bool default_step(const TrainOptions& o, bool bf) {
-  return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.flash_wgmma && o.dw_stream && !o.keep_a &&
+  return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.flash_wgmma && o.dw_stream &&
+         !o.keep_a && o.store_slots == 4 &&
          o.batch_finish && o.chain_priority && o.gelu_deriv && o.dw_reduce_kernel &&
          o.dw_sm_share == (bf ? kDwSmShareDefault : 1) && !o.residual_bf16 && o.adamw_overlap && !o.pdl;
 }
@@ -68,6 +70,7 @@ inline std::string variant_name(const TrainOptions& o, double default_share) {
   if (o.flash_bwd && !o.flash_wgmma) s += ", flash backward on mma.sync";
   if (o.graph && !o.dw_stream) s += ", one stream";
   if (o.keep_a) s += ", A kept";
+  if (o.store_slots != 4) s += ", two staging slots";
   if (!o.batch_finish) s += ", finishes one by one";
   if (o.graph && o.dw_stream && !o.chain_priority) s += ", chain at default priority";
   if (!o.gelu_deriv) s += ", GELU input kept";
@@ -191,6 +194,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["adamw_overlap"] = tr.upd_launches > 0;   // what the step did: AdamW beside the next forward (run/trainer.cuh)
   ex["flash_bwd"] = o.flash_bwd, ex["flash_wgmma"] = tr.m.ours_attn_bwd() && tr.m.flash_on_wgmma();  // (what ran)
   ex["keep_a"] = o.keep_a;
+  ex["store_slots"] = o.store_slots;
   ex["batch_finish"] = o.batch_finish;
   ex["chain_priority"] = o.chain_priority;
   ex["dw_reduce_kernel"] = o.dw_reduce_kernel;
@@ -656,6 +660,9 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions kept = step_variants(base, true).back();  // the default step with our fused GEMM keeping A's
     kept.keep_a = true;                                     // row panels in shared memory (nn/gemm_sm90.h)
     bench_train<bf16>(res, cfg, kept, data, op.attn, seed);
+    TrainOptions two = step_variants(base, true).back();  // the default step with fc's forward storing through two
+    two.store_slots = 2;                                   // staging slots a consumer, day10's (--store-slots 2)
+    bench_train<bf16>(res, cfg, two, data, op.attn, seed);
     TrainOptions each = step_variants(base, true).back();  // the default step with every column-sum finish
     each.batch_finish = false;                              // in a launch of its own (nn/finish_queue.cuh)
     bench_train<bf16>(res, cfg, each, data, op.attn, seed);

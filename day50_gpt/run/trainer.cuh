@@ -93,7 +93,7 @@ struct Trainer {
               gpt::init_params(cfg, rng));  // the same seed on every replica: the same weights
     rng_state = rng.next();
     m.sync_weights();
-    m.fused_ln = o.fused_ln, m.lt_search = o.lt_search, m.keep_a = o.keep_a, m.batch_finish = o.batch_finish;
+    m.fused_ln = o.fused_ln, m.lt_search = o.lt_search, m.keep_a = o.keep_a, m.store_slots = o.store_slots, m.batch_finish = o.batch_finish;
     m.pdl = o.pdl, m.flash_wgmma = o.flash_wgmma;
     m.gelu_deriv = o.gelu_deriv, m.dw_reduce_kernel = o.dw_reduce_kernel, m.dw_sm_share = o.dw_sm_share;
     m.set_tf32(o.tf32);  // --precision tf32 (nn/model.cuh): before the first step

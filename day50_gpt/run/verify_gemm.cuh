@@ -6,7 +6,8 @@
 // block to the next, up to five times), with rows of one, two and nine tiles. The dGELU GEMM also runs
 // without its column sums (in place with A kept, its other ending). Every shape but the step's is checked
 // against the CPU in double as well (C, aux, and the column sums against the sums of C as stored), so that
-// the two loops cannot agree on a wrong answer. The same for the two epilogues of --gelu-deriv: bias+GELU
+// the two loops cannot agree on a wrong answer. The two-output epilogues also run with four staging slots a
+// consumer (--store-slots 4): only where each box waits to be staged changes, so C and aux must be the bits of two. The same for the two epilogues of --gelu-deriv: bias+GELU
 // keeping gelu'(z) in aux, and the multiply by a kept derivative (with the column sums as dGELU's).
 #pragma once
 #include <algorithm>
@@ -33,7 +34,8 @@ struct Out {
 // One call of sm90::gemm, its outputs poisoned first. dGELU and the multiply read aux (given) and, with sums,
 // write colsum; the two bias+GELU epilogues write aux.
 inline Out run(sm90::Epi e, int M, int N, int K, const DeviceBuffer& A, const DeviceBuffer& Bt,
-               const DeviceBuffer& bias, const DeviceBuffer& aux_in, bool keep_a, int max_blocks, bool sums = true) {
+               const DeviceBuffer& bias, const DeviceBuffer& aux_in, bool keep_a, int max_blocks, bool sums = true,
+               int store_slots = 2) {
   const size_t nc = size_t(M) * N, ncs = size_t((M + sm90::kColsumRows - 1) / sm90::kColsumRows) * N;
   DeviceBuffer C(nc * sizeof(bf16)), aux(nc * sizeof(bf16)), colsum(ncs * sizeof(float));
   poison(C.as(), C.bytes());
@@ -45,7 +47,7 @@ inline Out run(sm90::Epi e, int M, int N, int K, const DeviceBuffer& A, const De
     poison(aux.as(), aux.bytes());
   sm90::gemm(e, M, N, K, A.as<bf16>(), Bt.as<bf16>(), C.as<bf16>(), dg ? nullptr : bias.as<bf16>(),
              e == sm90::Epi::kBias ? nullptr : aux.as<bf16>(), 0, dg && sums ? colsum.as<float>() : nullptr, keep_a,
-             max_blocks);
+             max_blocks, false, store_slots);
   CUDA_CHECK(cudaDeviceSynchronize());
   Out o;
   o.c = to_host(C.as<bf16>(), nc);
@@ -125,6 +127,13 @@ inline void verify_gemm_keep_a(results::Results& res, uint64_t seed) {
       if (reads) bad += differing(kept.colsum, streamed.colsum), n += kept.colsum.size();
       res.add(verify::fact(tag + " == A streamed, bitwise (C" + (writes ? ", aux" : reads ? ", column sums" : "") + ")",
                            bad == 0, "exact", std::to_string(bad) + " of " + std::to_string(n) + " differ", n, bad));
+      if (writes) {  // four staging slots a consumer (--store-slots 4): the same stores through other slots
+        const Out four = run(e, sh.M, sh.N, sh.K, dA, dB, dBias, dPre, false, sh.max_blocks, true, 4);
+        const size_t b4 = differing(four.c, streamed.c) + differing(four.aux, streamed.aux), n4 = 2 * nc;
+        res.add(verify::fact(std::string("our fused GEMM ") + epi_name(e) + " " + shape +
+                                 ": four staging slots == two, bitwise (C, aux)",
+                             b4 == 0, "exact", std::to_string(b4) + " of " + std::to_string(n4) + " differ", n4, b4));
+      }
       if (reads) {  // without the sums: in place, the tile handed back without being scratch
         const Out bare = run(e, sh.M, sh.N, sh.K, dA, dB, dBias, dPre, true, sh.max_blocks, false);
         const size_t nd = differing(bare.c, streamed.c);
