@@ -30,6 +30,10 @@ a handicapped peer.)
 --generation-only stops after the generation rounds: no training variant is compiled. Its own results
 file: results/<gpu>/day50_gpt-torch_peer_generation.json, with the generation ratios alone.
 
+The host's state is recorded beside the GPU's clocks (env.host, host_state.py): the CPU model, and after each
+round the 1-minute load average and the busiest other processes, because the compiled decoder and the variants
+without CUDA graphs spend much of their time in the host and their speed has moved from run to run with it.
+
 Checks: every loss finite; every variant's loss after the same steps on the same batches within 5% of
 eager's plus 1.5x the spread that other dropout masks alone open (eager re-trained with 4 other seeds);
 the KV-cache decoder's logits equal a full forward's; ./build/gpt's own checks passed.
@@ -55,6 +59,7 @@ import time
 import traceback
 
 from gpu_clocks import SMI_SAMPLE, clock_json, parse_smi, read_clocks, throttle_summary, unreliable
+import host_state
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROG = "torch_peer"
@@ -98,6 +103,7 @@ NOTES = ("PyTorch ms/step: the elapsed time of --steps steps between two CUDA ev
          "trees share one memory pool, so a CUDA-graph variant after the first reads low there. Generation tokens/s "
          "per round: the median of GEN_REPEATS generations (PyTorch; ./build/gpt's bench row is its own median).")
 GEN_REPEATS = 5  # generations per variant and round; their median is the round's
+HOST_SAMPLES = []  # host_state.sample() after each round (env.host.samples): the host-bound variants move with it
 
 
 # ---- Host-only helpers (tested by --self-test without torch) ----------------------------------------
@@ -524,12 +530,16 @@ def measure_rounds(a, variants, timed, part, clocks, clock_id, unit):
                     ours_error = str(e)
                     print(f"  ./build/gpt FAILED: {ours_error}", flush=True)
             clocks.append(read_clocks(*clock_id))
+            HOST_SAMPLES.append(host_state.sample(f"{part} round {r + 1}"))  # after the round: not timed
             line = ", ".join(f"{n} {vals[n][-1]:.2f}" for n in variants)
             mine = ""
             if len(ours) == r + 1:
                 mine = f"; ./build/gpt {ours[-1]['ms']:.2f}" if part == "train-bf16" else \
                     f"; ./build/gpt {ours[-1]['gen_tokens_per_s']:.0f}"
-            print(f"  round {r + 1}: {unit} {line or '-'}{mine}  [{time.time() - t0:.0f} s]", flush=True)
+            h = HOST_SAMPLES[-1]
+            busy = ", ".join(f"{b['comm']} {b['cpu_pct']:.0f}%" for b in h.get("busy", [])) or "none"
+            print(f"  round {r + 1}: {unit} {line or '-'}{mine}  [{time.time() - t0:.0f} s; host load "
+                  f"{h.get('loadavg_1m', float('nan')):.1f}, other busy processes: {busy}]", flush=True)
     return vals, ours, ours_error
 
 
@@ -623,6 +633,8 @@ def run(a):
     clocks = [read_clocks(*clock_id)]
     env = tg.environment()
     env.update(cuda=torch.version.cuda, cudnn=str(torch.backends.cudnn.version()), clocks_begin=clocks[0])
+    env["host"] = dict(host_state.describe(), samples=HOST_SAMPLES)
+    HOST_SAMPLES.append(host_state.sample("start"))
     print(f"{PROG}: {env['gpu']}, PyTorch {env['torch']} (CUDA {env['cuda']}), code {env['commit'][:12]}"
           f"{' (dirty)' if env['dirty'] is True else ''}; {a.rounds} rounds of {a.warmup} + {a.steps} steps")
     checks, t_start = [], time.time()
@@ -740,6 +752,7 @@ def self_test():
         fails.extend([f"{name}: got {got!r}, want {want!r}"] if got != want else [])
 
     expect("slug", slug("NVIDIA H100 80GB HBM3"), "nvidia-h100-80gb-hbm3")
+    host_state.self_test(expect)
     expect("mask spread", round(mask_spread(2.0, [2.2, 1.9, 2.1]), 12), 0.15)
     g = goals_of({"bf16_vs_best_torch": {"median": 1.6}, "memory_bf16_vs_best_torch": {"median": 0.9}})
     expect("goals", [(x["met"], x["value"]) for x in g], [(True, 1.6), (False, 1.6), (False, 0.9)])
