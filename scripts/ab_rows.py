@@ -156,7 +156,7 @@ def main(argv):
     runs = [(os.path.splitext(os.path.basename(p))[0], rows_of(d)) for p, d in zip(a.files, datas)]
     builds = sorted({str(d.get("env", {}).get("commit", "?"))[:7] for d in datas})
     if len(builds) > 1:
-        print(f"note: these files are of {len(builds)} builds ({', '.join(builds)}): a flag's effect is read within one",
+        print(f"note: these files are of {len(builds)} builds ({', '.join(builds)}): read a flag's effect within one build",
               file=sys.stderr)
     try:
         summary = summarize(runs, a.row)
