@@ -33,7 +33,9 @@ def rows_of(data):
     """{row name: (median ms, min ms, max ms)} of one results file's bf16 training rows."""
     out = {}
     for b in data.get("bench", []):
-        name = b.get("name", "")
+        name = b.get("name") if isinstance(b, dict) else None
+        if not isinstance(name, str):
+            continue
         if name == DEFAULT or name.startswith(DEFAULT + " "):
             if all(isinstance(b.get(k), (int, float)) for k in ("ms", "min_ms", "max_ms")):
                 out[name] = (float(b["ms"]), float(b["min_ms"]), float(b["max_ms"]))
@@ -68,8 +70,9 @@ def summarize(files_rows, only=""):
 
 
 def table(summary, labels):
-    lines = [f"{'row (difference from the default step, ms; + = the default is faster)':72s} "
-             + " ".join(f"{l[-9:]:>9s}" for l in labels) + "    median   verdict"]
+    lines = [f"{i + 1}: {l}" for i, l in enumerate(labels)]
+    lines.append(f"{'row (difference from the default step, ms; + = the default is faster)':72s} "
+                 + " ".join(f"{i + 1:>9d}" for i in range(len(labels))) + "    median   verdict")
     for s in summary:
         lines.append(f"{s['row'][len(DEFAULT) + 1:][:72]:72s} " + " ".join(f"{d:+9.3f}" for d in s["diff_ms"])
                      + f"  {s['median_ms']:+8.3f}   {s['verdict']}")
@@ -79,10 +82,14 @@ def table(summary, labels):
 def load(path):
     try:
         with open(path) as f:
-            return json.load(f)
+            data = json.load(f)
     except (OSError, ValueError) as e:
         print(f"ab_rows: {path}: {e}", file=sys.stderr)
         sys.exit(2)
+    if not isinstance(data, dict) or not isinstance(data.get("bench"), list) or not isinstance(data.get("env", {}), dict):
+        print(f"ab_rows: {path}: not a results file (an object with a list 'bench')", file=sys.stderr)
+        sys.exit(2)
+    return data
 
 
 def self_test():
@@ -116,9 +123,17 @@ def self_test():
     with tempfile.TemporaryDirectory() as d:
         bad = os.path.join(d, "bad.json")
         open(bad, "w").write("{")
-        for argv in ([bad], ["--bogus"], [], ["--json", d, bad]):  # unreadable input, bad flag, no input, bad output
+        good = os.path.join(d, "good.json")
+        json.dump(runs[0], open(good, "w"))
+        shape = os.path.join(d, "shape.json")
+        open(shape, "w").write("[1]")
+        # unreadable input, wrong shape, bad flag, no input, bad output, output over an input, one file twice,
+        # a --row that matches nothing
+        for argv in ([bad], [shape], ["--bogus"], [], ["--json", d, good], [good, "--json", good], [good, good],
+                     [good, "--row", "nosuch"]):
             r = subprocess.run([sys.executable, os.path.abspath(__file__)] + argv, capture_output=True, text=True)
             expect(f"refuses {argv}: one line, exit 2", (r.returncode, len(r.stderr.strip().splitlines())), (2, 1))
+        expect("an input named as the output survives", json.load(open(good)), runs[0])
     for f in fails:
         print(f"FAIL  {f}")
     print(f"ab_rows self-test: {'PASS' if not fails else 'FAIL'} ({len(fails)} failed)")
@@ -143,15 +158,18 @@ def main(argv):
     if not a.files:
         print("ab_rows: no results files given", file=sys.stderr)
         return 2
-    out = None
-    if a.json:  # opened first: a bad output path is told before anything is read
-        try:
-            out = open(a.json, "w")
-        except OSError as e:
-            print(f"ab_rows: --json {a.json}: {e.strerror}", file=sys.stderr)
+    real = [os.path.realpath(p) for p in a.files]
+    if len(set(real)) != len(real):
+        print("ab_rows: a file is given twice: each run counts once", file=sys.stderr)
+        return 2
+    if a.json:  # checked before anything is read; written only once the summary exists, never over an input
+        where = os.path.dirname(os.path.abspath(a.json))
+        if os.path.realpath(a.json) in real or os.path.isdir(a.json) or not os.access(where, os.W_OK):
+            print(f"ab_rows: --json {a.json}: not a writable file apart from the inputs", file=sys.stderr)
             return 2
     datas = [load(p) for p in a.files]
-    runs = [(os.path.splitext(os.path.basename(p))[0], rows_of(d)) for p, d in zip(a.files, datas)]
+    # a column's label: the file's folder and name (rounds of different folders are often all round_1.json)
+    runs = [("/".join(os.path.splitext(os.path.normpath(p))[0].split(os.sep)[-2:]), rows_of(d)) for p, d in zip(a.files, datas)]
     builds = sorted({str(d.get("env", {}).get("commit", "?"))[:7] for d in datas})
     if len(builds) > 1:
         print(f"note: these files are of {len(builds)} builds ({', '.join(builds)}): read a flag's effect within one build",
@@ -161,10 +179,18 @@ def main(argv):
     except ValueError as e:
         print(f"ab_rows: {e}", file=sys.stderr)
         return 2
+    if not summary:
+        print("ab_rows: no row other than the default is in every file" + (f" and matches --row {a.row!r}" if a.row else ""),
+              file=sys.stderr)
+        return 2
+    if len(runs) < 2:
+        print("note: one file is one process's pair: the verdict wants several runs", file=sys.stderr)
     print(table(summary, [l for l, _ in runs]))
-    if out:
-        with out:
-            json.dump(dict(files=a.files, default=DEFAULT, rows=summary), out, indent=1)
+    if a.json:
+        tmp = a.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(dict(files=a.files, default=DEFAULT, rows=summary), f, indent=1)
+        os.replace(tmp, a.json)
     return 0
 
 
