@@ -103,7 +103,7 @@ def main():
         text = "\n".join(day50_multi.multi_block(multi))
         expect("| m | 8 | 2 | one all-reduce (default) | 6.50 | 4,923 | 76.9% | 92.3% | 0.50 | 0.40 ms, 100 GB/s bus |" in text
                and "**missed**" in text and gpu_label("g", multi) == "2 × G", "day50 multi-GPU table, goals and GPU count")
-        expect("rounds" not in text and day50_multi.multi_headline(multi) == "scaling on 2 GPUs: m (batch 8) 77%",
+        expect("rounds" not in text and day50_multi.multi_headline(multi) == "scaling on 2 GPUs: m (batch 8) 76.9%; goals met: 0 of 1",
                "day50 multi-GPU: a file without interleaved rounds shows one run's scaling")
         multi["bench"].append(row("interleaved rounds m 2 GPUs one all-reduce", 6.5, 8,
                                   {"gpus": 2, "rounds": 3, "mode": "one all-reduce", "model": "m",
@@ -112,7 +112,7 @@ def main():
                                    "weak_median_pct": 92.3, "weak_min_pct": 91.0, "weak_max_pct": 93.0}))
         text = "\n".join(day50_multi.multi_block(multi))
         expect("| m | 2 | one all-reduce | 76.9%, 75.0%, – | 92.3%, 91.0%, 93.0% | 75.0% (75.0–76.9) | 92.3% (91.0–93.0) |" in text
-               and day50_multi.multi_headline(multi) == "scaling on 2 GPUs: m (batch 8) 75% (median of the rounds)"
+               and day50_multi.multi_headline(multi) == "scaling on 2 GPUs: m (batch 8) 75.0% (median of the rounds); goals met: 0 of 1"
                and "| m | 8 | 2 | one all-reduce (default) |" in text,
                "day50 multi-GPU: the interleaved rounds' table (a null value as '–') and the headline read from it")
         log = os.path.join(root, "train.log")

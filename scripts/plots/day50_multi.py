@@ -85,9 +85,12 @@ def multi_headline(data):
         d = [b for b in c["many"] if b["extra"].get("default_bucket")]
         if d:
             med = rounds_median(data, name)
-            v = f"{fmt(med, 0)}% (median of the rounds)" if med is not None else f"{d[0]['extra']['scaling_efficiency_pct']:.0f}%"
+            # one decimal: the goals sit at whole percents (92, 97), and 91.8 must not read as 92
+            v = f"{fmt(med, 1)}% (median of the rounds)" if med is not None else f"{fmt(d[0]['extra']['scaling_efficiency_pct'], 1)}%"
             parts.append(f"{name} (batch {d[0]['shape'][4]}) {v}")
-    return f"scaling on {n} GPUs: " + ", ".join(parts)
+    goals = data.get("goals") or []
+    met = f"; goals met: {sum(1 for g in goals if g.get('met') is True)} of {len(goals)}" if goals else ""
+    return f"scaling on {n} GPUs: " + ", ".join(parts) + met
 
 
 def multi_plot(plt, data, png):
