@@ -210,7 +210,7 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
                      "2 | 4: staging slots a consumer warpgroup of our fused GEMM stores fc's forward through (its two "
                      "outputs, gelu'(z) and gelu(z), or z and gelu(z)): 4 beside five k-stages, so that a box's store "
                      "waits for the one four stores back to have left its slot; 2 beside six, as day10's loop (the same "
-                     "results)");
+                     "results). --keep-a on's loop has 2 either way");
   f.deriv = args.str("gelu-deriv", "on",
                      "on | off: on: in bf16 with our layers (not --backend cudnn), the epilogues, --lt-search on and "
                      "--recompute off, on an sm_90 GPU at a width that is a multiple of 8, fc's forward keeps the "
@@ -258,6 +258,9 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   o.train.keep_a = on_off("keep-a", f.keep), o.train.batch_finish = on_off("batch-finish", f.finish);
   if (f.slots != "2" && f.slots != "4") cli::usage_error(kProg, "--store-slots must be 2 or 4, got '" + f.slots + "'");
   o.train.store_slots = f.slots == "4" ? 4 : 2;
+  if (given(argc, argv, "store-slots") && o.st.bench)
+    cli::usage_error(kProg, "--store-slots is a training run's: --bench times two staging slots in a row of its own "
+                            "(leave the flag out)");
   o.train.chain_priority = on_off("chain-priority", f.priority), o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
   o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce), o.train.dw_sm_share = f.dw_share;
   if (f.residual != "fp32" && f.residual != "bf16")

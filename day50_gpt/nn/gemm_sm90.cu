@@ -158,8 +158,8 @@ __device__ __forceinline__ void reduce_scatter_round(float (&v)[16], int g) {
 // (rows 64 (b / 2).., columns 64 (b % 2)..) is d[32b .. 32b + 31]; in it, register 4j + q of lane l of
 // warp w is row 16w + l/4 + 8 (q / 2), column 8 (j % 8) + 2 (l % 4) + q % 2. The staging offset of
 // (row r, 8-column chunk jj) is day10's 128-byte swizzle: r * 128 + ((jj ^ (r % 8)) << 4).
-// Store q of the tile (OUTS per box) goes through slot q % CBOXES; the store that read it last was
-// CBOXES commits ago, unless a box was skipped (past M or N): from then on we wait for all (edge tiles).
+// Store q of the tile (OUTS per box) goes through slot q % SLOTS; the store that read it last was
+// SLOTS commits ago, unless a box was skipped (past M or N): from then on we wait for all (edge tiles).
 // IN_PLACE (kDGelu or kMulAux with A kept): each box is stored from the aux tile itself, every thread writing its
 // results over the aux values it has just read (the same offsets), so no slot is waited for; the tile is
 // handed back to the producer only once the stores have read it.

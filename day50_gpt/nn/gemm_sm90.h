@@ -39,7 +39,9 @@ bool fits(int M, int N, int K, const void* A, const void* Bt, const void* C, con
 constexpr int kKeepAMaxK = 384;
 // store_slots (--store-slots): staging slots a consumer for the two-output epilogues (kBiasGeluAux,
 // kBiasGeluDeriv) of the streamed loop: 2 (day10's, beside 6 k-stages) or 4 (beside 5), so that a box's store
-// waits for the store four back to have read its slot, not two. The same results either way.
+// waits for the store four back to have read its slot, not two. The same results either way. The loop keeping A
+// (keep_a, K <= kKeepAMaxK) has two slots whatever is asked. The default here, 2, is the one --verify compares
+// against; the model passes its own (TrainOptions::store_slots, 4 unless --store-slots 2).
 void gemm(Epi e, int M, int N, int K, const __nv_bfloat16* A, const __nv_bfloat16* Bt, __nv_bfloat16* C,
           const __nv_bfloat16* bias, __nv_bfloat16* aux, cudaStream_t s, float* colsum = nullptr, bool keep_a = false,
           int max_blocks = 0, bool pdl = false, int store_slots = 2);

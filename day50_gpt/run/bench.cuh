@@ -194,7 +194,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["adamw_overlap"] = tr.upd_launches > 0;   // what the step did: AdamW beside the next forward (run/trainer.cuh)
   ex["flash_bwd"] = o.flash_bwd, ex["flash_wgmma"] = tr.m.ours_attn_bwd() && tr.m.flash_on_wgmma();  // (what ran)
   ex["keep_a"] = o.keep_a;
-  ex["store_slots"] = o.store_slots;
+  ex["store_slots"] = o.keep_a ? 2 : o.store_slots;  // what fc's forward used: the loop keeping A has two slots only
   ex["batch_finish"] = o.batch_finish;
   ex["chain_priority"] = o.chain_priority;
   ex["dw_reduce_kernel"] = o.dw_reduce_kernel;

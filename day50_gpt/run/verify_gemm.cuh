@@ -6,9 +6,10 @@
 // block to the next, up to five times), with rows of one, two and nine tiles. The dGELU GEMM also runs
 // without its column sums (in place with A kept, its other ending). Every shape but the step's is checked
 // against the CPU in double as well (C, aux, and the column sums against the sums of C as stored), so that
-// the two loops cannot agree on a wrong answer. The two-output epilogues also run with four staging slots a
-// consumer (--store-slots 4): only where each box waits to be staged changes, so C and aux must be the bits of two. The same for the two epilogues of --gelu-deriv: bias+GELU
+// the two loops cannot agree on a wrong answer. The same for the two epilogues of --gelu-deriv: bias+GELU
 // keeping gelu'(z) in aux, and the multiply by a kept derivative (with the column sums as dGELU's).
+// The streamed loop's two-output epilogues also run with four staging slots a consumer (--store-slots 4):
+// only where each box waits to be staged changes, so C and aux must be the bits of two slots'.
 #pragma once
 #include <algorithm>
 #include <cmath>
