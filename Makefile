@@ -81,6 +81,8 @@ endif
 # default sizes them for half), and with AdamW at the step's end instead of beside the next forward: 200 steps
 # each, the last 60 summarised. The marker, once a step on the step's own stream whichever way AdamW runs: the
 # gradient norm's first kernel (with --adamw-overlap on, AdamW itself runs once per range of parameters).
+# The default chooses its chain priority by timing its first 16 graph steps (--chain-priority auto), so its run
+# may trace either setting: its output's line "chain priority chosen by timing" says which.
 trace: day50_gpt tools
 	python3 scripts/trace_kernels.py --lesson day50_gpt --marker sum_squares_partial --window 60 \
 	  --json "results/{gpu}/day50_gpt-trace.json" \

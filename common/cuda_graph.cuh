@@ -106,11 +106,11 @@ inline void add_census(cudaGraph_t g, Census& c, std::set<const void*>& kernels)
 
 // Captures what enqueue() launches on `stream` (thread-local capture mode: CUDA calls made meanwhile by
 // other threads, such as another GPU's replica in a data-parallel run, are neither captured nor
-// refused), and instantiates it; with `census`, also counts what the graph holds. With node_priority,
-// each kernel keeps the priority of the stream it was captured from (a capture copies it into the
-// node; without cudaGraphInstantiateFlagUseNodePriority the whole graph runs at its launch stream's).
+// refused) into a graph the caller instantiates (instantiate, below) and destroys; with `census`, also
+// counts what the graph holds. Separate from capture() so that one capture can be instantiated more than
+// one way (day50's --chain-priority auto: with and without node priorities, timed against each other).
 template <class F>
-cudaGraphExec_t capture(cudaStream_t stream, F&& enqueue, Census* census = nullptr, bool node_priority = false) {
+cudaGraph_t capture_graph(cudaStream_t stream, F&& enqueue, Census* census = nullptr) {
   cudaGraph_t g;
   CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   enqueue();
@@ -120,8 +120,23 @@ cudaGraphExec_t capture(cudaStream_t stream, F&& enqueue, Census* census = nullp
     *census = Census();
     add_census(g, *census, funcs);
   }
+  return g;
+}
+
+// An executable of g. With node_priority, each kernel keeps the priority of the stream it was captured
+// from (a capture copies it into the node); without cudaGraphInstantiateFlagUseNodePriority the whole
+// graph runs at its launch stream's.
+inline cudaGraphExec_t instantiate(cudaGraph_t g, bool node_priority) {
   cudaGraphExec_t e;
   CUDA_CHECK(cudaGraphInstantiate(&e, g, node_priority ? cudaGraphInstantiateFlagUseNodePriority : 0));
+  return e;
+}
+
+// capture_graph and instantiate in one: the graph itself is not kept.
+template <class F>
+cudaGraphExec_t capture(cudaStream_t stream, F&& enqueue, Census* census = nullptr, bool node_priority = false) {
+  cudaGraph_t g = capture_graph(stream, enqueue, census);
+  cudaGraphExec_t e = instantiate(g, node_priority);
   CUDA_CHECK(cudaGraphDestroy(g));
   return e;
 }

@@ -38,6 +38,23 @@ constexpr int kCutSteps = 2000;
 // build timed from fcb025f to 4dbff6d (7 to 134 us a step, H200), so it became the default; the bench keeps
 // the row "dW sized for every SM" beside the ladder to show what it saves (the notes' "Also tried").
 constexpr double kDwSmShareDefault = 0.5;
+// --chain-priority (run/trainer.cuh): the one-GPU graph's chain of data gradients at the highest stream priority
+// and the side streams at the lowest, the graph instantiated so that each kernel keeps its stream's (kOn); every
+// stream at the lowest, the graph at its launch stream's (kOff); or the step captured once, instantiated both
+// ways, and the faster kept by timing (kAuto, the default). Why auto: in six runs of --bench --bench-part
+// train-bf16 at one build (H200, ms a step, median of 20, with the priorities / at one priority) the order
+// changed from process to process: 3.394 / 3.495, 3.458 / 3.471, then about 3.47 / 3.39 four times, and
+// `make bench` 3.467 / 3.361. About 80 to 100 us either way (2.5% of the step, which at 35% MFU is about
+// 3.38 ms). Each process also times its own cuBLASLt algorithms (nn/lt_tuned.cuh), which differ from process
+// to process, and the two streams share the SMs differently around them; so each process times the whole
+// step both ways, as it times its matmuls.
+enum class ChainPriority { kOff, kOn, kAuto };
+// kAuto: graph steps timed per setting, launched alternately (on, level, on, ...) before the choice. 8 each:
+// the step's own spread within one process was about 70 us over 20 steps (make bench's default row: 3.421 to
+// 3.490 ms), so a median of 8 moves by much less than the 80 to 100 us that separated the settings; the 16
+// steps take about 55 ms, and the half at the slower setting lose about 0.1 ms each (under 1 ms, against the
+// default run's 5,000 steps of about 3.4 ms).
+constexpr int kPriorityTimedSteps = 8;
 
 struct TrainOptions {
   int batch = 64, steps = 5000, until = 0, warmup = 100, val_every = 100, val_batches = 0,
@@ -58,7 +75,7 @@ struct TrainOptions {
   int store_slots = 4;                     // our fused GEMM's two-output epilogue: staging slots a consumer (2 or 4)
   bool gelu_deriv = true;                  // bf16: fc's forward keeps gelu'(z), not z; the backward multiplies by it
   bool batch_finish = true;                // the backward's column-sum finishes many to a launch (nn/finish_queue.cuh)
-  bool chain_priority = true;              // the graph's chain at the highest stream priority, dW at the lowest
+  ChainPriority chain_priority = ChainPriority::kAuto;  // the graph's chain and side streams' priorities (above)
   bool dw_reduce_kernel = true;            // a weight gradient's split-K parts may be added in a kernel of their own
   bool adamw_overlap = true;               // one-GPU graph: a step's AdamW beside the next step's forward (trainer.cuh)
   bool pdl = false;                        // our chains' kernels as programmatic dependent launches (nn/pdl.cuh)
@@ -239,10 +256,14 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
                    "on | off: the LayerNorms', our fused GEMM's and our flash backward's kernels launched as "
                    "programmatic dependent launches (sm_90): each may be placed on the SMs while the kernel before it "
                    "in its stream finishes, and waits for that kernel's results before it reads (the same results)");
-  f.priority = args.str("chain-priority", "on",
-                        "on | off: in the CUDA graph with --dw-stream on, the chain of data gradients on a stream of "
-                        "the highest priority and the weight gradients on one of the lowest, so that a free SM takes "
-                        "the chain's next block first (the same kernels and results); off: both at the default");
+  f.priority = args.str("chain-priority", "auto",
+                        "auto | on | off: in the one-GPU CUDA graph with --dw-stream on, on: the chain of data "
+                        "gradients on a stream of the highest priority and the weight gradients (and the AdamW "
+                        "overlap) on the lowest, so that a free SM takes the chain's next block first; off: all at "
+                        "one priority; auto: the step captured once and instantiated both ways, the first " +
+                            std::to_string(2 * kPriorityTimedSteps) +
+                            " graph steps alternating the two, and the faster by its median step time kept (which "
+                            "is faster changes from process to process). The same kernels and results either way");
 }
 inline bool on_off(const std::string& flag, const std::string& v) {
   if (v != "on" && v != "off") cli::usage_error(kProg, "--" + flag + " must be on or off, got '" + v + "'");
@@ -261,7 +282,12 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
   if (given(argc, argv, "store-slots") && o.st.bench)
     cli::usage_error(kProg, "--store-slots is a training run's: --bench times two staging slots in a row of its own "
                             "(leave the flag out)");
-  o.train.chain_priority = on_off("chain-priority", f.priority), o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
+  if (f.priority != "auto" && f.priority != "on" && f.priority != "off")
+    cli::usage_error(kProg, "--chain-priority must be auto, on or off, got '" + f.priority + "'");
+  o.train.chain_priority = f.priority == "auto" ? ChainPriority::kAuto
+                           : f.priority == "on" ? ChainPriority::kOn
+                                                : ChainPriority::kOff;
+  o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
   o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce), o.train.dw_sm_share = f.dw_share;
   if (f.residual != "fp32" && f.residual != "bf16")
     cli::usage_error(kProg, "--residual must be fp32 or bf16, got '" + f.residual + "'");
@@ -312,6 +338,9 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
       (o.multi() || !o.train.graph || o.train.backend == Backend::kCudnn))
     cli::usage_error(kProg, "--adamw-overlap on is the one-GPU graph's on our layers: data parallelism, --graph off and "
                             "--backend cudnn run AdamW at the end of the step");
+  if (given(argc, argv, "chain-priority") && o.st.bench)
+    cli::usage_error(kProg, "--chain-priority is a training run's: --bench times auto, on and off in rows of their own "
+                            "(leave the flag out)");
   if (given(argc, argv, "chain-priority") && o.multi())
     cli::usage_error(kProg, "--chain-priority is the one-GPU graph's; data parallelism (--gpus N, --world N) runs "
                             "eagerly, its all-reduce stream already at the highest priority");

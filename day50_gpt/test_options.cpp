@@ -3,7 +3,8 @@
 // where it was measured, bf16's one-GPU graph with the weight gradients on the side stream, and every SM
 // elsewhere (--graph off, --dw-stream off, fp32 or tf32, data parallelism); a share given on the command
 // line is kept where it is allowed. And --residual (the residual stream's precision): fp32 unless asked; and
-// --store-slots (our fused GEMM's staging slots for fc's forward): 4 unless asked, 2 when asked.
+// --store-slots (our fused GEMM's staging slots for fc's forward): 4 unless asked, 2 when asked. And
+// --chain-priority: auto (chosen by timing, run/trainer.cuh) unless asked, on or off when asked.
 #include <string>
 #include <vector>
 
@@ -49,6 +50,16 @@ TEST(four_staging_slots_unless_asked) {
   EXPECT(parse({}).train.store_slots == 4);
   EXPECT(parse({"--store-slots", "2"}).train.store_slots == 2);
   EXPECT(parse({"--store-slots", "4"}).train.store_slots == 4);
+}
+
+TEST(chain_priority_chosen_by_timing_unless_asked) {
+  EXPECT(parse({}).train.chain_priority == ChainPriority::kAuto);
+  EXPECT(TrainOptions().chain_priority == ChainPriority::kAuto);  // the checks' trainers: the command line's default
+  EXPECT(parse({"--chain-priority", "auto"}).train.chain_priority == ChainPriority::kAuto);
+  EXPECT(parse({"--chain-priority", "on"}).train.chain_priority == ChainPriority::kOn);
+  EXPECT(parse({"--chain-priority", "off"}).train.chain_priority == ChainPriority::kOff);
+  // with the graph off it is accepted and changes nothing (no graph to instantiate either way)
+  EXPECT(parse({"--graph", "off", "--chain-priority", "on"}).train.chain_priority == ChainPriority::kOn);
 }
 
 int main() { return minitest::run_all(); }

@@ -41,7 +41,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
     v[i].keep_a = false;              // and our fused GEMM keeping A (nn/gemm_sm90.h)
     v[i].store_slots = 4;             // and fc's forward storing through two staging slots a consumer
     v[i].batch_finish = true;         // and the step finishing each column sum in a launch of its own
-    v[i].chain_priority = true;       // and the graph with both branches at the default stream priority
+    v[i].chain_priority = ChainPriority::kAuto;  // chosen by timing; and the graph at either fixed setting (off, on)
     v[i].gelu_deriv = true;           // and the step keeping the GELU's input, not its derivative
     v[i].dw_reduce_kernel = true;     // and the weight gradients asked to add their split-K parts in place
     v[i].residual_bf16 = false;       // the residual stream in fp32 (the default); bf16's has its own row
@@ -56,7 +56,7 @@ inline std::vector<TrainOptions> step_variants(const TrainOptions& base, bool bf
 inline bool default_step(const TrainOptions& o, bool bf) {
   return o.fusion && o.fused_ln && o.graph && o.lt_search && !o.recompute && o.flash_bwd && o.flash_wgmma && o.dw_stream &&
          !o.keep_a && o.store_slots == 4 &&
-         o.batch_finish && o.chain_priority && o.gelu_deriv && o.dw_reduce_kernel &&
+         o.batch_finish && o.chain_priority == ChainPriority::kAuto && o.gelu_deriv && o.dw_reduce_kernel &&
          o.dw_sm_share == (bf ? kDwSmShareDefault : 1) && !o.residual_bf16 && o.adamw_overlap && !o.pdl;
 }
 inline std::string variant_name(const TrainOptions& o, double default_share) {
@@ -72,7 +72,8 @@ inline std::string variant_name(const TrainOptions& o, double default_share) {
   if (o.keep_a) s += ", A kept";
   if (o.store_slots != 4) s += ", two staging slots";
   if (!o.batch_finish) s += ", finishes one by one";
-  if (o.graph && o.dw_stream && !o.chain_priority) s += ", chain at default priority";
+  if (o.graph && o.dw_stream && o.chain_priority == ChainPriority::kOff) s += ", chain at default priority";
+  if (o.graph && o.dw_stream && o.chain_priority == ChainPriority::kOn) s += ", chain at high priority";
   if (!o.gelu_deriv) s += ", GELU input kept";
   if (!o.dw_reduce_kernel) s += ", dW asked to reduce in place";
   if (o.residual_bf16) s += ", residual stream in bf16";
@@ -154,6 +155,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
       "train step " + prec + variant_name(o, std::is_same<T, bf16>::value ? kDwSmShareDefault : 1.0);
   std::printf("\n%s: attention = %s\n", name.c_str(), tr.m.attn_note.c_str());
   for (int i = 0; i < 3; ++i) tr.step_once();  // warm-up (cuBLAS heuristics, first launches, the graph's capture)
+  tr.settle_priority();  // and --chain-priority auto's timed steps: the timed steps below run its choice alone
   CUDA_CHECK(cudaDeviceSynchronize());
   const size_t peak = used_bytes() - base;
   // Where the time goes: one step with events between phases.
@@ -196,7 +198,15 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["keep_a"] = o.keep_a;
   ex["store_slots"] = o.keep_a ? 2 : o.store_slots;  // what fc's forward used: the loop keeping A has two slots only
   ex["batch_finish"] = o.batch_finish;
-  ex["chain_priority"] = o.chain_priority;
+  ex["chain_priority"] = o.chain_priority == ChainPriority::kAuto ? "auto"
+                         : o.chain_priority == ChainPriority::kOn ? "on"
+                                                                  : "off";
+  if (tr.priority.decided) {  // auto's choice (run/trainer.cuh) and the medians that made it
+    ex["chain_priority_chosen"] = tr.priority.level ? "level" : "on";
+    json::Value pm = json::Value::object();
+    pm["on"] = tr.priority.on_ms, pm["level"] = tr.priority.level_ms, pm["steps_each"] = tr.priority.steps_each;
+    ex["chain_priority_ms"] = pm;
+  }
   ex["dw_reduce_kernel"] = o.dw_reduce_kernel;
   ex["dw_sm_share"] = o.dw_sm_share;
   ex["gelu_deriv"] = o.gelu_deriv && tr.m.gelu_deriv_applies();  // what the step did (the model's conditions)
@@ -666,9 +676,13 @@ inline void run_bench(results::Results& res, const gpt::Options& op, const train
     TrainOptions each = step_variants(base, true).back();  // the default step with every column-sum finish
     each.batch_finish = false;                              // in a launch of its own (nn/finish_queue.cuh)
     bench_train<bf16>(res, cfg, each, data, op.attn, seed);
-    TrainOptions level = step_variants(base, true).back();  // the default step's graph with the chain and the
-    level.chain_priority = false;                            // weight gradients at one stream priority (run/trainer.cuh)
-    bench_train<bf16>(res, cfg, level, data, op.attn, seed);
+    // The default step's graph with the chain and the weight gradients at one stream priority, then with the chain
+    // at the highest: the two settings the default chooses between by timing (--chain-priority auto, run/trainer.cuh)
+    for (const ChainPriority p : {ChainPriority::kOff, ChainPriority::kOn}) {
+      TrainOptions fixed = step_variants(base, true).back();
+      fixed.chain_priority = p;
+      bench_train<bf16>(res, cfg, fixed, data, op.attn, seed);
+    }
     TrainOptions input = step_variants(base, true).back();  // the default step with fc keeping its pre-activation
     input.gelu_deriv = false;                                // and the backward computing gelu' (nn/linear.cuh)
     bench_train<bf16>(res, cfg, input, data, op.attn, seed);

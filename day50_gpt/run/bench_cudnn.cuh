@@ -110,6 +110,7 @@ inline void bench_cudnn_backend(results::Results& res, const gpt::Config& cfg, c
   const double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (int i = 0; i < 3; ++i) dn.step_once(), custom.step_once();  // and the captures
   custom.step_once();
+  dn.settle_priority(), custom.settle_priority();  // (--chain-priority auto: its timed steps, before these)
   CUDA_CHECK(cudaDeviceSynchronize());
   timing::Options to;  // the legacy stream: it waits for both trainers' (blocking) streams
   to.warmup = 2, to.reps = 20, to.budget_ms = 1000;

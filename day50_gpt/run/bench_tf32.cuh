@@ -38,6 +38,7 @@ inline void tf32_against_fp32(results::Results& res, results::Bench& b, const gp
   Trainer<float> ref(cfg, o32, data, attn, seed), ours(cfg, o, data, attn, seed);
   ours.m.set_tf32(true);
   for (int i = 0; i < 3; ++i) ref.step_once(), ours.step_once();  // warm-up: heuristics, the graphs' capture
+  ref.settle_priority(), ours.settle_priority();  // and --chain-priority auto's timed steps (run/trainer.cuh)
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<std::pair<double, std::pair<double, double>>> rounds;  // 100 * fp32 / tf32, (tf32, fp32) median ms
   for (int r = 0; r < 3; ++r) {

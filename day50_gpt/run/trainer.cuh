@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "../checkpoint.h"
@@ -10,6 +11,7 @@
 #include "../options.h"
 #include "cuda_graph.cuh"
 #include "replica.cuh"
+#include "timing.cuh"
 
 // The command line accepts --residual bf16 at the widths the fused LayerNorm takes (options.h, nn/model.cuh's
 // ln_fused): the same bound, or a width the parser let through would reach the Model's throw.
@@ -56,6 +58,25 @@ struct Trainer {
   cudaGraphExec_t graph = nullptr;
   cuda_graph::Census graph_census;  // what the captured step launches (kernels, memsets, ...)
   bool warmed = false;              // one eager step before the capture (cuBLAS and cuBLASLt set up on first use)
+  // --chain-priority auto (options.h says why): the step is captured once and instantiated twice, `graph` with
+  // node priorities ("on": the chain's kernels at this stream's priority, the highest, the side streams' at the
+  // lowest) and `graph_level` without ("level": every kernel at this stream's). The first 2 K graph launches
+  // (K = kPriorityTimedSteps) alternate the two, on first, each between two events on this stream. They are
+  // real training steps: the same kernels on the same inputs, only the order in which the block scheduler
+  // starts them differs, so nothing is undone. After the last, one synchronization: the faster by its median
+  // is kept (a tie keeps on) and the other destroyed. graph_level is non-null only while the timing runs.
+  // (Each executable's first launch also uploads it: one slow step of its K, which the median leaves out. Two
+  // executables of one graph are allowed because the captured step holds no memory allocation or free nodes:
+  // the bench's census counts none beside the kernels, memsets and copies.)
+  cudaGraphExec_t graph_level = nullptr;
+  std::vector<cudaEvent_t> prio_events;  // [2 i], [2 i + 1]: around timed launch i
+  int prio_launches = 0;                 // launches timed so far
+  struct PriorityChoice {
+    bool decided = false;
+    bool level = false;                  // the choice: the graph without node priorities
+    double on_ms = NAN, level_ms = NAN;  // each one's median step time
+    int steps_each = 0;                  // the steps each median is of
+  } priority;
   // --adamw-overlap on (one GPU, the custom layers, a step that reads its values from m.sv): a step ends with
   // its gradient's norm, and its AdamW runs at the start of the next step on `upd_stream`, one range of
   // parameters at a time in the order the forward reads them (the embeddings, then each block, the last with
@@ -100,13 +121,19 @@ struct Trainer {
     dp::attach(dp, cfg, o, m);
     if (!dp) {
       // A blocking stream: the host copies elsewhere (cudaMemcpy on the legacy stream) stay ordered with it.
-      // --chain-priority on: the highest priority, which the graph's capture copies into every kernel of the
-      // chain; the weight gradients' side stream (nn/dw_stream.h) has the lowest. When an SM frees up and
-      // both branches have blocks waiting, the block scheduler starts the chain's first: its memory-bound
-      // kernels (the LayerNorm backward) are what the step waits for, the dW matmuls are not.
+      // --chain-priority on (and auto, whose "on" graph needs it): the highest priority, which the graph's
+      // capture copies into every kernel of the chain; the weight gradients' side stream (nn/dw_stream.h) has
+      // the lowest. When an SM frees up and both branches have blocks waiting, the block scheduler starts the
+      // chain's first: its memory-bound kernels (the LayerNorm backward) are what the step waits for, the dW
+      // matmuls are not. off: the lowest, as the side streams.
       int least = 0, greatest = 0;
       CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-      CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamDefault, o.chain_priority ? greatest : least));
+      CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamDefault,
+                                              o.chain_priority == ChainPriority::kOff ? least : greatest));
+      if (o.chain_priority == ChainPriority::kAuto) {
+        prio_events.resize(size_t(4 * kPriorityTimedSteps));
+        for (cudaEvent_t& e : prio_events) CUDA_CHECK(cudaEventCreate(&e));
+      }
       m.use_stream(stream);
       step_vars.alloc(sizeof(k::StepVars));
       CUDA_CHECK(cudaMallocHost(&ring, size_t(o.log_every) * sizeof(k::StepVars)));
@@ -123,6 +150,8 @@ struct Trainer {
     if (!stream) return;
     cudaStreamSynchronize(stream);
     if (graph) cudaGraphExecDestroy(graph);
+    if (graph_level) cudaGraphExecDestroy(graph_level);
+    for (cudaEvent_t e : prio_events) cudaEventDestroy(e);
     if (upd_stream) cudaStreamSynchronize(upd_stream), cudaStreamDestroy(upd_stream);
     for (cudaEvent_t e : upd_events) cudaEventDestroy(e);
     cudaFreeHost(ring);
@@ -165,8 +194,8 @@ struct Trainer {
     }
     // Eager instead: the first step, a --dump capture, a step the bench splits into phases (events between them).
     if (m.sv && o.graph && !capture && warmed && !m.ph) {
-      if (!graph) graph = capture_step();
-      CUDA_CHECK(cudaGraphLaunch(graph, stream));
+      if (!graph) capture_step();
+      launch_graph();
     } else {
       enqueue_step();
       warmed = true;
@@ -247,11 +276,58 @@ struct Trainer {
   }
   // The whole step as one CUDA graph (--graph on): captured once from enqueue_step, whose launches no
   // longer depend on the step (everything that does is read from m.sv). Logging, validation and
-  // checkpoints stay outside it; restore() drops it (the dropout key may change).
-  cudaGraphExec_t capture_step() {
-    return cuda_graph::capture(
-        stream, [&] { enqueue_step(); }, &graph_census, o.chain_priority);
+  // checkpoints stay outside it; restore() drops it (the dropout key may change). Instantiated with node
+  // priorities for --chain-priority on, without for off; auto: both while it has not chosen, else the one
+  // it chose (a capture after restore() is not timed again).
+  void capture_step() {
+    cudaGraph_t g = cuda_graph::capture_graph(stream, [&] { enqueue_step(); }, &graph_census);
+    graph = cuda_graph::instantiate(g, o.chain_priority == ChainPriority::kOn ||
+                                           (o.chain_priority == ChainPriority::kAuto && !priority.level));
+    if (priority_undecided()) graph_level = cuda_graph::instantiate(g, false);
+    CUDA_CHECK(cudaGraphDestroy(g));
   }
+  // One graph step: the one graph, or while auto times them, the next of the two (on, level, on, ...).
+  void launch_graph() {
+    if (!graph_level) {
+      CUDA_CHECK(cudaGraphLaunch(graph, stream));
+      return;
+    }
+    const size_t i = size_t(prio_launches++);
+    CUDA_CHECK(cudaEventRecord(prio_events[2 * i], stream));
+    CUDA_CHECK(cudaGraphLaunch(i % 2 ? graph_level : graph, stream));
+    CUDA_CHECK(cudaEventRecord(prio_events[2 * i + 1], stream));
+    if (prio_launches == 2 * kPriorityTimedSteps) choose_priority();
+  }
+  // auto, after its last timed launch: the one synchronization, each setting's median, the faster kept.
+  void choose_priority() {
+    CUDA_CHECK(cudaEventSynchronize(prio_events.back()));
+    std::vector<double> ms[2];  // [0]: on, [1]: level
+    for (size_t i = 0; i < size_t(prio_launches); ++i) {
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, prio_events[2 * i], prio_events[2 * i + 1]));
+      ms[i % 2].push_back(t);
+    }
+    priority.on_ms = timing::summarize(ms[0]).median_ms, priority.level_ms = timing::summarize(ms[1]).median_ms;
+    priority.level = priority.level_ms < priority.on_ms;
+    priority.steps_each = kPriorityTimedSteps, priority.decided = true;
+    CUDA_CHECK(cudaGraphExecDestroy(priority.level ? graph : graph_level));
+    if (priority.level) graph = graph_level;
+    graph_level = nullptr;
+    std::printf("chain priority chosen by timing: on %.3f ms, level %.3f ms (median of %d steps each): %s\n",
+                priority.on_ms, priority.level_ms, priority.steps_each, priority.level ? "level" : "on");
+  }
+  // --chain-priority auto on the one-GPU graph, not yet chosen.
+  bool priority_undecided() const {
+    return o.chain_priority == ChainPriority::kAuto && m.sv && o.graph && !priority.decided;
+  }
+  // Training steps until auto has chosen, so that the steps after run the chosen graph alone (the bench's
+  // warm-up calls it before its timed steps). None where the next step would run eagerly (split into
+  // phases, a --dump capture): it would never choose.
+  void settle_priority() {
+    while (priority_undecided() && !m.ph && !capture) step_once();
+  }
+  // The executables held: 1 once a graph step has run (2 while auto times them).
+  int graph_execs() const { return (graph ? 1 : 0) + (graph_level ? 1 : 0); }
   // Bring the pending steps' losses and norms to the host (one synchronization).
   void read_back() {
     if (!pending) return;
@@ -306,6 +382,11 @@ struct Trainer {
     if (graph) {  // captured with the old rng_state (the dropout key)
       CUDA_CHECK(cudaGraphExecDestroy(graph));
       graph = nullptr;
+    }
+    if (graph_level) {  // auto, still timing: it starts over with the next capture
+      CUDA_CHECK(cudaGraphExecDestroy(graph_level));
+      graph_level = nullptr;
+      prio_launches = 0;
     }
   }
 };

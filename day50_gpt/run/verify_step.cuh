@@ -1,7 +1,8 @@
 // day50_gpt/run/verify_step.cuh: gpt --verify's checks of the training step's speed-ups: the step
 // replayed as a CUDA graph gives the eager step's losses and weights (bit for bit where the step is
-// deterministic), and the fused LayerNorm (residual add + LayerNorm, fused backward) trains like the
-// unfused one (to rounding: its sums are added in another order), as does the step that recomputes every
+// deterministic; so does --chain-priority auto, which times two instantiations of the graph and keeps one,
+// against either fixed setting), and the fused LayerNorm (residual add + LayerNorm, fused backward) trains
+// like the unfused one (to rounding: its sums are added in another order), as does the step that recomputes every
 // layer's GELU output (--recompute on) against the default that keeps it, and as does the step whose
 // weight gradients add their split-K parts inside the GEMM (--dw-reduce-kernel off) or are sized for another
 // share of the SMs than the default's (bf16: every SM against half of them). GPU vs CPU for the
@@ -50,6 +51,93 @@ void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
   attn_used = attn_name(t.m.impl);
 }
 
+// Whether an executable graph runs its kernels at their own nodes' priorities (the flag it was instantiated
+// with, as the runtime reports it).
+inline bool runs_node_priorities(cudaGraphExec_t e) {
+  unsigned long long f = 0;
+  CUDA_CHECK(cudaGraphExecGetFlags(e, &f));
+  return (f & cudaGraphInstantiateFlagUseNodePriority) != 0;
+}
+// Trains t on to `steps` steps: its losses, and its weights after the pending update.
+template <class T>
+void train_on(Trainer<T>& t, int steps, std::vector<double>& losses, std::vector<double>& params) {
+  while (t.step < steps) t.step_once();
+  t.read_back();
+  t.settle_update();
+  losses.assign(t.losses.begin(), t.losses.end());
+  const std::vector<float> p = to_host(t.m.params.template as<float>(), t.m.lay.total);
+  params.assign(p.begin(), p.end());
+}
+
+// --chain-priority auto (the default, run/trainer.cuh): the step captured once and instantiated with node
+// priorities ("on") and without ("level"), the two alternated over the first 2 K graph steps (K =
+// kPriorityTimedSteps) and the faster kept. Counted: when it chose, the executables it held before and after
+// (the check's negative control: its condition is false one step before the choice and before the first
+// graph step), that the one kept is the one chosen (its instantiation flags), and that a restore recaptures
+// the choice without timing again. Then its training against the fixed settings', bit for bit: a priority
+// changes only the order in which the block scheduler starts the same kernels on the same inputs, and on this
+// deterministic step the graph's bits are the eager steps' (the checks above), so auto's steps (both settings
+// while it times, then its choice) must equal --chain-priority on's and off's, whichever it chose.
+template <class T>
+void verify_chain_priority(results::Results& res, const gpt::Config& c, const TrainOptions& o,
+                           const train::Corpus& data, uint64_t seed, Attn det, const std::string& tag) {
+  const int K = kPriorityTimedSteps, decide = 1 + 2 * K, steps = decide + 4;  // the eager first step, 2 K timed
+  const std::string tp = tag + ", --chain-priority auto", ks = std::to_string(2 * K);
+  TrainOptions oa = o, on = o, off = o;
+  oa.chain_priority = ChainPriority::kAuto, on.chain_priority = ChainPriority::kOn;
+  off.chain_priority = ChainPriority::kOff;
+  std::vector<double> la, pa, l_on, p_on, l_off, p_off;
+  const auto one_kept = [](const Trainer<T>& t) { return t.priority.decided && t.graph_execs() == 1; };
+  bool before_first = false, before_choice = false, pair = false, chosen = false, kept_chosen = false, again = false,
+       flags = false;
+  std::string choice, counts;
+  {
+    Trainer<T> t(c, oa, data, det, seed);
+    t.step_once();  // eager: no graph yet
+    before_first = !one_kept(t) && t.graph_execs() == 0;
+    while (t.step < decide - 1) t.step_once();
+    before_choice = !one_kept(t) && t.graph_execs() == 2 && t.prio_launches == 2 * K - 1;
+    pair = before_choice && runs_node_priorities(t.graph) && !runs_node_priorities(t.graph_level);
+    t.step_once();  // the last timed launch: the choice
+    chosen = one_kept(t) && t.priority.steps_each == K && t.priority.on_ms > 0 && t.priority.level_ms > 0;
+    kept_chosen = chosen && runs_node_priorities(t.graph) == !t.priority.level;
+    choice = t.priority.level ? "level" : "on";
+    counts = std::to_string(t.priority.on_ms) + " / " + std::to_string(t.priority.level_ms) + " ms: " + choice;
+    train_on(t, steps, la, pa);
+    t.restore(t.checkpoint());  // (as --resume, or the bench's re-run: the graph is dropped)
+    t.step_once();
+    again = one_kept(t) && t.prio_launches == 2 * K && runs_node_priorities(t.graph) == (choice == "on");
+  }
+  res.add(verify::fact(tp + ": chosen at its " + ks + "th graph step, one executable kept, the one chosen",
+                       chosen && kept_chosen, "median step on / level", counts));
+  res.add(verify::fact(tp + ": one graph step before the choice both executables held (with and without node "
+                            "priorities), before the first graph step none (the check above fails there: a "
+                            "negative control)",
+                       before_first && before_choice && pair));
+  res.add(verify::fact(tp + ": after a restore the choice recaptured alone, not timed again", again));
+  {
+    Trainer<T> t(c, on, data, det, seed);
+    train_on(t, steps, l_on, p_on);
+    flags = runs_node_priorities(t.graph);
+  }
+  {
+    Trainer<T> t(c, off, data, det, seed);
+    train_on(t, steps, l_off, p_off);
+    flags = flags && !runs_node_priorities(t.graph);
+  }
+  res.add(verify::fact(tag + ": --chain-priority on's graph runs node priorities, off's does not", flags));
+  const verify::Tol exact{0, 0, "bitwise"};
+  const std::string n = " (" + std::to_string(steps) + " steps, " + ks + " of them timed)";
+  for (verify::Check ch :
+       {verify::compare(tp + ": losses == --chain-priority on's" + n, la.data(), l_on.data(), l_on.size(), exact),
+        verify::compare(tp + ": weights == --chain-priority on's", pa.data(), p_on.data(), p_on.size(), exact),
+        verify::compare(tp + ": losses == --chain-priority off's" + n, la.data(), l_off.data(), l_off.size(), exact),
+        verify::compare(tp + ": weights == --chain-priority off's", pa.data(), p_off.data(), p_off.size(), exact)}) {
+    ch.note = "auto chose " + choice;  // (a note, not the name: the choice may differ from run to run)
+    res.add(ch);
+  }
+}
+
 template <class T>
 void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_t seed, Attn attn) {
   gpt::Config c;
@@ -88,6 +176,7 @@ void verify_step_paths(results::Results& res, const train::Corpus& data, uint64_
                           l_graph.data(), l_eager.data(), l_eager.size(), exact));
   res.add(verify::compare(tag + ": CUDA graph replay's weights == eager steps'", p_graph.data(), p_eager.data(),
                           p_eager.size(), exact));
+  verify_chain_priority<T>(res, c, o, data, seed, det, tag);  // (o: the graph on, as above)
   // The graph above leaves each step's AdamW to the next step, range by range beside its forward
   // (--adamw-overlap on, the default; run/trainer.cuh); the eager steps run it at their own end. Counted: the
   // range updates enqueued (the eager first step's and the capture's, layers + 1 each). Then the same with every

@@ -62,7 +62,9 @@ def variant_lines(rows):
         # The ladder's rows are saved against the row above; a row beside the ladder (the step with the
         # other --recompute setting than the default's, the graph on one stream where the default uses two, our
         # fused GEMM's other loop (--keep-a), the finishes one by one (--batch-finish off), both streams at one
-        # priority (--chain-priority off), fc keeping the GELU's input (--gelu-deriv off), the weight gradients
+        # priority (--chain-priority off) or the chain at the highest (on; the default, auto, times the two and
+        # keeps the faster; older files record the flag as true / false), fc keeping the GELU's input
+        # (--gelu-deriv off), the weight gradients
         # asked to reduce in place (--dw-reduce-kernel off) or sized for fewer SMs (--dw-sm-share), the residual
         # stream in bf16 (--residual bf16), AdamW at the step's end (--adamw-overlap off), the programmatic
         # launches (--pdl on), the cuDNN ones)
