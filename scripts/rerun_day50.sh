@@ -6,7 +6,8 @@
 #           is the long one: it times candidate kernels for every GEMM shape, and on a fresh H200 it had not
 #           finished after 314 s, where eager, default and reduce-overhead took 19, 37 and 30 s), then
 #           compute-sanitizer's initcheck; beside it the build, then GPU 0: gpt --verify (the gate: a failure
-#           stops here), the PyTorch oracle, the initcheck probe, compute-sanitizer's memcheck and racecheck
+#           stops here), the PyTorch oracle, the initcheck probe, with AB_ROUNDS=N AB_DIR=DIR N runs of the
+#           bf16 step's rows into DIR (what scripts/ab_rows.py reads), compute-sanitizer's memcheck and racecheck
 #   bench   both GPUs: the data-parallel checks and make bench-multi; then GPU 0: make bench, while GPU 1 runs
 #           make trace and then compiles PyTorch's other variants (torch_peer.py --quick --skip-ours, untimed)
 #   peer    GPU 0: the full peer run (make peer's command) on warm caches, then, with time left, the
@@ -71,6 +72,17 @@ checks)
   (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 150 python3 torch_oracle.py) > "$L/oracle.log" 2>&1 || fail=1
   say "oracle: $(tail -1 "$L/oracle.log")"
   (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 60 bash dev/initcheck_probe.sh) > "$L/initcheck_probe.log" 2>&1 || fail=1
+  # AB_ROUNDS=N AB_DIR=results/<gpu>/<folder>: N runs of the bf16 step's rows (about 19 s each on an H200), read
+  # with scripts/ab_rows.py; before the sanitizers, so that GPU 0 runs nothing else meanwhile.
+  if [ "${AB_ROUNDS:-0}" -gt 0 ]; then
+    mkdir -p "$ROOT/${AB_DIR:?AB_DIR names the folder under results/ for the rounds}"
+    for i in $(seq 1 "$AB_ROUNDS"); do
+      (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 60 ./build/gpt --bench --bench-part train-bf16 \
+         --json "$ROOT/$AB_DIR/round_$i.json") > "$ROOT/$AB_DIR/round_$i.log" 2>&1 || fail=1
+    done
+    python3 scripts/ab_rows.py "$ROOT/$AB_DIR"/round_*.json --json "$ROOT/$AB_DIR/ab_rows.json" > "$L/ab_rows.txt" 2>&1 || fail=1
+    say "A/B rounds: $AB_ROUNDS in $AB_DIR"; cat "$L/ab_rows.txt"
+  fi
   CUDA_VISIBLE_DEVICES=0 TOOLS="memcheck racecheck" SANITIZE_TIMEOUT=300 timeout "$(left)" scripts/sanitize.sh day50_gpt \
     > "$L/sanitize_memcheck_racecheck.log" 2>&1
   echo "sanitize rc=$?" >> "$L/sanitize_memcheck_racecheck.log"
