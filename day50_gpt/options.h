@@ -44,14 +44,15 @@ constexpr double kDwSmShareDefault = 0.5;
 // ways, and the faster kept by timing (kAuto, the default). Why auto: in six runs of --bench --bench-part
 // train-bf16 at one build (H200, ms a step, median of 20, with the priorities / at one priority) the order
 // changed from process to process: 3.394 / 3.495, 3.458 / 3.471, then about 3.47 / 3.39 four times, and
-// `make bench` 3.467 / 3.361. About 80 to 100 us either way (2.5% of the step, which at 35% MFU is about
-// 3.38 ms). Each process also times its own cuBLASLt algorithms (nn/lt_tuned.cuh), which differ from process
+// `make bench` 3.467 / 3.361. 13 to 106 us either way; 74 to 106 in six of the seven (2 to 3% of the step,
+// which at 35% MFU is about 3.38 ms). Each process also times its own cuBLASLt algorithms (nn/lt_tuned.cuh), which differ from process
 // to process, and the two streams share the SMs differently around them; so each process times the whole
 // step both ways, as it times its matmuls.
 enum class ChainPriority { kOff, kOn, kAuto };
 // kAuto: graph steps timed per setting, launched alternately (on, level, on, ...) before the choice. 8 each:
-// the step's own spread within one process was about 70 us over 20 steps (make bench's default row: 3.421 to
-// 3.490 ms), so a median of 8 moves by much less than the 80 to 100 us that separated the settings; the 16
+// the step's own spread within one process was 70 to 90 us over 20 steps (make bench's default row: 3.421 to
+// 3.490 ms at 25798c8, 3.432 to 3.523 at a2163d9), so a median of 8 moves by much less than the 74 to 106 us
+// that separated the settings in six of the seven runs above; the 16
 // steps take about 55 ms, and the half at the slower setting lose about 0.1 ms each (under 1 ms, against the
 // default run's 5,000 steps of about 3.4 ms).
 constexpr int kPriorityTimedSteps = 8;
@@ -257,13 +258,15 @@ inline void declare_step(cli::Args& args, StepFlags& f) {
                    "programmatic dependent launches (sm_90): each may be placed on the SMs while the kernel before it "
                    "in its stream finishes, and waits for that kernel's results before it reads (the same results)");
   f.priority = args.str("chain-priority", "auto",
-                        "auto | on | off: in the one-GPU CUDA graph with --dw-stream on, on: the chain of data "
-                        "gradients on a stream of the highest priority and the weight gradients (and the AdamW "
-                        "overlap) on the lowest, so that a free SM takes the chain's next block first; off: all at "
-                        "one priority; auto: the step captured once and instantiated both ways, the first " +
+                        "auto | on | off: in the one-GPU CUDA graph (its side streams: the weight gradients with "
+                        "--dw-stream on, AdamW with --adamw-overlap on), on: the chain of data gradients on a stream "
+                        "of the highest priority and the side streams on the lowest, so that a free SM takes the "
+                        "chain's next block first; off: all at one priority; auto: the step captured once and "
+                        "instantiated both ways, the first " +
                             std::to_string(2 * kPriorityTimedSteps) +
                             " graph steps alternating the two, and the faster by its median step time kept (which "
-                            "is faster changes from process to process). The same kernels and results either way");
+                            "is faster changes from process to process; a graph with neither side stream is not "
+                            "timed). The same kernels and results either way");
 }
 inline bool on_off(const std::string& flag, const std::string& v) {
   if (v != "on" && v != "off") cli::usage_error(kProg, "--" + flag + " must be on or off, got '" + v + "'");
@@ -340,6 +343,9 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
                             "--backend cudnn run AdamW at the end of the step");
   if (given(argc, argv, "chain-priority") && o.st.bench)
     cli::usage_error(kProg, "--chain-priority is a training run's: --bench times auto, on and off in rows of their own "
+                            "(leave the flag out)");
+  if (given(argc, argv, "chain-priority") && o.st.verify)
+    cli::usage_error(kProg, "--chain-priority is a training run's: --verify checks auto against on and off itself "
                             "(leave the flag out)");
   if (given(argc, argv, "chain-priority") && o.multi())
     cli::usage_error(kProg, "--chain-priority is the one-GPU graph's; data parallelism (--gpus N, --world N) runs "

@@ -58,7 +58,7 @@ TEST(chain_priority_chosen_by_timing_unless_asked) {
   EXPECT(parse({"--chain-priority", "auto"}).train.chain_priority == ChainPriority::kAuto);
   EXPECT(parse({"--chain-priority", "on"}).train.chain_priority == ChainPriority::kOn);
   EXPECT(parse({"--chain-priority", "off"}).train.chain_priority == ChainPriority::kOff);
-  // with the graph off it is accepted and changes nothing (no graph to instantiate either way)
+  // with the graph off it is accepted and changes no result (no graph to instantiate either way)
   EXPECT(parse({"--graph", "off", "--chain-priority", "on"}).train.chain_priority == ChainPriority::kOn);
 }
 

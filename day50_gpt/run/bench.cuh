@@ -205,6 +205,7 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
     ex["chain_priority_chosen"] = tr.priority.level ? "level" : "on";
     json::Value pm = json::Value::object();
     pm["on"] = tr.priority.on_ms, pm["level"] = tr.priority.level_ms, pm["steps_each"] = tr.priority.steps_each;
+    pm["on_used"] = tr.priority.on_used, pm["level_used"] = tr.priority.level_used;  // (the samples each median is of)
     ex["chain_priority_ms"] = pm;
   }
   ex["dw_reduce_kernel"] = o.dw_reduce_kernel;

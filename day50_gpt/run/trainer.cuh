@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 #include <vector>
 
 #include "../checkpoint.h"
@@ -65,17 +66,27 @@ struct Trainer {
   // real training steps: the same kernels on the same inputs, only the order in which the block scheduler
   // starts them differs, so nothing is undone. After the last, one synchronization: the faster by its median
   // is kept (a tie keeps on) and the other destroyed. graph_level is non-null only while the timing runs.
-  // (Each executable's first launch also uploads it: one slow step of its K, which the median leaves out. Two
-  // executables of one graph are allowed because the captured step holds no memory allocation or free nodes:
-  // the bench's census counts none beside the kernels, memsets and copies.)
+  // Both executables are uploaded right after their instantiation, so no timed launch uploads one. A launch
+  // that follows a host synchronization (a read-back every --log-every steps, validation, a checkpoint, the
+  // capture itself) finds the stream idle, so its interval also holds the host's launch latency, and after
+  // validation or a checkpoint its step has no AdamW left to apply: such a sample is marked disturbed, and
+  // each setting's median is of its undisturbed samples where it has at least K/2 of them, else of all (the
+  // launches are as many either way, so the timing ends even with --log-every 1). Only graphs with a side
+  // stream are timed (priority_undecided): on one stream there is nothing for a priority to order.
+  // (Two executables of one graph are allowed because the captured step holds no memory allocation/free nodes
+  // (the cuDNN bench row's census: other_nodes 0, for the cuDNN step's graph and ours) and no device-updatable
+  // kernel nodes (no launch asks for one); CUDA allows one executable at a time of a graph holding either.)
   cudaGraphExec_t graph_level = nullptr;
   std::vector<cudaEvent_t> prio_events;  // [2 i], [2 i + 1]: around timed launch i
   int prio_launches = 0;                 // launches timed so far
+  bool prio_idle = false;                // the stream was drained by a host synchronization since the last launch
+  bool prio_disturbed[2 * kPriorityTimedSteps] = {};  // timed launch i followed one (prio_idle at its launch)
   struct PriorityChoice {
     bool decided = false;
     bool level = false;                  // the choice: the graph without node priorities
     double on_ms = NAN, level_ms = NAN;  // each one's median step time
-    int steps_each = 0;                  // the steps each median is of
+    int steps_each = 0;                  // the launches timed per setting (K)
+    int on_used = 0, level_used = 0;     // the samples each median is of (the undisturbed ones, or all K)
   } priority;
   // --adamw-overlap on (one GPU, the custom layers, a step that reads its values from m.sv): a step ends with
   // its gradient's norm, and its AdamW runs at the start of the next step on `upd_stream`, one range of
@@ -285,52 +296,72 @@ struct Trainer {
                                            (o.chain_priority == ChainPriority::kAuto && !priority.level));
     if (priority_undecided()) graph_level = cuda_graph::instantiate(g, false);
     CUDA_CHECK(cudaGraphDestroy(g));
+    // Uploaded now, so that no timed launch (auto's, the bench's) uploads its executable.
+    CUDA_CHECK(cudaGraphUpload(graph, stream));
+    if (graph_level) CUDA_CHECK(cudaGraphUpload(graph_level, stream));
+    prio_idle = true;  // the stream drained while the host captured and instantiated
   }
   // One graph step: the one graph, or while auto times them, the next of the two (on, level, on, ...).
   void launch_graph() {
+    const bool idle = prio_idle;
+    prio_idle = false;
     if (!graph_level) {
       CUDA_CHECK(cudaGraphLaunch(graph, stream));
       return;
     }
     const size_t i = size_t(prio_launches++);
+    prio_disturbed[i] = idle;
     CUDA_CHECK(cudaEventRecord(prio_events[2 * i], stream));
     CUDA_CHECK(cudaGraphLaunch(i % 2 ? graph_level : graph, stream));
     CUDA_CHECK(cudaEventRecord(prio_events[2 * i + 1], stream));
     if (prio_launches == 2 * kPriorityTimedSteps) choose_priority();
   }
-  // auto, after its last timed launch: the one synchronization, each setting's median, the faster kept.
+  // auto, after its last timed launch: the one synchronization, each setting's median (of its undisturbed
+  // samples where at least K/2 are, else of all K), the faster kept.
   void choose_priority() {
     CUDA_CHECK(cudaEventSynchronize(prio_events.back()));
-    std::vector<double> ms[2];  // [0]: on, [1]: level
+    std::vector<double> all[2], quiet[2];  // [0]: on, [1]: level
     for (size_t i = 0; i < size_t(prio_launches); ++i) {
       float t = 0;
       CUDA_CHECK(cudaEventElapsedTime(&t, prio_events[2 * i], prio_events[2 * i + 1]));
-      ms[i % 2].push_back(t);
+      all[i % 2].push_back(t);
+      if (!prio_disturbed[i]) quiet[i % 2].push_back(t);
     }
-    priority.on_ms = timing::summarize(ms[0]).median_ms, priority.level_ms = timing::summarize(ms[1]).median_ms;
+    const auto used = [&](int s) -> const std::vector<double>& {
+      return 2 * quiet[s].size() >= size_t(kPriorityTimedSteps) ? quiet[s] : all[s];
+    };
+    priority.on_ms = timing::summarize(used(0)).median_ms, priority.level_ms = timing::summarize(used(1)).median_ms;
+    priority.on_used = int(used(0).size()), priority.level_used = int(used(1).size());
     priority.level = priority.level_ms < priority.on_ms;
     priority.steps_each = kPriorityTimedSteps, priority.decided = true;
     CUDA_CHECK(cudaGraphExecDestroy(priority.level ? graph : graph_level));
     if (priority.level) graph = graph_level;
     graph_level = nullptr;
-    std::printf("chain priority chosen by timing: on %.3f ms, level %.3f ms (median of %d steps each): %s\n",
-                priority.on_ms, priority.level_ms, priority.steps_each, priority.level ? "level" : "on");
+    std::printf("chain priority chosen by timing: on %.3f ms, level %.3f ms (medians of %d and %d of %d steps each, "
+                "steps after a host synchronization left out): %s\n",
+                priority.on_ms, priority.level_ms, priority.on_used, priority.level_used, priority.steps_each,
+                priority.level ? "level" : "on");
   }
-  // --chain-priority auto on the one-GPU graph, not yet chosen.
+  // --chain-priority auto on the one-GPU graph with a side stream (the weight gradients', AdamW's), not yet
+  // chosen. On one stream every kernel waits for the one before it: no two are ever ready together, so a
+  // priority has nothing to order and the graph is instantiated once (with node priorities) and not timed.
   bool priority_undecided() const {
-    return o.chain_priority == ChainPriority::kAuto && m.sv && o.graph && !priority.decided;
+    return o.chain_priority == ChainPriority::kAuto && m.sv && o.graph && (m.dw_stream || upd_stream) &&
+           !priority.decided;
   }
   // Training steps until auto has chosen, so that the steps after run the chosen graph alone (the bench's
   // warm-up calls it before its timed steps). None where the next step would run eagerly (split into
-  // phases, a --dump capture): it would never choose.
+  // phases, a --dump capture): it would never choose, so that is the caller's error.
   void settle_priority() {
     while (priority_undecided() && !m.ph && !capture) step_once();
+    if (priority_undecided()) throw std::logic_error("settle_priority: a phase-split or --dump step pending");
   }
   // The executables held: 1 once a graph step has run (2 while auto times them).
   int graph_execs() const { return (graph ? 1 : 0) + (graph_level ? 1 : 0); }
   // Bring the pending steps' losses and norms to the host (one synchronization).
   void read_back() {
     if (!pending) return;
+    prio_idle = true;  // (to_host synchronizes)
     const std::vector<float> ls = to_host(step_loss.as<float>(), size_t(pending)),
                              ns = to_host(step_norm.as<float>(), size_t(pending));
     losses.insert(losses.end(), ls.begin(), ls.end());
@@ -345,6 +376,7 @@ struct Trainer {
   // play would rise and fall with what the model last trained on).
   double val_loss(int batches) {
     settle_update();
+    prio_idle = true;  // its read-backs synchronize, and the next step has no update left to apply
     if (batches <= 0) batches = int(std::max<size_t>(1, data.val.size() / (size_t(o.batch) * size_t(cfg.context))));
     uint64_t vpos = 0;
     double s = 0;
@@ -365,6 +397,7 @@ struct Trainer {
   ckpt::Checkpoint checkpoint() {
     read_back();
     settle_update();
+    prio_idle = true;  // its copies synchronize, and the next step has no update left to apply
     ckpt::Checkpoint k;
     k.config = cfg, k.step = step, k.data_pos = pos, k.rng_state = rng_state;
     dp::settle(dp);

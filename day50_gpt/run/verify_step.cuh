@@ -74,7 +74,11 @@ void train_on(Trainer<T>& t, int steps, std::vector<double>& losses, std::vector
 // kPriorityTimedSteps) and the faster kept. Counted: when it chose, the executables it held before and after
 // (the check's negative control: its condition is false one step before the choice and before the first
 // graph step), that the one kept is the one chosen (its instantiation flags), and that a restore recaptures
-// the choice without timing again. Then its training against the fixed settings', bit for bit: a priority
+// the choice without timing again. Then which samples its medians left out: the launches right after a host
+// synchronization (the capture's, and with o.log_every 4 each read-back's, which all fall on "level"), and
+// with --log-every 1, where every launch follows one, that it still chose after 2 K launches, from all of
+// them; and that a graph on one stream (no side stream: nothing for a priority to order) is not timed at all.
+// Then its training against the fixed settings', bit for bit: a priority
 // changes only the order in which the block scheduler starts the same kernels on the same inputs, and on this
 // deterministic step the graph's bits are the eager steps' (the checks above), so auto's steps (both settings
 // while it times, then its choice) must equal --chain-priority on's and off's, whichever it chose.
@@ -89,10 +93,21 @@ void verify_chain_priority(results::Results& res, const gpt::Config& c, const Tr
   std::vector<double> la, pa, l_on, p_on, l_off, p_off;
   const auto one_kept = [](const Trainer<T>& t) { return t.priority.decided && t.graph_execs() == 1; };
   bool before_first = false, before_choice = false, pair = false, chosen = false, kept_chosen = false, again = false,
-       flags = false;
-  std::string choice, counts;
+       flags = false, sides = false, marked = false, left_out = false;
+  std::string choice, counts, used;
+  // Which timed launches follow a host synchronization: the first (after the capture), and launch i where a
+  // read-back ran after step i (step 0 is eager; every o.log_every steps); each median is of its setting's
+  // others where they are at least K/2, else of all K.
+  std::vector<bool> disturbed(size_t(2 * K));
+  int quiet[2] = {0, 0};
+  for (int i = 0; i < 2 * K; ++i) {
+    disturbed[size_t(i)] = i == 0 || (i + 1) % o.log_every == 0;
+    quiet[i % 2] += !disturbed[size_t(i)];
+  }
+  const int on_used = 2 * quiet[0] >= K ? quiet[0] : K, level_used = 2 * quiet[1] >= K ? quiet[1] : K;
   {
     Trainer<T> t(c, oa, data, det, seed);
+    sides = t.m.dw_stream && t.upd_stream;  // what makes the priorities matter (and auto time them)
     t.step_once();  // eager: no graph yet
     before_first = !one_kept(t) && t.graph_execs() == 0;
     while (t.step < decide - 1) t.step_once();
@@ -103,13 +118,54 @@ void verify_chain_priority(results::Results& res, const gpt::Config& c, const Tr
     kept_chosen = chosen && runs_node_priorities(t.graph) == !t.priority.level;
     choice = t.priority.level ? "level" : "on";
     counts = std::to_string(t.priority.on_ms) + " / " + std::to_string(t.priority.level_ms) + " ms: " + choice;
+    marked = true;
+    for (int i = 0; i < 2 * K; ++i) marked = marked && t.prio_disturbed[i] == disturbed[size_t(i)];
+    left_out = marked && t.priority.on_used == on_used && t.priority.level_used == level_used;
+    used = std::to_string(t.priority.on_used) + " / " + std::to_string(t.priority.level_used) + " (expected " +
+           std::to_string(on_used) + " / " + std::to_string(level_used) + ")";
     train_on(t, steps, la, pa);
     t.restore(t.checkpoint());  // (as --resume, or the bench's re-run: the graph is dropped)
     t.step_once();
     again = one_kept(t) && t.prio_launches == 2 * K && runs_node_priorities(t.graph) == (choice == "on");
   }
-  res.add(verify::fact(tp + ": chosen at its " + ks + "th graph step, one executable kept, the one chosen",
-                       chosen && kept_chosen, "median step on / level", counts));
+  res.add(verify::fact(tp + ": chosen at its " + ks + "th graph step, one executable kept, the one chosen (a graph "
+                            "with side streams: the weight gradients' and AdamW's)",
+                       sides && chosen && kept_chosen, "median step on / level", counts));
+  res.add(verify::fact(tp + ", --log-every " + std::to_string(o.log_every) +
+                           ": the timed launches after a host synchronization (the capture, each read-back) marked, "
+                           "and each median of its setting's others (of all " + std::to_string(K) +
+                           " where fewer than half are left)",
+                       left_out, "samples in the medians on / level", used));
+  {
+    // --log-every 1: a read-back after every step, so every timed launch follows a synchronization. The
+    // launches are as many: it still chooses at the (1 + 2 K)th step, each median of all K.
+    TrainOptions o1 = oa;
+    o1.log_every = 1;
+    Trainer<T> t(c, o1, data, det, seed);
+    t.settle_priority();
+    bool all = true;
+    for (int i = 0; i < 2 * K; ++i) all = all && t.prio_disturbed[i];
+    res.add(verify::fact(tp + ", --log-every 1: every timed launch marked, chosen after " + ks +
+                             " of them all the same, each median of all " + std::to_string(K),
+                         one_kept(t) && t.step == decide && all && t.priority.on_used == K && t.priority.level_used == K,
+                         "steps, samples on / level",
+                         std::to_string(t.step) + ", " + std::to_string(t.priority.on_used) + " / " +
+                             std::to_string(t.priority.level_used)));
+  }
+  {
+    // One stream (--dw-stream off --adamw-overlap off): no side stream, so no timing: one executable, with
+    // node priorities, from the first graph step on, and settle_priority runs no step.
+    TrainOptions o1 = oa;
+    o1.dw_stream = false, o1.adamw_overlap = false;
+    Trainer<T> t(c, o1, data, det, seed);
+    t.step_once(), t.step_once();  // the eager first step, the capture
+    const int64_t at = t.step;
+    t.settle_priority();
+    res.add(verify::fact(tp + ", one stream (--dw-stream off --adamw-overlap off): not timed, one executable with "
+                              "node priorities",
+                         !t.m.dw_stream && !t.upd_stream && t.step == at && !t.priority.decided &&
+                             t.prio_launches == 0 && t.graph_execs() == 1 && runs_node_priorities(t.graph)));
+  }
   res.add(verify::fact(tp + ": one graph step before the choice both executables held (with and without node "
                             "priorities), before the first graph step none (the check above fails there: a "
                             "negative control)",
