@@ -75,19 +75,22 @@ tools:
 endif
 
 # day50's default training step, the same step on one stream (AdamW too), with the chain at the side stream's
-# priority, with fc keeping the GELU's input, with the layers' cuBLASLt weight gradients asked for algorithms
-# that add their split-K parts in place (a request: the variant's run shows whether splitKreduce_kernel calls
-# remain; the head's and the embeddings' are cuBLAS's: unchanged), with those sized for every SM (the
+# priority, with the chain at the highest, with fc keeping the GELU's input, with the layers' cuBLASLt weight
+# gradients asked for algorithms that add their split-K parts in place (a request: the variant's run shows
+# whether splitKreduce_kernel calls remain; the head's and the embeddings' are cuBLAS's: unchanged), with those sized for every SM (the
 # default sizes them for half), and with AdamW at the step's end instead of beside the next forward: 200 steps
 # each, the last 60 summarised. The marker, once a step on the step's own stream whichever way AdamW runs: the
 # gradient norm's first kernel (with --adamw-overlap on, AdamW itself runs once per range of parameters).
 # The default chooses its chain priority by timing its first 16 graph steps (--chain-priority auto), so its run
-# may trace either setting: its output's line "chain priority chosen by timing" says which.
+# may trace either setting, and the trace keeps no record of which: the two settings are the runs pinned to
+# them, "chain at default priority" (--chain-priority off) and "chain at high priority" (on), which the notes
+# compare with each other.
 trace: day50_gpt tools
 	python3 scripts/trace_kernels.py --lesson day50_gpt --marker sum_squares_partial --window 60 \
 	  --json "results/{gpu}/day50_gpt-trace.json" \
 	  --variant "default=" --variant "one stream=--dw-stream off --adamw-overlap off" \
 	  --variant "chain at default priority=--chain-priority off" \
+	  --variant "chain at high priority=--chain-priority on" \
 	  --variant "GELU input kept=--gelu-deriv off" \
 	  --variant "dW asked to reduce in place=--dw-reduce-kernel off" \
 	  --variant "dW sized for every SM=--dw-sm-share 1" \
