@@ -24,6 +24,10 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 part=${1:-}
 case "$part" in checks|bench|peer|traces) ;; *) echo "usage: scripts/rerun_day50.sh checks|bench|peer|traces"; exit 2;; esac
+case "${AB_ROUNDS:-0}" in ''|*[!0-9]*) echo "rerun_day50.sh: AB_ROUNDS is a count of runs"; exit 2;; esac
+if [ "${AB_ROUNDS:-0}" -gt 0 ]; then  # checked before any GPU work
+  case "${AB_DIR:-}" in results/*/*) ;; *) echo "rerun_day50.sh: AB_DIR names a folder under results/<gpu>/ for the rounds"; exit 2;; esac
+fi
 ROOT=$PWD
 OUT=${OUT:-$ROOT/build/rerun_day50}
 L=$OUT/logs
@@ -73,14 +77,15 @@ checks)
   say "oracle: $(tail -1 "$L/oracle.log")"
   (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 60 bash dev/initcheck_probe.sh) > "$L/initcheck_probe.log" 2>&1 || fail=1
   # AB_ROUNDS=N AB_DIR=results/<gpu>/<folder>: N runs of the bf16 step's rows (about 19 s each on an H200), read
-  # with scripts/ab_rows.py; before the sanitizers, so that GPU 0 runs nothing else meanwhile.
+  # with scripts/ab_rows.py; before the sanitizers, so that GPU 0 runs nothing else meanwhile. Paths relative to the
+  # repository (the script runs from its root), so that the logs and ab_rows.json committed with them name no machine.
   if [ "${AB_ROUNDS:-0}" -gt 0 ]; then
-    mkdir -p "$ROOT/${AB_DIR:?AB_DIR names the folder under results/ for the rounds}"
+    mkdir -p "$AB_DIR"
     for i in $(seq 1 "$AB_ROUNDS"); do
       (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 60 ./build/gpt --bench --bench-part train-bf16 \
-         --json "$ROOT/$AB_DIR/round_$i.json") > "$ROOT/$AB_DIR/round_$i.log" 2>&1 || fail=1
+         --json "../$AB_DIR/round_$i.json") > "$AB_DIR/round_$i.log" 2>&1 || fail=1
     done
-    python3 scripts/ab_rows.py "$ROOT/$AB_DIR"/round_*.json --json "$ROOT/$AB_DIR/ab_rows.json" > "$L/ab_rows.txt" 2>&1 || fail=1
+    python3 scripts/ab_rows.py "$AB_DIR"/round_*.json --json "$AB_DIR/ab_rows.json" > "$L/ab_rows.txt" 2>&1 || fail=1
     say "A/B rounds: $AB_ROUNDS in $AB_DIR"; cat "$L/ab_rows.txt"
   fi
   CUDA_VISIBLE_DEVICES=0 TOOLS="memcheck racecheck" SANITIZE_TIMEOUT=300 timeout "$(left)" scripts/sanitize.sh day50_gpt \
