@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
+#include <map>
+#include <mutex>
 #include <set>
 #include <vector>
 
@@ -123,13 +125,51 @@ cudaGraph_t capture_graph(cudaStream_t stream, F&& enqueue, Census* census = nul
   return g;
 }
 
+// The flags each executable was instantiated with, by handle. cudaGraphExecGetFlags does not return
+// cudaGraphInstantiateFlagUseNodePriority: on an H200 (CUDA 13) executables instantiated with it read back
+// without it, which failed day50's first checks of --chain-priority. So instantiate() writes down what it
+// passed (a handle the driver hands out again is written over) and destroy() forgets it; a lesson asks
+// instantiated_flags(). Guarded: a data-parallel run instantiates from one thread per GPU.
+struct FlagBook {
+  std::mutex mu;
+  std::map<cudaGraphExec_t, unsigned long long> flags;
+};
+inline FlagBook& flag_book() {
+  static FlagBook b;
+  return b;
+}
+
 // An executable of g. With node_priority, each kernel keeps the priority of the stream it was captured
 // from (a capture copies it into the node); without cudaGraphInstantiateFlagUseNodePriority the whole
 // graph runs at its launch stream's.
 inline cudaGraphExec_t instantiate(cudaGraph_t g, bool node_priority) {
   cudaGraphExec_t e;
-  CUDA_CHECK(cudaGraphInstantiate(&e, g, node_priority ? cudaGraphInstantiateFlagUseNodePriority : 0));
+  const unsigned long long f = node_priority ? cudaGraphInstantiateFlagUseNodePriority : 0;
+  CUDA_CHECK(cudaGraphInstantiate(&e, g, f));
+  FlagBook& b = flag_book();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.flags[e] = f;
   return e;
+}
+
+// The flags instantiate() passed for e; false where e did not come from instantiate().
+inline bool instantiated_flags(cudaGraphExec_t e, unsigned long long* f) {
+  FlagBook& b = flag_book();
+  std::lock_guard<std::mutex> lock(b.mu);
+  const auto it = b.flags.find(e);
+  if (it == b.flags.end()) return false;
+  *f = it->second;
+  return true;
+}
+
+// Destroys e and forgets its flags; returns cudaGraphExecDestroy's status (a destructor may ignore it).
+inline cudaError_t destroy(cudaGraphExec_t e) {
+  {
+    FlagBook& b = flag_book();
+    std::lock_guard<std::mutex> lock(b.mu);
+    b.flags.erase(e);
+  }
+  return cudaGraphExecDestroy(e);
 }
 
 // capture_graph and instantiate in one: the graph itself is not kept.

@@ -81,9 +81,9 @@ struct Generator {
   ~Generator() {
     window.reset();
     if (to_window) cudaEventDestroy(to_window), cudaEventDestroy(from_window);
-    if (sample_graph) cudaGraphExecDestroy(sample_graph);
-    if (gen_graph) cudaGraphExecDestroy(gen_graph);
-    if (step_graph) cudaGraphExecDestroy(step_graph);
+    if (sample_graph) cuda_graph::destroy(sample_graph);
+    if (gen_graph) cuda_graph::destroy(gen_graph);
+    if (step_graph) cuda_graph::destroy(step_graph);
     cudaStreamDestroy(stream);
   }
   float* P(size_t off) const { return params.as<float>() + off; }
@@ -172,8 +172,8 @@ struct Generator {
   void prepare(const std::vector<double>& u, double temperature, int top_k) {
     to_device(draws.as<double>(), u);
     n_ = int(u.size()), temperature_ = temperature, top_k_ = top_k;
-    if (gen_graph) CUDA_CHECK(cudaGraphExecDestroy(gen_graph));
-    if (sample_graph) CUDA_CHECK(cudaGraphExecDestroy(sample_graph));
+    if (gen_graph) CUDA_CHECK(cuda_graph::destroy(gen_graph));
+    if (sample_graph) CUDA_CHECK(cuda_graph::destroy(sample_graph));
     gen_graph = cuda_graph::capture(stream, [&] { enqueue_sample_and_step(); });
     sample_graph = cuda_graph::capture(stream, [&] { enqueue_sample(); });
   }
@@ -401,8 +401,8 @@ struct FastDecoder {
     if (path == DecodePath::kStages) feed_graph = cuda_graph::capture(stream, [&] { enqueue_token(net); });
   }
   ~FastDecoder() {
-    if (gen_graph) cudaGraphExecDestroy(gen_graph);
-    if (feed_graph) cudaGraphExecDestroy(feed_graph);
+    if (gen_graph) cuda_graph::destroy(gen_graph);
+    if (feed_graph) cuda_graph::destroy(feed_graph);
     cudaStreamDestroy(stream);
   }
   FastDecoder(const FastDecoder&) = delete;
@@ -664,7 +664,7 @@ struct FastDecoder {
     to_device(draws.as<double>(), u);
     net.temperature = temperature, net.top_k = top_k;
     if (path == DecodePath::kStages) {
-      if (gen_graph) CUDA_CHECK(cudaGraphExecDestroy(gen_graph));
+      if (gen_graph) CUDA_CHECK(cuda_graph::destroy(gen_graph));
       k::dec::Net<W> g = net;
       g.forced = nullptr;
       gen_graph = cuda_graph::capture(stream, [&] { enqueue_token(g); });

@@ -160,8 +160,8 @@ struct Trainer {
   ~Trainer() {
     if (!stream) return;
     cudaStreamSynchronize(stream);
-    if (graph) cudaGraphExecDestroy(graph);
-    if (graph_level) cudaGraphExecDestroy(graph_level);
+    if (graph) cuda_graph::destroy(graph);
+    if (graph_level) cuda_graph::destroy(graph_level);
     for (cudaEvent_t e : prio_events) cudaEventDestroy(e);
     if (upd_stream) cudaStreamSynchronize(upd_stream), cudaStreamDestroy(upd_stream);
     for (cudaEvent_t e : upd_events) cudaEventDestroy(e);
@@ -334,7 +334,7 @@ struct Trainer {
     priority.on_used = int(used(0).size()), priority.level_used = int(used(1).size());
     priority.level = priority.level_ms < priority.on_ms;
     priority.steps_each = kPriorityTimedSteps, priority.decided = true;
-    CUDA_CHECK(cudaGraphExecDestroy(priority.level ? graph : graph_level));
+    CUDA_CHECK(cuda_graph::destroy(priority.level ? graph : graph_level));
     if (priority.level) graph = graph_level;
     graph_level = nullptr;
     std::printf("chain priority chosen by timing: on %.3f ms, level %.3f ms (medians of %d and %d of %d steps each, "
@@ -413,11 +413,11 @@ struct Trainer {
     upd_pending = false;  // (the checkpoint's weights and moments replace whatever update was pending)
     m.sync_weights();
     if (graph) {  // captured with the old rng_state (the dropout key)
-      CUDA_CHECK(cudaGraphExecDestroy(graph));
+      CUDA_CHECK(cuda_graph::destroy(graph));
       graph = nullptr;
     }
     if (graph_level) {  // auto, still timing: it starts over with the next capture
-      CUDA_CHECK(cudaGraphExecDestroy(graph_level));
+      CUDA_CHECK(cuda_graph::destroy(graph_level));
       graph_level = nullptr;
       prio_launches = 0;
     }

@@ -51,12 +51,16 @@ void train_for(const gpt::Config& c, const TrainOptions& o, const train::Corpus&
   attn_used = attn_name(t.m.impl);
 }
 
-// Whether an executable graph runs its kernels at their own nodes' priorities (the flag it was instantiated
-// with, as the runtime reports it).
+// Whether an executable graph runs its kernels at their own nodes' priorities: the flag it was instantiated
+// with, as common/cuda_graph.cuh wrote it down by handle (the runtime's cudaGraphExecGetFlags does not report
+// this flag). The handle is what the trainer keeps and swaps, so this still tells which of its two executables
+// it kept. The runtime's report must agree on every other flag; an executable not from instantiate() is false.
 inline bool runs_node_priorities(cudaGraphExec_t e) {
-  unsigned long long f = 0;
-  CUDA_CHECK(cudaGraphExecGetFlags(e, &f));
-  return (f & cudaGraphInstantiateFlagUseNodePriority) != 0;
+  unsigned long long f = 0, rt = 0;
+  if (!e || !cuda_graph::instantiated_flags(e, &f)) return false;
+  CUDA_CHECK(cudaGraphExecGetFlags(e, &rt));
+  const unsigned long long others = ~(unsigned long long)cudaGraphInstantiateFlagUseNodePriority;
+  return (f & cudaGraphInstantiateFlagUseNodePriority) != 0 && (rt & others) == (f & others);
 }
 // Trains t on to `steps` steps: its losses, and its weights after the pending update.
 template <class T>
