@@ -174,9 +174,9 @@ inline cudaError_t destroy(cudaGraphExec_t e) {
 
 // capture_graph and instantiate in one: the graph itself is not kept.
 template <class F>
-cudaGraphExec_t capture(cudaStream_t stream, F&& enqueue, Census* census = nullptr, bool node_priority = false) {
+cudaGraphExec_t capture(cudaStream_t stream, F&& enqueue, Census* census = nullptr) {
   cudaGraph_t g = capture_graph(stream, enqueue, census);
-  cudaGraphExec_t e = instantiate(g, node_priority);
+  cudaGraphExec_t e = instantiate(g, false);
   CUDA_CHECK(cudaGraphDestroy(g));
   return e;
 }

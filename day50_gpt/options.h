@@ -49,6 +49,9 @@ constexpr double kDwSmShareDefault = 0.5;
 // to process, and the two streams share the SMs differently around them; so each process times the whole
 // step both ways, as it times its matmuls.
 enum class ChainPriority { kOff, kOn, kAuto };
+inline const char* chain_priority_name(ChainPriority p) {  // as the command line spells it
+  return p == ChainPriority::kAuto ? "auto" : p == ChainPriority::kOn ? "on" : "off";
+}
 // kAuto: graph steps timed per setting, launched alternately (on, level, on, ...) before the choice. 8 each:
 // the step's own spread within one process was 70 to 90 us over 20 steps (make bench's default row: 3.421 to
 // 3.490 ms at 25798c8, 3.432 to 3.523 at a2163d9), so a median of 8 moves by much less than the 74 to 106 us
@@ -287,9 +290,8 @@ inline void check_step(int argc, char** argv, Options& o, const StepFlags& f) {
                             "(leave the flag out)");
   if (f.priority != "auto" && f.priority != "on" && f.priority != "off")
     cli::usage_error(kProg, "--chain-priority must be auto, on or off, got '" + f.priority + "'");
-  o.train.chain_priority = f.priority == "auto" ? ChainPriority::kAuto
-                           : f.priority == "on" ? ChainPriority::kOn
-                                                : ChainPriority::kOff;
+  for (const ChainPriority p : {ChainPriority::kOff, ChainPriority::kOn, ChainPriority::kAuto})
+    if (f.priority == chain_priority_name(p)) o.train.chain_priority = p;
   o.train.gelu_deriv = on_off("gelu-deriv", f.deriv);
   o.train.dw_reduce_kernel = on_off("dw-reduce-kernel", f.reduce), o.train.dw_sm_share = f.dw_share;
   if (f.residual != "fp32" && f.residual != "bf16")

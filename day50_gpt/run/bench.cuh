@@ -198,16 +198,8 @@ void bench_train(results::Results& res, const gpt::Config& cfg, const TrainOptio
   ex["keep_a"] = o.keep_a;
   ex["store_slots"] = o.keep_a ? 2 : o.store_slots;  // what fc's forward used: the loop keeping A has two slots only
   ex["batch_finish"] = o.batch_finish;
-  ex["chain_priority"] = o.chain_priority == ChainPriority::kAuto ? "auto"
-                         : o.chain_priority == ChainPriority::kOn ? "on"
-                                                                  : "off";
-  if (tr.priority.decided) {  // auto's choice (run/trainer.cuh) and the medians that made it
-    ex["chain_priority_chosen"] = tr.priority.level ? "level" : "on";
-    json::Value pm = json::Value::object();
-    pm["on"] = tr.priority.on_ms, pm["level"] = tr.priority.level_ms, pm["steps_each"] = tr.priority.steps_each;
-    pm["on_used"] = tr.priority.on_used, pm["level_used"] = tr.priority.level_used;  // (the samples each median is of)
-    ex["chain_priority_ms"] = pm;
-  }
+  ex["chain_priority"] = chain_priority_name(o.chain_priority);
+  if (tr.priority.decided) tr.priority.record(ex);  // auto's choice (run/trainer.cuh) and the medians that made it
   ex["dw_reduce_kernel"] = o.dw_reduce_kernel;
   ex["dw_sm_share"] = o.dw_sm_share;
   ex["gelu_deriv"] = o.gelu_deriv && tr.m.gelu_deriv_applies();  // what the step did (the model's conditions)

@@ -69,13 +69,7 @@ void report_training(results::Results& res, Trainer<T>& tr, int64_t first, int c
     res.config["final_train_loss"] = tr.losses.empty() ? NAN : double(tr.losses.back());
     res.config["final_val_loss"] = val;
     res.config["min_val_loss"] = val_min;
-    if (tr.priority.decided) {  // --chain-priority auto's choice (run/trainer.cuh) and the medians that made it
-      res.config["chain_priority_chosen"] = tr.priority.level ? "level" : "on";
-      json::Value pm = json::Value::object();
-      pm["on"] = tr.priority.on_ms, pm["level"] = tr.priority.level_ms, pm["steps_each"] = tr.priority.steps_each;
-      pm["on_used"] = tr.priority.on_used, pm["level_used"] = tr.priority.level_used;
-      res.config["chain_priority_ms"] = pm;
-    }
+    if (tr.priority.decided) tr.priority.record(res.config);  // --chain-priority auto's choice (run/trainer.cuh)
   }
 }
 

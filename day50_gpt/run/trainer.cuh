@@ -11,6 +11,7 @@
 #include "../nn/model.cuh"
 #include "../options.h"
 #include "cuda_graph.cuh"
+#include "json.h"
 #include "replica.cuh"
 #include "timing.cuh"
 
@@ -87,6 +88,16 @@ struct Trainer {
     double on_ms = NAN, level_ms = NAN;  // each one's median step time
     int steps_each = 0;                  // the launches timed per setting (K)
     int on_used = 0, level_used = 0;     // the samples each median is of (the undisturbed ones, or all K)
+    const char* chosen() const { return level ? "level" : "on"; }
+    // What a results file records of it (the bench's rows, a training run's config): chain_priority_chosen
+    // and the medians that made it, chain_priority_ms.
+    void record(json::Value& obj) const {
+      obj["chain_priority_chosen"] = chosen();
+      json::Value pm = json::Value::object();
+      pm["on"] = on_ms, pm["level"] = level_ms, pm["steps_each"] = steps_each;
+      pm["on_used"] = on_used, pm["level_used"] = level_used;
+      obj["chain_priority_ms"] = pm;
+    }
   } priority;
   // --adamw-overlap on (one GPU, the custom layers, a step that reads its values from m.sv): a step ends with
   // its gradient's norm, and its AdamW runs at the start of the next step on `upd_stream`, one range of
@@ -340,7 +351,7 @@ struct Trainer {
     std::printf("chain priority chosen by timing: on %.3f ms, level %.3f ms (medians of %d and %d of %d steps each, "
                 "steps after a host synchronization left out): %s\n",
                 priority.on_ms, priority.level_ms, priority.on_used, priority.level_used, priority.steps_each,
-                priority.level ? "level" : "on");
+                priority.chosen());
   }
   // --chain-priority auto on the one-GPU graph with a side stream (the weight gradients', AdamW's), not yet
   // chosen. On one stream every kernel waits for the one before it: no two are ever ready together, so a

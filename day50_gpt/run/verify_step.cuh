@@ -120,7 +120,7 @@ void verify_chain_priority(results::Results& res, const gpt::Config& c, const Tr
     t.step_once();  // the last timed launch: the choice
     chosen = one_kept(t) && t.priority.steps_each == K && t.priority.on_ms > 0 && t.priority.level_ms > 0;
     kept_chosen = chosen && runs_node_priorities(t.graph) == !t.priority.level;
-    choice = t.priority.level ? "level" : "on";
+    choice = t.priority.chosen();
     counts = std::to_string(t.priority.on_ms) + " / " + std::to_string(t.priority.level_ms) + " ms: " + choice;
     marked = true;
     for (int i = 0; i < 2 * K; ++i) marked = marked && t.prio_disturbed[i] == disturbed[size_t(i)];
