@@ -154,39 +154,45 @@ __device__ __forceinline__ void reduce_scatter_round(float (&v)[16], int g) {
   }
 }
 
+// This thread's 16 bias pairs for the tile at column col0 (its 32 columns: 8 pairs in each column box), loaded
+// before the tile's k-steps so that their trip to L2 overlaps them: loaded at the epilogue's start, the first
+// box's adds waited for them, with one warp a scheduler to hide the wait.
+__device__ __forceinline__ void load_bias2(__nv_bfloat162 (&bias2)[2][BOX / 8], const bf16* bias, int col0, int N, int l) {
+#pragma unroll
+  for (int cb = 0; cb < 2; ++cb)
+#pragma unroll
+    for (int jj = 0; jj < BOX / 8; ++jj) {
+      const int col = col0 + cb * BOX + jj * 8 + (l % 4) * 2;  // N % 8 == 0: a pair is wholly in or out
+      bias2[cb][jj] = col < N ? *reinterpret_cast<const __nv_bfloat162*>(bias + col) : __floats2bfloat162_rn(0.f, 0.f);
+    }
+}
+
 // One consumer's epilogue of a 128x128 tile at (row0, col0). Accumulator layout (wgmma m64nN): box b
 // (rows 64 (b / 2).., columns 64 (b % 2)..) is d[32b .. 32b + 31]; in it, register 4j + q of lane l of
 // warp w is row 16w + l/4 + 8 (q / 2), column 8 (j % 8) + 2 (l % 4) + q % 2. The staging offset of
 // (row r, 8-column chunk jj) is day10's 128-byte swizzle: r * 128 + ((jj ^ (r % 8)) << 4).
-// Store q of the tile (OUTS per box) goes through slot q % SLOTS; the store that read it last was
-// SLOTS commits ago, unless a box was skipped (past M or N): from then on we wait for all (edge tiles).
+// A box's OUTS outputs are written together into one *set* of OUTS slots, and the sets alternate box by box
+// (SLOTS / OUTS of them: two, but for the two-output epilogues with --store-slots 2). With two sets a box
+// costs one barrier of the warpgroup: before it, thread 0 waits until the copy engine has read every box it
+// was handed (those of the box before, in the other set), so that past the barrier the next box may write
+// that set while this box's stores read theirs. With one set, or once a box was skipped (past M or N: the
+// sets no longer alternate), the slots are waited for before they are written, a second barrier.
 // IN_PLACE (kDGelu or kMulAux with A kept): each box is stored from the aux tile itself, every thread writing its
 // results over the aux values it has just read (the same offsets), so no slot is waited for; the tile is
 // handed back to the producer only once the stores have read it.
 template <int EPI, bool IN_PLACE = false, int SLOTS = CBOXES>
 __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEMS], bf16 (*aux_s)[BOX_ELEMS],
-                                         const CUtensorMap* tmC, const CUtensorMap* tmAux, const bf16* bias,
-                                         float* colsum, int row0, int col0, int M, int N, int t, int bar_id) {
+                                         const CUtensorMap* tmC, const CUtensorMap* tmAux,
+                                         const __nv_bfloat162 (&bias2)[2][BOX / 8], float* colsum, int row0,
+                                         int col0, int M, int N, int t, int bar_id) {
   constexpr bool AUX_IN = reads_aux(Epi(EPI)), DERIV = EPI == int(Epi::kBiasGeluDeriv);
   constexpr int OUTS = writes_aux(Epi(EPI)) ? 2 : 1;
+  constexpr int SETS = SLOTS / OUTS;
   static_assert(!IN_PLACE || AUX_IN, "only an epilogue that reads aux has a tile it can write over");
-  static_assert((4 * OUTS) % SLOTS == 0, "a whole tile must leave the slots where the next tile expects them");
+  static_assert(SETS == 1 || SETS == 2, "one set of slots, or two that alternate box by box (4 boxes: even)");
   const int w = t / 32, l = t % 32;
   const int r = 16 * w + l / 4;  // this thread's rows in a box: r and r + 8 (both have r % 8 == l / 4)
   bool cut = false;
-  // This thread's 16 bias pairs (its 32 columns of the tile: 8 pairs in each column box), loaded together
-  // before the first box: loaded box by box, each box waited for its own (the loads' latency, with one
-  // warp per scheduler to hide it).
-  __nv_bfloat162 bias2[2][BOX / 8];
-  if constexpr (!AUX_IN) {
-#pragma unroll
-    for (int cb = 0; cb < 2; ++cb)
-#pragma unroll
-      for (int jj = 0; jj < BOX / 8; ++jj) {
-        const int col = col0 + cb * BOX + jj * 8 + (l % 4) * 2;  // N % 8 == 0: a pair is wholly in or out
-        bias2[cb][jj] = col < N ? *reinterpret_cast<const __nv_bfloat162*>(bias + col) : __floats2bfloat162_rn(0.f, 0.f);
-      }
-  }
   float cs[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // colsum: this lane's two columns (8 (l / 4) + 2 (l % 4) ..) per column box
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
@@ -216,12 +222,6 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
         d[4 * j] += bb.x, d[4 * j + 1] += bb.y, d[4 * j + 2] += bb.x, d[4 * j + 3] += bb.y;
       }
     }
-    // kBiasGeluDeriv: the box's 32 values become gelu(z) in d, gelu'(z) in g (stored first, into aux)
-    float g[32];  // (unused, and so dropped by the compiler, in the other epilogues)
-    if constexpr (DERIV) {
-#pragma unroll
-      for (int q = 0; q < 32; ++q) g[q] = gelu_and_grad(d[32 * b + q]);
-    }
     if constexpr (AUX_IN) {
       if (colsum) {  // the warp's 16 rows of this box: v[2 jj + e] is column 8 jj + 2 (l % 4) + e, rows r and r + 8
         float v[16];
@@ -240,40 +240,49 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
         cs[b % 2][0] += v[0], cs[b % 2][1] += v[1];
       }
     }
+    // The box's set of slots (or, in place, its aux box), free once every store handed over before is read.
+    bf16* box[OUTS];
 #pragma unroll
-    for (int o = 0; o < OUTS; ++o) {
-      const bool act = EPI == int(Epi::kBiasGeluAux) && o == 1;  // the second store of the pair: gelu(aux)
-      const bool grad = DERIV && o == 0;                         // the first of kBiasGeluDeriv's: gelu'(z)
-      uint8_t* box = reinterpret_cast<uint8_t*>(IN_PLACE ? aux_s[b] : slots[(b * OUTS + o) % SLOTS]);
-      const uint32_t box_s = hopper::smem_u32(box);
-      if constexpr (!IN_PLACE) {
-        if (t == 0) {
-          if (cut)
-            hopper::bulk_wait_read<0>();
-          else
-            hopper::bulk_wait_read<SLOTS - 1>();
-        }
-        hopper::warpgroup_sync(bar_id);  // the slot is free for every thread of the warpgroup
+    for (int o = 0; o < OUTS; ++o) box[o] = IN_PLACE ? aux_s[b] : slots[(SETS == 2 ? b % 2 : 0) * OUTS + o];
+    if constexpr (!IN_PLACE) {
+      if (SETS == 1 || cut) {
+        if (t == 0) hopper::bulk_wait_read<0>();
+        hopper::warpgroup_sync(bar_id);  // the set is free for every thread of the warpgroup
       }
+    }
+    // Both outputs of an element pair written together. kBiasGeluAux: z into aux, gelu(z) into C;
+    // kBiasGeluDeriv: gelu'(z) into aux, gelu(z) into C, from one tanh of the fp32 sum.
+    const uint32_t box0 = hopper::smem_u32(box[0]), box1 = hopper::smem_u32(box[OUTS - 1]);
 #pragma unroll
-      for (int jj = 0; jj < BOX / 8; ++jj) {
-        const int j = b * (BOX / 8) + jj;
-        const uint32_t off = box_s + r * 128 + ((jj ^ (l / 4)) << 4) + (l % 4) * 4;
-        if (act) {
-          hopper::st_shared_bf16x2(off, gelu(d[4 * j]), gelu(d[4 * j + 1]));
-          hopper::st_shared_bf16x2(off + 8 * 128, gelu(d[4 * j + 2]), gelu(d[4 * j + 3]));
-        } else if (grad) {
-          hopper::st_shared_bf16x2(off, g[4 * jj], g[4 * jj + 1]);
-          hopper::st_shared_bf16x2(off + 8 * 128, g[4 * jj + 2], g[4 * jj + 3]);
-        } else {
-          hopper::st_shared_bf16x2(off, d[4 * j], d[4 * j + 1]);
-          hopper::st_shared_bf16x2(off + 8 * 128, d[4 * j + 2], d[4 * j + 3]);
-        }
+    for (int jj = 0; jj < BOX / 8; ++jj) {
+      const int j = b * (BOX / 8) + jj;
+      const uint32_t off = r * 128 + ((jj ^ (l / 4)) << 4) + (l % 4) * 4;
+      if constexpr (DERIV) {
+        const float g0 = gelu_and_grad(d[4 * j]), g1 = gelu_and_grad(d[4 * j + 1]);
+        const float g2 = gelu_and_grad(d[4 * j + 2]), g3 = gelu_and_grad(d[4 * j + 3]);
+        hopper::st_shared_bf16x2(box0 + off, g0, g1);
+        hopper::st_shared_bf16x2(box0 + off + 8 * 128, g2, g3);
+        hopper::st_shared_bf16x2(box1 + off, d[4 * j], d[4 * j + 1]);
+        hopper::st_shared_bf16x2(box1 + off + 8 * 128, d[4 * j + 2], d[4 * j + 3]);
+      } else if constexpr (EPI == int(Epi::kBiasGeluAux)) {
+        hopper::st_shared_bf16x2(box0 + off, d[4 * j], d[4 * j + 1]);
+        hopper::st_shared_bf16x2(box0 + off + 8 * 128, d[4 * j + 2], d[4 * j + 3]);
+        hopper::st_shared_bf16x2(box1 + off, gelu(d[4 * j]), gelu(d[4 * j + 1]));
+        hopper::st_shared_bf16x2(box1 + off + 8 * 128, gelu(d[4 * j + 2]), gelu(d[4 * j + 3]));
+      } else {
+        hopper::st_shared_bf16x2(box0 + off, d[4 * j], d[4 * j + 1]);
+        hopper::st_shared_bf16x2(box0 + off + 8 * 128, d[4 * j + 2], d[4 * j + 3]);
       }
-      hopper::fence_async_shared();
-      hopper::warpgroup_sync(bar_id);  // the whole box is written
-      if (t == 0) {
-        hopper::tma_store_2d(OUTS == 2 && o == 0 ? tmAux : tmC, box, bc, br);
+    }
+    hopper::fence_async_shared();
+    // Two sets: every box handed over so far (the other set's) is read before the barrier, so that past it
+    // the next box may write there. (Usually long done: those stores left a box's math and writes ago.)
+    if (!IN_PLACE && SETS == 2 && !cut && t == 0) hopper::bulk_wait_read<0>();
+    hopper::warpgroup_sync(bar_id);  // the whole box is written
+    if (t == 0) {
+#pragma unroll
+      for (int o = 0; o < OUTS; ++o) {
+        hopper::tma_store_2d(OUTS == 2 && o == 0 ? tmAux : tmC, box[o], bc, br);
         hopper::bulk_commit();
       }
     }
@@ -403,6 +412,8 @@ __global__ void __launch_bounds__(NT, 1)
       } else {
         grouped_coords(int(blockIdx.x) + n * int(gridDim.x), tiles_m, tiles_n, group_m, bm, bn);
       }
+      __nv_bfloat162 bias2[2][BOX / 8];  // (the epilogues that read aux add no bias)
+      if constexpr (!AUX_IN) load_bias2(bias2, bias, bn * TN, N, t % 32);
       if (n > 0) turn_wait(ORDER_BAR + c);  // the other consumer has issued tile n-1's last wgmmas
       // KEEP_A: this consumer's first tile of the row block waits for its panel (its later ones have it)
       if (KEEP_A && n < r * tiles_n + 2) mbar_wait(&s.a_full, r & 1);
@@ -429,10 +440,10 @@ __global__ void __launch_bounds__(NT, 1)
         mbar_wait(&s.aux_full[c], ((n - c) >> 1) & 1);
         bf16(*slots)[BOX_ELEMS] = nullptr;
         if constexpr (!IN_PLACE) slots = s.epi.staging(c);
-        epilogue<EPI, IN_PLACE, SLOTS>(d, slots, s.epi.aux(c), &tmC, &tmAux, bias, colsum, bm * TM, bn * TN, M, N, t, 1 + c);
+        epilogue<EPI, IN_PLACE, SLOTS>(d, slots, s.epi.aux(c), &tmC, &tmAux, bias2, colsum, bm * TM, bn * TN, M, N, t, 1 + c);
         if (t == 0) mbar_arrive(&s.aux_empty[c]);  // all 128 threads read it: the epilogue ends with their barrier
       } else {
-        epilogue<EPI, false, SLOTS>(d, s.epi.staging(c), nullptr, &tmC, &tmAux, bias, nullptr, bm * TM, bn * TN, M, N, t, 1 + c);
+        epilogue<EPI, false, SLOTS>(d, s.epi.staging(c), nullptr, &tmC, &tmAux, bias2, nullptr, bm * TM, bn * TN, M, N, t, 1 + c);
       }
     }
     if (t == 0) hopper::bulk_wait_all();  // the staging slots must outlive the last TMA store's reads
