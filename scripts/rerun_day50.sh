@@ -7,7 +7,8 @@
 #           finished after 314 s, where eager, default and reduce-overhead took 19, 37 and 30 s), then
 #           compute-sanitizer's initcheck; beside it the build, then GPU 0: gpt --verify (the gate: a failure
 #           stops here), the PyTorch oracle, the initcheck probe, with AB_ROUNDS=N AB_DIR=DIR N runs of the
-#           bf16 step's rows into DIR (what scripts/ab_rows.py reads), compute-sanitizer's memcheck and racecheck
+#           bf16 step's rows into DIR (what scripts/ab_rows.py reads; with AB_BASE=BASEDIR too, N runs of a base
+#           build in turn with this one's: below), compute-sanitizer's memcheck and racecheck
 #           (left to the part sanitize, and said so, when under 280 s of the call remain)
 #   sanitize GPU 0: compute-sanitizer's memcheck and racecheck alone, sanitize.json packed with the results
 #   bench   both GPUs: the data-parallel checks and make bench-multi; then GPU 0: make bench, while GPU 1 runs
@@ -29,6 +30,17 @@ case "$part" in checks|bench|peer|traces|sanitize) ;; *) echo "usage: scripts/re
 case "${AB_ROUNDS:-0}" in ''|*[!0-9]*) echo "rerun_day50.sh: AB_ROUNDS is a count of runs"; exit 2;; esac
 if [ "${AB_ROUNDS:-0}" -gt 0 ]; then  # checked before any GPU work
   case "${AB_DIR:-}" in results/*/*) ;; *) echo "rerun_day50.sh: AB_DIR names a folder under results/<gpu>/ for the rounds"; exit 2;; esac
+fi
+# AB_BASE=BASEDIR (checks part, with AB_ROUNDS and AB_DIR): the build before a change, against this one in the same
+# call. BASEDIR (a folder of the tree that git does not ignore, so that it travels to the device) holds the base's
+# versions of the files the change touched, at their paths in the repository (BASEDIR/day50_gpt/nn/gemm_sm90.cu),
+# and BASEDIR/.repo-commit the base's commit line. The base is built in /tmp/ab_base beside this build, and each
+# round runs both, in turn (base, var, var, base, ...), into AB_DIR/round_<i>_base.json and round_<i>_var.json;
+# scripts/ab_builds.py reads them (AB_DIR/ab_builds.json), scripts/ab_rows.py the variant's rounds.
+if [ -n "${AB_BASE:-}" ]; then
+  [ "${AB_ROUNDS:-0}" -gt 0 ] || { echo "rerun_day50.sh: AB_BASE goes with AB_ROUNDS and AB_DIR"; exit 2; }
+  [ "$part" = checks ] || { echo "rerun_day50.sh: AB_BASE is the checks part's"; exit 2; }
+  [ -d "$AB_BASE" ] && [ -f "$AB_BASE/.repo-commit" ] || { echo "rerun_day50.sh: AB_BASE names a folder with the base's files and its .repo-commit"; exit 2; }
 fi
 ROOT=$PWD
 OUT=${OUT:-$ROOT/build/rerun_day50}
@@ -69,6 +81,12 @@ checks)
      > "$L/sanitize_initcheck.log" 2>&1
    echo "sanitize rc=$?" >> "$L/sanitize_initcheck.log") &
   side=$!
+  if [ -n "${AB_BASE:-}" ]; then  # the base build beside this one (the tree with the base's files over it)
+    rm -rf /tmp/ab_base && mkdir -p /tmp/ab_base && cp -r Makefile common day50_gpt /tmp/ab_base/ &&
+      rm -rf /tmp/ab_base/day50_gpt/build && cp -r "$AB_BASE"/. /tmp/ab_base/
+    (make -C /tmp/ab_base/day50_gpt -j"$(nproc)" build/gpt > "$L/build_base.log" 2>&1; echo "rc=$?" >> "$L/build_base.log") &
+    base_build=$!
+  fi
   make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; tail -20 "$L/build_$part.log"; kill $side; wait; pack; exit 1; }
   make tools > "$L/tools_$part.log" 2>&1
   say "built"
@@ -81,7 +99,7 @@ checks)
   # AB_ROUNDS=N AB_DIR=results/<gpu>/<folder>: N runs of the bf16 step's rows (about 19 s each on an H200), read
   # with scripts/ab_rows.py; before the sanitizers, so that GPU 0 runs nothing else meanwhile. Paths relative to the
   # repository (the script runs from its root), so that the logs and ab_rows.json committed with them name no machine.
-  if [ "${AB_ROUNDS:-0}" -gt 0 ]; then
+  if [ "${AB_ROUNDS:-0}" -gt 0 ] && [ -z "${AB_BASE:-}" ]; then
     mkdir -p "$AB_DIR"
     for i in $(seq 1 "$AB_ROUNDS"); do
       (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 60 ./build/gpt --bench --bench-part train-bf16 \
@@ -89,6 +107,25 @@ checks)
     done
     python3 scripts/ab_rows.py "$AB_DIR"/round_*.json --json "$AB_DIR/ab_rows.json" > "$L/ab_rows.txt" 2>&1 || fail=1
     say "A/B rounds: $AB_ROUNDS in $AB_DIR"; cat "$L/ab_rows.txt"
+  elif [ "${AB_ROUNDS:-0}" -gt 0 ]; then
+    mkdir -p "$AB_DIR"
+    wait "$base_build"
+    if grep -q "^rc=0" "$L/build_base.log"; then
+      for i in $(seq 1 "$AB_ROUNDS"); do
+        order="base var"; [ $((i % 2)) -eq 0 ] && order="var base"  # base, var, var, base, base, var, ...
+        for who in $order; do
+          dir=day50_gpt; [ "$who" = base ] && dir=/tmp/ab_base/day50_gpt
+          (cd "$dir" && CUDA_VISIBLE_DEVICES=0 timeout 60 ./build/gpt --bench --bench-part train-bf16 \
+             --json "$ROOT/$AB_DIR/round_${i}_$who.json") > "$AB_DIR/round_${i}_$who.log" 2>&1 || fail=1
+        done
+      done
+      python3 scripts/ab_builds.py --base "$AB_DIR"/round_*_base.json --var "$AB_DIR"/round_*_var.json \
+        --json "$AB_DIR/ab_builds.json" > "$L/ab_builds.txt" 2>&1 || fail=1
+      python3 scripts/ab_rows.py "$AB_DIR"/round_*_var.json --json "$AB_DIR/ab_rows.json" > "$L/ab_rows.txt" 2>&1 || fail=1
+      say "A/B rounds of two builds: $AB_ROUNDS in $AB_DIR"; cat "$L/ab_builds.txt"
+    else
+      say "the base build failed: no A/B rounds"; tail -5 "$L/build_base.log"; fail=1
+    fi
   fi
   # memcheck and racecheck took 193 + 71 s at f0d2f32; with six A/B rounds on a fresh machine (its build and
   # cold caches) they ran out of the call, so with too little time left they are left to the part `sanitize`.

@@ -62,8 +62,9 @@ fi
 # The Python tools' self-tests, each on inputs it makes itself (host-only; no GPU, no profiler):
 # the kernel tracer's summary (scripts/trace_kernels.py: host-only parts, and its bad input) and the
 # Nsight Compute stall summary (scripts/ncu_stalls.py), a wgmma GEMM's k-loop from a profile or a disassembly
-# (scripts/ncu_kloop.py), and the reading of a flag's effect across runs of the bf16 bench (scripts/ab_rows.py).
-for tool in trace_kernels ncu_stalls ncu_kloop ab_rows; do
+# (scripts/ncu_kloop.py), the reading of a flag's effect across runs of the bf16 bench (scripts/ab_rows.py), and of
+# two builds' runs interleaved in one call (scripts/ab_builds.py).
+for tool in trace_kernels ncu_stalls ncu_kloop ab_rows ab_builds; do
   if command -v python3 >/dev/null; then
     python3 "scripts/$tool.py" --self-test >"$LOG/$tool.log" 2>&1; rc=$?
     if [ $rc -eq 0 ]; then report PASS "scripts/$tool.py --self-test" "$(tail -n1 "$LOG/$tool.log")"
