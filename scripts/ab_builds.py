@@ -22,6 +22,8 @@ import statistics
 import sys
 import tempfile
 
+import json_out
+
 DEFAULT = "train step bf16"
 
 
@@ -122,14 +124,8 @@ def main(argv):
         return 2
     print(table(rows))
     if a.json:
-        try:
-            with open(a.json, "w") as fh:
-                json.dump({"base": [os.path.relpath(p) for p in a.base], "var": [os.path.relpath(p) for p in a.var],
-                           "rows": rows}, fh, indent=1)
-                fh.write("\n")
-        except OSError as e:
-            print(f"ab_builds: cannot write {a.json}: {e.strerror}", file=sys.stderr)
-            return 2
+        data = {"base": [os.path.relpath(p) for p in a.base], "var": [os.path.relpath(p) for p in a.var], "rows": rows}
+        return json_out.write(a.json, data, "ab_builds")
     return 0
 
 

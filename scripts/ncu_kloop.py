@@ -23,9 +23,10 @@ With --self-test it checks itself on a small listing made up here (no GPU, no Ns
 import argparse
 import csv
 import io
-import json
 import re
 import sys
+
+import json_out
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"
@@ -179,15 +180,9 @@ def main(argv):
         return 2
     print(out)
     if a.json:
-        try:
-            with open(a.json, "w") as fh:
-                sizes = [k["kloop_instructions"] for k in figs]
-                json.dump({"source": a.csv.split("/")[-1], "kloop_instructions_range": [min(sizes), max(sizes)],
-                           "kernels": figs}, fh, indent=1)
-                fh.write("\n")
-        except OSError as e:
-            print(f"ncu_kloop: cannot write {a.json}: {e.strerror}", file=sys.stderr)
-            return 2
+        sizes = [k["kloop_instructions"] for k in figs]
+        data = {"source": a.csv.split("/")[-1], "kloop_instructions_range": [min(sizes), max(sizes)], "kernels": figs}
+        return json_out.write(a.json, data, "ncu_kloop")
     return 0
 
 
