@@ -141,9 +141,10 @@ __device__ __forceinline__ float tanh_fast(float x) {
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-// Written as fused multiply-adds: at K = 384 the epilogue's instruction count sets this GEMM's pace (Nsight
-// Compute on fc's GEMM, H200: one warp per scheduler in the epilogue, an instruction issued every 2.7
-// cycles, 5.5 M unfused fp32 instructions against 0.8 M fused), so each one saved shows.
+// Written as fused multiply-adds: at K = 384 the epilogue's instructions are half of what a consumer issues
+// (Nsight Compute on fc's GEMM, H200: one warp per scheduler in the epilogue, 5.5 M unfused fp32 instructions
+// against 0.8 M fused). They are not all of its pace: with the GELU moved to warpgroups of helpers, off the
+// consumers, fc's GEMM took as long (day50's notes, "Where our GEMM's time goes"); its k-loop was the other half.
 //   u = x (k0 + k0 k1 x^2), gelu = x (0.5 + 0.5 tanh u), gelu' = (0.5 + 0.5 tanh u) + 0.5 x (1 - tanh^2 u) u'
 constexpr float kK0 = 0.7978845608028654f, kK1 = 0.044715f;  // sqrt(2/pi), the cubic's weight
 constexpr float kK01 = kK0 * kK1, kK01x3 = 3.f * kK0 * kK1;
