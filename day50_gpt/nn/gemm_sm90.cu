@@ -313,8 +313,10 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
       }
     }
   }
-  if ((cut || IN_PLACE) && t == 0) hopper::bulk_wait_read<0>();  // the next tile's slot count starts clean;
-  // in place: the aux tile is read out before it becomes the column sums' scratch or goes back to the producer
+  // After a skipped box the sets no longer alternate: the last box written may have used set 0, which the next
+  // tile's first box writes without waiting (it waits, before its barrier, for the other set only); so wait here.
+  // In place: the aux tile is read out before it becomes the column sums' scratch or goes back to the producer.
+  if ((cut || IN_PLACE) && t == 0) hopper::bulk_wait_read<0>();
   if constexpr (AUX_IN) {
     if (colsum) {  // the four warps' sums, through the aux tile (every thread has read its aux values)
       float* red = reinterpret_cast<float*>(aux_s[0]);  // [4 warps][128 columns]
