@@ -32,6 +32,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 
 #include "check.cuh"
 #include "gemm_sm90.h"
@@ -94,6 +95,9 @@ static_assert(smem_bytes<kStagesAux, true, false>() <= size_t(kMaxSmem), "stages
 static_assert(smem_bytes<kStagesKeepA, false, true>() <= size_t(kMaxSmem), "A panel + B stages + staging");
 static_assert(smem_bytes<kStagesKeepAAux, true, true>() <= size_t(kMaxSmem), "A panel + B stages + aux tiles");
 static_assert(smem_bytes<kStagesSlots4, false, false, 4>() <= size_t(kMaxSmem), "5 stages + 4 staging slots a consumer");
+// tile_kstep adds its offsets to a descriptor's 14-bit address field (16-byte units) without masking: every shared
+// address a block can have must stay below 256 KB, as every sm_90 block's does (227 KB at most).
+static_assert(kMaxSmem + 1024 <= (1 << 18), "the descriptors' address field holds shared addresses below 256 KB");
 
 #if HOPPER_ENABLED
 constexpr int ORDER_BAR = 3;  // named barriers 3 and 4: the consumers' turns (1 and 2: their epilogues)
@@ -107,9 +111,9 @@ __device__ __forceinline__ void turn_pass(int id) { asm volatile("bar.arrive %0,
 // eight descriptors of a k-step are one base each for A and B plus a constant: 32 bytes (2 units) a 16-wide k
 // slice, 8 KB (512 units) for A's second 64 rows. Built from the generic pointers per wgmma (smem_desc), they
 // were most of the k-loop's instructions: 137 a k-step for its 8 wgmmas in fc's forward GEMM (Nsight Compute's
-// source view, H200), with the address space's window looked up anew each time, and the loop's two warps a
-// scheduler (this consumer's and the other one's epilogue) could not issue them fast enough to keep the tensor
-// pipe busy (43.7% of active cycles).
+// source view, H200), with the address space's window looked up anew each time; with the other consumer's
+// epilogue warp issuing on the same schedulers, the profile points at that chain as what kept the tensor pipe
+// at 43.7% of the active cycles.
 constexpr uint32_t kDescHi = uint32_t(1024 >> 4) | (1u << 30);  // bits 32-45: 8-row stride 1024 B; bits 62-63: 128B swizzle
 __device__ __forceinline__ uint64_t desc_lo(uint32_t lo) { return (uint64_t(kDescHi) << 32) | lo; }
 __device__ __forceinline__ void tile_kstep(float (&d)[128], uint32_t As, uint32_t Bs) {
@@ -141,10 +145,11 @@ __device__ __forceinline__ float tanh_fast(float x) {
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-// Written as fused multiply-adds: at K = 384 the epilogue's instructions are half of what a consumer issues
-// (Nsight Compute on fc's GEMM, H200: one warp per scheduler in the epilogue, 5.5 M unfused fp32 instructions
-// against 0.8 M fused). They are not all of its pace: with the GELU moved to warpgroups of helpers, off the
-// consumers, fc's GEMM took as long (day50's notes, "Where our GEMM's time goes"); its k-loop was the other half.
+// Written as fused multiply-adds (before this form, Nsight Compute on fc's GEMM, H200, counted 5.5 M unfused fp32
+// instructions against 0.8 M fused, with one warp per scheduler in the epilogue). The epilogue is still most of
+// what a consumer issues in fc's forward (about three fifths, against a quarter for the k-loop, in the profile of
+// results/nvidia-h200/day50_kloop_dev/), but it is not all of the kernel's pace: with the GELU moved to warpgroups
+// of helpers, off the consumers, fc's GEMM was no shorter (day50's notes, "Where our GEMM's time goes").
 //   u = x (k0 + k0 k1 x^2), gelu = x (0.5 + 0.5 tanh u), gelu' = (0.5 + 0.5 tanh u) + 0.5 x (1 - tanh^2 u) u'
 constexpr float kK0 = 0.7978845608028654f, kK1 = 0.044715f;  // sqrt(2/pi), the cubic's weight
 constexpr float kK01 = kK0 * kK1, kK01x3 = 3.f * kK0 * kK1;
@@ -314,7 +319,8 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
     }
   }
   // After a skipped box the sets no longer alternate: the last box written may have used set 0, which the next
-  // tile's first box writes without waiting (it waits, before its barrier, for the other set only); so wait here.
+  // tile's first box writes without waiting (its wait comes after its writes, before its barrier: meant for the other
+// set); so wait here.
   // In place: the aux tile is read out before it becomes the column sums' scratch or goes back to the producer.
   if ((cut || IN_PLACE) && t == 0) hopper::bulk_wait_read<0>();
   if constexpr (AUX_IN) {
@@ -382,6 +388,8 @@ __global__ void __launch_bounds__(NT, 1)
   if (wgi == 0) {  // ---- producer: one thread loads the block's tiles in order (and, reading aux, another their aux) ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (t == 0) {
+      // (the consumers' k-loop aligns the block's base in the shared window; s was aligned in the generic space)
+      if (((uint32_t(__cvta_generic_to_shared(smem_raw)) + 1023) & ~1023u) != smem_u32(&s)) __trap();
       int it = 0, n = 0;
       const int count = KEEP_A ? my_tiles : (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
       for (; n < count; ++n) {
@@ -433,8 +441,13 @@ __global__ void __launch_bounds__(NT, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wgi - 1;
     float d[128];
-    // The stages' and their barriers' shared-memory addresses, from the block's base aligned as s is (the k-loop
-    // adds offsets to them; derived from the generic pointers, the window's lookup was redone every k-step).
+    // The stages' and their barriers' shared-memory addresses, once (the k-loop adds offsets to them; derived from
+    // the generic pointers each time, the window's lookup was redone every k-step).
+    // The base aligned in the shared window, as s is in the generic space: the same address wherever the window
+    // starts on a multiple of 1024 (on sm_90 it is 4 GB-aligned; the producer checks it once, below). Taken as
+    // smem_u32(&s) instead, the compiler redid the window's lookup in every k-step again (68 to 72 instructions a
+    // k-step, not 62 to 66; a check here, in the consumer, cost more still).
+    static_assert(std::is_standard_layout<S>::value, "offsetof needs a standard-layout Smem");
     const uint32_t base = (uint32_t(__cvta_generic_to_shared(smem_raw)) + 1023) & ~1023u;
     const uint32_t sA = base + uint32_t(offsetof(S, A)), sB = base + uint32_t(offsetof(S, B));
     const uint32_t sFull = base + uint32_t(offsetof(S, full)), sEmpty = base + uint32_t(offsetof(S, empty));
