@@ -27,10 +27,12 @@
 // consumer's aux tile, which the epilogue has finished reading by then. ln_partials_finish adds the
 // tile rows up (nn/linear.cuh): no atomics, the same bits every run.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 
 #include "check.cuh"
 #include "gemm_sm90.h"
@@ -93,6 +95,9 @@ static_assert(smem_bytes<kStagesAux, true, false>() <= size_t(kMaxSmem), "stages
 static_assert(smem_bytes<kStagesKeepA, false, true>() <= size_t(kMaxSmem), "A panel + B stages + staging");
 static_assert(smem_bytes<kStagesKeepAAux, true, true>() <= size_t(kMaxSmem), "A panel + B stages + aux tiles");
 static_assert(smem_bytes<kStagesSlots4, false, false, 4>() <= size_t(kMaxSmem), "5 stages + 4 staging slots a consumer");
+// tile_kstep adds its offsets to a descriptor's 14-bit address field (16-byte units) without masking: every shared
+// address a block can have must stay below 256 KB, as every sm_90 block's does (227 KB at most).
+static_assert(kMaxSmem + 1024 <= (1 << 18), "the descriptors' address field holds shared addresses below 256 KB");
 
 #if HOPPER_ENABLED
 constexpr int ORDER_BAR = 3;  // named barriers 3 and 4: the consumers' turns (1 and 2: their epilogues)
@@ -100,14 +105,38 @@ __device__ __forceinline__ void turn_wait(int id) { asm volatile("bar.sync %0, 2
 __device__ __forceinline__ void turn_pass(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
 #include "wgmma_m64n128k16.inc"
 
-// One stage's wgmmas: rows 0-63 of the tile into d[0..63], rows 64-127 into d[64..127].
-__device__ __forceinline__ void tile_kstep(float (&d)[128], const bf16* As, const bf16* Bs) {
+// One stage's wgmmas: rows 0-63 of the tile into d[0..63], rows 64-127 into d[64..127]. As and Bs are the
+// stage's shared-memory addresses. A descriptor (hopper::smem_desc: 128-byte swizzle, 1024-byte 8-row groups)
+// holds the address in 16-byte units in its low 14 bits, and its high word is the same for every tile here, so the
+// eight descriptors of a k-step are one base each for A and B plus a constant: 32 bytes (2 units) a 16-wide k
+// slice, 8 KB (512 units) for A's second 64 rows. Built from the generic pointers per wgmma (smem_desc), they
+// were most of the k-loop's instructions: 137 a k-step for its 8 wgmmas in fc's forward GEMM (Nsight Compute's
+// source view, H200), with the address space's window looked up anew each time; with the other consumer's
+// epilogue warp issuing on the same schedulers, the profile points at that chain as what kept the tensor pipe
+// at 43.7% of the active cycles.
+constexpr uint32_t kDescHi = uint32_t(1024 >> 4) | (1u << 30);  // bits 32-45: 8-row stride 1024 B; bits 62-63: 128B swizzle
+__device__ __forceinline__ uint64_t desc_lo(uint32_t lo) { return (uint64_t(kDescHi) << 32) | lo; }
+__device__ __forceinline__ void tile_kstep(float (&d)[128], uint32_t As, uint32_t Bs) {
+  const uint32_t a = ((As & 0x3FFFF) >> 4) | (1u << 16), b = ((Bs & 0x3FFFF) >> 4) | (1u << 16);
 #pragma unroll
   for (int kk = 0; kk < BK / 16; ++kk) {
-    const uint64_t db = hopper::smem_desc(&Bs[kk * 16]);
-    wgmma_m64n128k16<0>(d, hopper::smem_desc(&As[kk * 16]), db, 1);
-    wgmma_m64n128k16<64>(d, hopper::smem_desc(&As[64 * BK + kk * 16]), db, 1);
+    const uint64_t db = desc_lo(b + 2 * kk);
+    wgmma_m64n128k16<0>(d, desc_lo(a + 2 * kk), db, 1);
+    wgmma_m64n128k16<64>(d, desc_lo(a + (64 * BK * 2 >> 4) + 2 * kk), db, 1);
   }
+}
+// mbarriers by shared-memory address (hopper.cuh's take a generic pointer and convert it each time).
+__device__ __forceinline__ void mbar_wait_at(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void mbar_arrive_at(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 // The tanh GELU and its derivative, with tanh on the special-function unit (tanh.approx: relative error
 // about 2^-11, below bf16's 2^-8).
@@ -116,9 +145,11 @@ __device__ __forceinline__ float tanh_fast(float x) {
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-// Written as fused multiply-adds: at K = 384 the epilogue's instruction count sets this GEMM's pace (Nsight
-// Compute on fc's GEMM, H200: one warp per scheduler in the epilogue, an instruction issued every 2.7
-// cycles, 5.5 M unfused fp32 instructions against 0.8 M fused), so each one saved shows.
+// Written as fused multiply-adds (before this form, Nsight Compute on fc's GEMM, H200, counted 5.5 M unfused fp32
+// instructions against 0.8 M fused, with one warp per scheduler in the epilogue). The epilogue is still most of
+// what a consumer issues in fc's forward (about three fifths, against a quarter for the k-loop, in the profile of
+// results/nvidia-h200/day50_kloop_dev/), but it is not all of the kernel's pace: with the GELU moved to warpgroups
+// of helpers, off the consumers, fc's GEMM was no shorter (day50's notes, "Where our GEMM's time goes").
 //   u = x (k0 + k0 k1 x^2), gelu = x (0.5 + 0.5 tanh u), gelu' = (0.5 + 0.5 tanh u) + 0.5 x (1 - tanh^2 u) u'
 constexpr float kK0 = 0.7978845608028654f, kK1 = 0.044715f;  // sqrt(2/pi), the cubic's weight
 constexpr float kK01 = kK0 * kK1, kK01x3 = 3.f * kK0 * kK1;
@@ -287,8 +318,11 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
       }
     }
   }
-  if ((cut || IN_PLACE) && t == 0) hopper::bulk_wait_read<0>();  // the next tile's slot count starts clean;
-  // in place: the aux tile is read out before it becomes the column sums' scratch or goes back to the producer
+  // After a skipped box the sets no longer alternate: the last box written may have used set 0, which the next
+  // tile's first box writes without waiting (its wait comes after its writes, before its barrier: meant for the other
+// set); so wait here.
+  // In place: the aux tile is read out before it becomes the column sums' scratch or goes back to the producer.
+  if ((cut || IN_PLACE) && t == 0) hopper::bulk_wait_read<0>();
   if constexpr (AUX_IN) {
     if (colsum) {  // the four warps' sums, through the aux tile (every thread has read its aux values)
       float* red = reinterpret_cast<float*>(aux_s[0]);  // [4 warps][128 columns]
@@ -328,7 +362,10 @@ __global__ void __launch_bounds__(NT, 1)
   using S = Smem<STAGES, AUX_IN, KEEP_A, SLOTS>;
   extern __shared__ uint8_t smem_raw[];
   S& s = *reinterpret_cast<S*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const int wgi = threadIdx.x / 128, t = threadIdx.x % 128;
+  // The warpgroup's number broadcast from lane 0: the compiler then knows it is the same across the warp, and
+  // keeps what follows from it (a consumer's tiles, its ring position, the k-loop's descriptors) in uniform
+  // registers, where a wgmma reads its descriptors, instead of moving each one there (R2UR) from a per-thread one.
+  const int wgi = __shfl_sync(~0u, int(threadIdx.x / 128), 0), t = threadIdx.x % 128;
   const int tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN, tiles = tiles_m * tiles_n;
   const int ktiles = (K + BK - 1) / BK;
   // KEEP_A: this block's row blocks and tiles; tile n of its sequence is row block n / tiles_n, column n % tiles_n
@@ -351,6 +388,8 @@ __global__ void __launch_bounds__(NT, 1)
   if (wgi == 0) {  // ---- producer: one thread loads the block's tiles in order (and, reading aux, another their aux) ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (t == 0) {
+      // (the consumers' k-loop aligns the block's base in the shared window; s was aligned in the generic space)
+      if (((uint32_t(__cvta_generic_to_shared(smem_raw)) + 1023) & ~1023u) != smem_u32(&s)) __trap();
       int it = 0, n = 0;
       const int count = KEEP_A ? my_tiles : (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
       for (; n < count; ++n) {
@@ -402,6 +441,16 @@ __global__ void __launch_bounds__(NT, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wgi - 1;
     float d[128];
+    // The stages' and their barriers' shared-memory addresses, once (the k-loop adds offsets to them; derived from
+    // the generic pointers each time, the window's lookup was redone every k-step).
+    // The base aligned in the shared window, as s is in the generic space: the same address wherever the window
+    // starts on a multiple of 1024 (on sm_90 it is 4 GB-aligned; the producer checks it once, below). Taken as
+    // smem_u32(&s) instead, the compiler redid the window's lookup in every k-step again (68 to 72 instructions a
+    // k-step, not 62 to 66; a check here, in the consumer, cost more still).
+    static_assert(std::is_standard_layout<S>::value, "offsetof needs a standard-layout Smem");
+    const uint32_t base = (uint32_t(__cvta_generic_to_shared(smem_raw)) + 1023) & ~1023u;
+    const uint32_t sA = base + uint32_t(offsetof(S, A)), sB = base + uint32_t(offsetof(S, B));
+    const uint32_t sFull = base + uint32_t(offsetof(S, full)), sEmpty = base + uint32_t(offsetof(S, empty));
     // n: the tile's place in the block's sequence (the producer's order)
     const int count = KEEP_A ? my_tiles : (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
     for (int n = c; n < count; n += 2) {
@@ -419,20 +468,25 @@ __global__ void __launch_bounds__(NT, 1)
       if (KEEP_A && n < r * tiles_n + 2) mbar_wait(&s.a_full, r & 1);
 #pragma unroll
       for (int i = 0; i < 128; ++i) d[i] = 0.f;
-      int it = n * ktiles;
-      for (int kt = 0; kt < ktiles; ++kt, ++it) {
-        const int st = it % STAGES;
-        mbar_wait(&s.full[st], (it / STAGES) & 1);
+      // The ring's place: k-step it = n * ktiles of the block's sequence is stage it % STAGES, in its
+      // (it / STAGES)th round; from there the stage and the round's parity are counted, not divided.
+      const int it0 = n * ktiles;
+      int st = it0 % STAGES, prev = st;
+      uint32_t parity = uint32_t(it0 / STAGES) & 1;
+      for (int kt = 0; kt < ktiles; ++kt) {
+        mbar_wait_at(sFull + 8 * st, parity);
         wgmma_fence();
-        tile_kstep(d, s.A[KEEP_A ? kt : st], s.B[st]);
+        tile_kstep(d, sA + (KEEP_A ? kt : st) * (TM * BK * 2), sB + st * (TN * BK * 2));
         wgmma_commit();
         wgmma_wait1();  // the previous k-step's wgmmas are done: its stage can be refilled
-        if (kt > 0 && t == 0) mbar_arrive(&s.empty[(it - 1) % STAGES]);
+        if (kt > 0 && t == 0) mbar_arrive_at(sEmpty + 8 * prev);
+        prev = st;
+        if (++st == STAGES) st = 0, parity ^= 1;
       }
       if (n + 1 < count) turn_pass(ORDER_BAR + (1 - c));
       wgmma_wait0();
       if (t == 0) {
-        mbar_arrive(&s.empty[(it - 1) % STAGES]);  // ktiles >= 1 (K >= 8)
+        mbar_arrive_at(sEmpty + 8 * prev);  // ktiles >= 1 (K >= 8)
         // KEEP_A: this consumer's last tile of the row block has read the panel for the last time
         if (KEEP_A && n + 2 >= (r + 1) * tiles_n) mbar_arrive(&s.a_empty);
       }

@@ -32,7 +32,7 @@ bool fits(int M, int N, int K, const void* A, const void* Bt, const void* C, con
 // keep_a (--keep-a on, where K <= kKeepAMaxK): each block keeps a 128-row panel of A in shared memory for
 // a whole row of C's tiles and streams only B; off (the default): A and B both streamed every tile
 // (day10's loop). Keeping A halves the tiles' loads from L2, but measured no faster at day50's shapes (the
-// kernel is bound by its epilogue's instruction issue, not by L2: day50's notes), and it spreads row
+// kernel's warps wait on their own instructions, not on L2: day50's notes), and it spreads row
 // blocks, not tiles, over the SMs: 128 blocks at 16,384 rows, 64 at 8,192 (a data-parallel replica's batch).
 // max_blocks > 0 caps the grid (the checks use it to give each block several row blocks). pdl: a programmatic
 // dependent launch (--pdl on, nn/pdl.cuh): the kernel sets up its barriers, then waits for the one before it.
