@@ -22,6 +22,9 @@
 # call's time skips it and says so. Each part checks the GPUs' health first and last (nvidia-smi -q -d
 # PERFORMANCE: a HW slowdown or power brake makes timings meaningless), and, with OUT set (the device tool's
 # output folder), packs the results files it wrote and its logs into OUT/results.tgz and OUT/logs.tgz.
+# Unpack each call's results.tgz into the tree before the next call: the tree (results/ with it) is copied anew each
+# call, so a file two parts both write (sanitize.json: initcheck in checks, memcheck and racecheck in sanitize) would
+# otherwise come back from the later part with the earlier part's entries as they were before the loan.
 # Exit: 0 done, 1 a step failed, 2 usage, 3 unhealthy.
 set -u
 cd "$(dirname "$0")/.." || exit 2
