@@ -122,6 +122,9 @@ checks)
              --json "$ROOT/$AB_DIR/round_${i}_$who.json") > "$AB_DIR/round_${i}_$who.log" 2>&1 || fail=1
         done
       done
+      # the base runs from /tmp/ab_base, so both builds were given absolute --json paths: the committed logs name them
+      # relative to the repository, as the other parts' logs do
+      sed -i "s#$ROOT/##g" "$AB_DIR"/round_*_base.log "$AB_DIR"/round_*_var.log
       python3 scripts/ab_builds.py --base "$AB_DIR"/round_*_base.json --var "$AB_DIR"/round_*_var.json \
         --json "$AB_DIR/ab_builds.json" > "$L/ab_builds.txt" 2>&1 || fail=1
       python3 scripts/ab_rows.py "$AB_DIR"/round_*_var.json --json "$AB_DIR/ab_rows.json" > "$L/ab_rows.txt" 2>&1 || fail=1
