@@ -105,15 +105,15 @@ __device__ __forceinline__ void turn_wait(int id) { asm volatile("bar.sync %0, 2
 __device__ __forceinline__ void turn_pass(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
 #include "wgmma_m64n128k16.inc"
 
-// One stage's wgmmas: rows 0-63 of the tile into d[0..63], rows 64-127 into d[64..127]. As and Bs are the
-// stage's shared-memory addresses. A descriptor (hopper::smem_desc: 128-byte swizzle, 1024-byte 8-row groups)
-// holds the address in 16-byte units in its low 14 bits, and its high word is the same for every tile here, so the
-// eight descriptors of a k-step are one base each for A and B plus a constant: 32 bytes (2 units) a 16-wide k
-// slice, 8 KB (512 units) for A's second 64 rows. Built from the generic pointers per wgmma (smem_desc), they
-// were most of the k-loop's instructions: 137 a k-step for its 8 wgmmas in fc's forward GEMM (Nsight Compute's
-// source view, H200), with the address space's window looked up anew each time; with the other consumer's
-// epilogue warp issuing on the same schedulers, the profile points at that chain as what kept the tensor pipe
-// at 43.7% of the active cycles.
+// One stage's wgmmas: rows 0-63 of the tile into d[0..63], rows 64-127 into d[64..127]. As and Bs are the stage's
+// shared-memory addresses. A descriptor (hopper::smem_desc: 128-byte swizzle, 1024-byte 8-row groups) holds the address
+// in 16-byte units in its low 14 bits, and its high word is the same for every tile here, so the descriptors of a
+// k-step's eight wgmmas (twelve distinct: eight for A, four for B) are one base each for A and B plus a constant: 32
+// bytes (2 units) a 16-wide k slice, 8 KB (512 units) for A's second 64 rows. Built from the generic pointers per wgmma
+// (smem_desc), they were most of the k-loop's instructions: 137 a k-step for its 8 wgmmas in fc's forward GEMM (Nsight
+// Compute's source view, H200), with the address space's window looked up anew each time; with the other consumer's
+// epilogue warp issuing on the same schedulers, the profile points at that chain as what kept the tensor pipe at 43.7%
+// of the active cycles.
 constexpr uint32_t kDescHi = uint32_t(1024 >> 4) | (1u << 30);  // bits 32-45: 8-row stride 1024 B; bits 62-63: 128B swizzle
 __device__ __forceinline__ uint64_t desc_lo(uint32_t lo) { return (uint64_t(kDescHi) << 32) | lo; }
 __device__ __forceinline__ void tile_kstep(float (&d)[128], uint32_t As, uint32_t Bs) {
@@ -320,7 +320,7 @@ __device__ __forceinline__ void epilogue(float (&d)[128], bf16 (*slots)[BOX_ELEM
   }
   // After a skipped box the sets no longer alternate: the last box written may have used set 0, which the next
   // tile's first box writes without waiting (its wait comes after its writes, before its barrier: meant for the other
-// set); so wait here.
+  // set); so wait here.
   // In place: the aux tile is read out before it becomes the column sums' scratch or goes back to the producer.
   if ((cut || IN_PLACE) && t == 0) hopper::bulk_wait_read<0>();
   if constexpr (AUX_IN) {

@@ -431,26 +431,29 @@ __device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_g
   __syncthreads();
   push_to_all(cl, at_<float>(smem, p.xs1) + v.r0, outs, v.rows, p.S, got);
 }
-// h = gelu(fc(LayerNorm 2 of x1)) for this block's rows, pushed to every block's h.
-template <class W>
+// h = gelu(fc(LayerNorm 2 of x1)) for this block's rows, pushed to every block's h. release(): this block is done
+// with the bundle (weight_stage: the next bundle's late part may land on it), called before the pushes.
+template <class W, class Release>
 __device__ void cstage_fc(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                          const View<W>& v, unsigned char* smem, unsigned long long* got) {
+                          const View<W>& v, unsigned char* smem, unsigned long long* got, Release release) {
   float *h = at_<float>(smem, p.h), *outs = v.outs;
   gemv_local<kCRowGroup - 2, true>(v.w, at_<float>(smem, p.xs1), v.g, n.C, v.rows, [&](int r, float s, float2 st) {
     outs[r] = gelu(st.y * (s - st.x * v.sum[r]) + v.bias[r]);  // LayerNorm 2 folded in
   });
   __syncthreads();
+  release();
   push_to_all(cl, h + v.r0, outs, v.rows, p.S, got);
 }
-// x0 = x1 + fc2(h) + b for this block's rows.
-template <class W>
+// x0 = x1 + fc2(h) + b for this block's rows. release(): as cstage_fc's.
+template <class W, class Release>
 __device__ void cstage_fc2(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                           const View<W>& v, unsigned char* smem, unsigned long long* got) {
+                           const View<W>& v, unsigned char* smem, unsigned long long* got, Release release) {
   const float* x1 = at_<float>(smem, p.xs1);
   float* outs = v.outs;
   gemv_local<kCRowGroup - 2, false>(v.w, at_<float>(smem, p.h), nullptr, 4 * n.C, v.rows,
                                 [&](int r, float s, float2) { outs[r] = x1[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
+  release();
   push_to_all(cl, at_<float>(smem, p.xs) + v.r0, outs, v.rows, p.S, got);
 }
 // logits = wte . LayerNorm_f(x) for this block's rows: to every block's copy (the next token's sampling),
@@ -517,8 +520,10 @@ struct StageClock {
 // the kind at run time, and the decisions were a quarter of every warp's instructions, ncu in the notes).
 // The next bundle (kind kn) streams in while this one is used (its end was last read by bundle g - 1,
 // which every thread finished before the cluster barrier behind us), all of it when the two fit together;
-// when they do not, the bytes that overlap this one follow once this one's work is done. `body(view)` is
-// the stage.
+// when they do not, the bytes that overlap this one follow once every thread is done reading it. `body(view)` is
+// the stage; fc's and fc2's (the only stages whose next bundle can overlap theirs: test_cluster_plan) take
+// `body(view, release)` and call release() right after the __syncthreads() that ends their GEMV, before they
+// push their rows, so that the late part starts that much earlier (the others: after the body).
 template <int KIND, class W, class Clock, class Body>
 __device__ __forceinline__ void weight_stage(const ClusterPlan& p, int j, int kn, bool next, unsigned& g,
                                              unsigned char* smem, int rank, unsigned long long* bar, Clock& clk,
@@ -528,10 +533,16 @@ __device__ __forceinline__ void weight_stage(const ClusterPlan& p, int j, int kn
   clk.mark(0);
   mbar_wait(bar + (g & 1), unsigned(g >> 1) & 1u);
   clk.mark(1);
-  body(view_of<W>(p, KIND, g & 1, smem, rank));
-  if (next && p.overlap(kn, KIND) > 0) {  // the overlapping bytes, once every thread is done with this bundle
-    __syncthreads();
-    issue_bundle(p, jn, kn, KIND, pn, true, smem, rank, bar + pn);
+  if constexpr (KIND == 2 || KIND == 3) {
+    body(view_of<W>(p, KIND, g & 1, smem, rank), [&] {
+      if (next && p.overlap(kn, KIND) > 0) issue_bundle(p, jn, kn, KIND, pn, true, smem, rank, bar + pn);
+    });
+  } else {
+    body(view_of<W>(p, KIND, g & 1, smem, rank));
+    if (next && p.overlap(kn, KIND) > 0) {  // the overlapping bytes, once every thread is done with this bundle
+      __syncthreads();
+      issue_bundle(p, jn, kn, KIND, pn, true, smem, rank, bar + pn);
+    }
   }
   ++g;
 }
@@ -592,11 +603,11 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
       end_async(g - 1);  // (weight_stage counted the bundle)
       expect(g, 4 * n.C);
       weight_stage<2, W>(p, j + 2, 3, true, g, smem, rank, bar, clk,
-                         [&](const View<W>& v) { cstage_fc(n, p, cl, v, smem, got + (g & 1)); });
+                         [&](const View<W>& v, auto rel) { cstage_fc(n, p, cl, v, smem, got + (g & 1), rel); });
       end_async(g - 1);
       expect(g, n.C);
       weight_stage<3, W>(p, j + 3, l + 1 < L ? 0 : 4, true, g, smem, rank, bar, clk,
-                         [&](const View<W>& v) { cstage_fc2(n, p, cl, v, smem, got + (g & 1)); });
+                         [&](const View<W>& v, auto rel) { cstage_fc2(n, p, cl, v, smem, got + (g & 1), rel); });
       end_async(g - 1);
     }
     expect(g, n.V);
