@@ -26,6 +26,8 @@ import sys
 import tempfile
 import os
 
+import json_out
+
 DEFAULT = "train step bf16"
 
 
@@ -187,10 +189,7 @@ def main(argv):
         print("note: one file is one process's pair: the verdict wants several runs", file=sys.stderr)
     print(table(summary, [l for l, _ in runs]))
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(dict(files=a.files, default=DEFAULT, rows=summary), f, indent=1)
-        os.replace(tmp, a.json)
+        return json_out.write(a.json, dict(files=a.files, default=DEFAULT, rows=summary), "ab_rows")
     return 0
 
 
