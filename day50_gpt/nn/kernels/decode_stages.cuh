@@ -81,6 +81,10 @@ struct Net {
   // Persistent kernel, when set: block 0 stamps the GPU's global timer (ns) at the launch (trace[0]) and
   // after every barrier (trace[1 + token * (5L + 1) + stage]): where a token's time goes, stage by stage.
   unsigned long long* trace;
+  // Development only (built with -DDECODE_SUBSTAMPS, dev/stage_floor.cu's companion): every block's thread 0
+  // writes clock64() at kSub points of every stage (decode_cluster.cuh, SubPoint) to
+  // sub[((token * (5L + 1) + stage) * S + rank) * kSub + point]. Null: nothing.
+  unsigned long long* sub;
   // Persistent kernel, when set: no barrier between stage 0 and stage 1. The qkv GEMV's warps count the
   // rows they finish per head (ready[h], a count that only grows within a launch; ready[H]: set if a
   // wait ever gave up), and an attention warp waits only for its own head's 3 hs rows.

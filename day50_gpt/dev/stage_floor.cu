@@ -1,0 +1,321 @@
+// day50_gpt/dev/stage_floor.cu: what one stage of the cluster decoder (nn/kernels/decode_cluster.cuh) costs
+// at the least, piece by piece, with nothing else around it.
+//
+// Why it is here. In the decoder's stamped runs a stage's "work" barely moves with its size: bf16 proj (24
+// rows of 384 a block) and fc (96 rows) take about the same, and so does proj with 8 SMs (48 rows). So most
+// of a stage is a fixed cost, and the question is which part of it the hardware sets (the cluster barrier,
+// the pushes to 16 blocks, the GEMV's reductions) and which part the decoder adds around them. This program
+// runs, on one cluster of 16 blocks of 512 threads as the decoder's, a loop of one stage at a time, using
+// the decoder's own pieces (gemv_local, push_to_all, st.async, the relaxed cluster barrier, mbarriers):
+//   barrier      the relaxed cluster barrier alone (barrier.cluster.arrive.relaxed + wait)
+//   sync         cooperative_groups' cluster.sync() alone (arrive with release, wait with acquire)
+//   push         each block sends R numbers to all 16 blocks (st.async), relaxed barrier, waits for its own
+//                16 x R numbers on its mbarrier: a stage's exchange without its GEMV
+//   gemv         the GEMV of a block's R rows x I inputs from shared memory, a __syncthreads() after it: no
+//                exchange
+//   stage        gemv, then push: a whole stage as the decoder runs it, its weights already on chip
+//   stage+copy   stage, plus thread 0 handing the copy engine the next stage's weights (cp.async.bulk of the
+//                block's R x I weights from global memory into the other half of a two-part area) and
+//                waiting for them before the GEMV: the decoder's weight streaming (only where two bundles fit)
+// for the shapes of the model's stages (C = 384, 16 blocks): qkv 72 x 384, proj 24 x 384, fc 96 x 384,
+// fc2 24 x 1536, head 16 x 384, in fp32 and bf16 weights; qkv, fc and the head with the LayerNorm's
+// statistics folded in, as the decoder does (kStats).
+// Time: a launch of N iterations and one of 2N, each the median of 7 launches; one iteration is their
+// difference over N (the launch and the set-up cancel). Checks: every block's received vector (push, stage)
+// or its own rows (gemv) against a CPU reference in double after the timed launches, fp32 tolerances.
+//
+//   ./build/stage_floor [--iters N] [--json PATH]
+// Exit 0 pass, 1 a check failed, 2 bad arguments, 77 no GPU (or one that cannot run a cluster of 16).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../nn/kernels/decode_cluster.cuh"
+#include "check.cuh"
+#include "cli.h"
+#include "env.cuh"
+#include "results.h"
+
+namespace {
+
+constexpr int kS = 16;  // blocks in the cluster: the decoder's
+enum Mode { kBarrier, kSync, kPush, kGemv, kStage, kStageCopy };
+const char* mode_name(int m) {
+  static const char* n[] = {"barrier", "sync", "push", "gemv", "stage", "stage+copy"};
+  return n[m];
+}
+
+// Dynamic shared memory of one block: [weights, part A | weights, part B (kStageCopy)] x I floats | g I floats |
+// outs 2 x R | dst S x R.
+struct Layout {
+  unsigned wa = 0, wb = 0, x = 0, g = 0, outs = 0, dst = 0, total = 0;
+};
+Layout layout(int R, int I, int wsize, bool two) {
+  Layout l;
+  unsigned at = 0;
+  auto take = [&](size_t bytes) {
+    const unsigned here = at;
+    at += unsigned(k::dec::pad16(bytes));
+    return here;
+  };
+  const size_t wb = size_t(R) * I * wsize;
+  l.wa = take(wb);
+  l.wb = two ? take(wb) : l.wa;
+  l.x = take(size_t(I) * 4), l.g = take(size_t(I) * 4), l.outs = take(size_t(2) * R * 4), l.dst = take(size_t(kS) * R * 4);
+  l.total = at;
+  return l;
+}
+
+// One launch: `iters` stages of mode M. w: the matrix (O = S x R rows of I), block b's rows [b R, b R + R).
+// out: [S][S x R] what each block received (push, stage), or [S][R] its own rows (gemv).
+template <class W, int M, bool kStats>
+__global__ void __launch_bounds__(k::dec::kCThreads, 1)
+    stage_floor(const W* w, const float* xg, const float* gg, int R, int I, Layout lay, int iters, float* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using namespace k::dec;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ unsigned long long got[2], wbar[2];
+  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+  const int rank = int(cl.block_rank()), tid = threadIdx.x;
+  const size_t wbytes = size_t(R) * I * sizeof(W);
+  W* wa = reinterpret_cast<W*>(smem + lay.wa);
+  float *x = reinterpret_cast<float*>(smem + lay.x), *g = reinterpret_cast<float*>(smem + lay.g),
+        *dst = reinterpret_cast<float*>(smem + lay.dst);
+  const W* mine = w + size_t(rank) * R * I;
+  for (size_t i = tid; i < size_t(R) * I; i += kCThreads) wa[i] = mine[i];
+  for (int i = tid; i < I; i += kCThreads) x[i] = xg[i], g[i] = gg[i];
+  for (int i = tid; i < kS * R; i += kCThreads) dst[i] = NAN;  // poisoned: what is checked was received
+  if (tid == 0) {
+    k::mbar_init(got), k::mbar_init(got + 1), k::mbar_init(wbar), k::mbar_init(wbar + 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  cl.sync();
+  if (M == kStageCopy && tid == 0) {  // iteration 0's weights: part A (already there; copied again to count it)
+    k::mbar_expect(wbar, unsigned(wbytes));
+    k::bulk_copy(wa, mine, unsigned(wbytes), wbar);
+  }
+  for (int a = 0; a < iters; ++a) {
+    float* outs = reinterpret_cast<float*>(smem + lay.outs) + (a & 1) * R;  // two: a relaxed barrier orders no reads
+    const bool exchange = M == kPush || M == kStage || M == kStageCopy;
+    if (exchange && tid == 0) k::mbar_expect(got + (a & 1), unsigned(kS * R) * 4u);
+    const W* wl = wa;
+    if constexpr (M == kStageCopy) {
+      const int part = a & 1;
+      // The next iteration's weights into the other part (read last by iteration a - 1, done before the
+      // barrier behind us), then this iteration's wait.
+      if (tid == 0 && a + 1 < iters) {
+        W* nxt = reinterpret_cast<W*>(smem + (part ? lay.wa : lay.wb));
+        k::mbar_expect(wbar + (part ^ 1), unsigned(wbytes));
+        k::bulk_copy(nxt, mine, unsigned(wbytes), wbar + (part ^ 1));
+      }
+      k::mbar_wait(wbar + part, unsigned(a >> 1) & 1u);
+      wl = reinterpret_cast<const W*>(smem + (part ? lay.wb : lay.wa));
+    }
+    if constexpr (M == kGemv || M == kStage || M == kStageCopy) {
+      gemv_local<kCRowGroup - 2, kStats>(wl, x, g, I, R, [&](int r, float s, float2 st) {
+        outs[r] = kStats ? st.y * s : s;  // kStats: 1/sqrt(var + eps) times sum W g (x - x[0])
+      });
+    } else if constexpr (M == kPush) {
+      for (int r = tid; r < R; r += kCThreads) outs[r] = float(rank * R + r);
+    }
+    __syncthreads();
+    if constexpr (M == kGemv) continue;
+    if (exchange) push_to_all(cl, dst + rank * R, outs, R, kS, got + (a & 1));
+    if constexpr (M == kSync)
+      cl.sync();
+    else
+      cluster_sync_relaxed();
+    if (exchange) k::mbar_wait<true>(got + (a & 1), unsigned(a >> 1) & 1u);
+  }
+  cl.sync();
+  if (M == kGemv) {
+    const float* last = reinterpret_cast<const float*>(smem + lay.outs) + ((iters - 1) & 1) * R;
+    for (int r = tid; r < R; r += kCThreads) out[size_t(rank) * R + r] = last[r];
+  } else {
+    for (int i = tid; i < kS * R; i += kCThreads) out[size_t(rank) * kS * R + i] = dst[i];
+  }
+#endif
+}
+
+struct Shape {
+  const char* name;
+  int R, I;
+  bool stats;
+};
+
+template <class W>
+float to_float(W v) {
+  if constexpr (std::is_same<W, float>::value)
+    return v;
+  else
+    return __bfloat162float(v);
+}
+
+struct Runner {
+  int iters;
+  cudaStream_t stream;
+  cudaEvent_t e0, e1;
+  results::Results& res;
+
+  template <class W, int M, bool kStats>
+  void one(const Shape& sh, const char* dtype) {
+    const int R = sh.R, I = sh.I, O = kS * R;
+    const bool two = M == kStageCopy;
+    const Layout lay = layout(R, I, int(sizeof(W)), two);
+    int dev = 0, optin = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    auto kern = stage_floor<W, M, kStats>;
+    cudaFuncAttributes fa{};
+    CUDA_CHECK(cudaFuncGetAttributes(&fa, kern));
+    if (size_t(lay.total) + fa.sharedSizeBytes > size_t(optin)) {
+      std::printf("  %-6s %-5s %-10s does not fit (%u bytes of shared memory)\n", sh.name, dtype, mode_name(M), lay.total);
+      return;
+    }
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(lay.total)));
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    // Inputs: weights ~U(-1, 1) rounded to W, x with a mean far from 0 (as a residual stream can have), g ~ 1.
+    std::vector<W> hw(size_t(O) * I);
+    std::vector<float> hx(I), hg(I);
+    uint64_t s = 0x9e3779b97f4a7c15ull ^ uint64_t(R * 131 + I);
+    auto rnd = [&] {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      return float(double(s >> 11) / 9007199254740992.0) * 2.f - 1.f;
+    };
+    for (auto& v : hw) v = W(rnd());
+    for (int i = 0; i < I; ++i) hx[i] = 3.f + rnd(), hg[i] = 1.f + 0.25f * rnd();
+    W* dw;
+    float *dx, *dg, *dout;
+    const size_t nout = M == kGemv ? size_t(O) : size_t(kS) * O;
+    CUDA_CHECK(cudaMalloc(&dw, hw.size() * sizeof(W)));
+    CUDA_CHECK(cudaMalloc(&dx, I * 4));
+    CUDA_CHECK(cudaMalloc(&dg, I * 4));
+    CUDA_CHECK(cudaMalloc(&dout, nout * 4));
+    CUDA_CHECK(cudaMemcpy(dw, hw.data(), hw.size() * sizeof(W), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dx, hx.data(), I * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dg, hg.data(), I * 4, cudaMemcpyHostToDevice));
+    cudaLaunchAttribute attr[1];
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(kS), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = lay.total, cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kS, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    int fit = 0;
+    const cudaError_t oe = cudaOccupancyMaxActiveClusters(&fit, kern, &cfg);
+    if (oe != cudaSuccess || fit < 1) {
+      (void)cudaGetLastError();
+      std::printf("  %-6s %-5s %-10s a cluster of %d cannot be placed here\n", sh.name, dtype, mode_name(M), kS);
+      CUDA_CHECK(cudaFree(dw));
+      CUDA_CHECK(cudaFree(dx));
+      CUDA_CHECK(cudaFree(dg));
+      CUDA_CHECK(cudaFree(dout));
+      return;
+    }
+    auto time = [&](int n) {
+      std::vector<float> t;
+      for (int rep = 0; rep < 8; ++rep) {
+        CUDA_CHECK(cudaMemsetAsync(dout, 0xff, nout * 4, stream));  // NaN: poisoned
+        CUDA_CHECK(cudaEventRecord(e0, stream));
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, (const W*)dw, (const float*)dx, (const float*)dg, R, I, lay, n, dout));
+        CUDA_CHECK(cudaEventRecord(e1, stream));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (rep > 0) t.push_back(ms);  // launch 0: warm-up
+      }
+      std::sort(t.begin(), t.end());
+      return std::make_pair(double(t[t.size() / 2]), std::make_pair(double(t.front()), double(t.back())));
+    };
+    const auto t1 = time(iters), t2 = time(2 * iters);
+    const double us = (t2.first - t1.first) * 1e3 / iters;
+    // The check, on the last launch's output (2 x iters iterations).
+    std::vector<float> got(nout);
+    CUDA_CHECK(cudaMemcpy(got.data(), dout, nout * 4, cudaMemcpyDeviceToHost));
+    std::vector<double> ref(nout);
+    double mean = 0, var = 0;  // the folded LayerNorm's statistics, as the kernel takes them: about x[0]
+    for (int i = 0; i < I; ++i) mean += double(hx[i]) - hx[0], var += (double(hx[i]) - hx[0]) * (double(hx[i]) - hx[0]);
+    mean /= I, var = var / I - mean * mean;
+    for (size_t j = 0; j < nout; ++j) {
+      const int o = int(M == kGemv ? j : j % size_t(O));
+      double a = 0;
+      for (int i = 0; i < I; ++i)
+        a += double(to_float(hw[size_t(o) * I + i])) * (sh.stats ? double(hg[i]) * (double(hx[i]) - hx[0]) : double(hx[i]));
+      ref[j] = M == kPush ? double(o) : sh.stats ? a / std::sqrt(std::max(var, 0.0) + 1e-5) : a;
+    }
+    char name[160];
+    std::snprintf(name, sizeof name, "%s %s %s, %d rows x %d a block", mode_name(M), sh.name, dtype, R, I);
+    // fp32 sums of I products of ~unit size (x ~ 3 where no LayerNorm is folded in): atol scaled by sqrt(I) x 4
+    const bool ok = res.add(verify::compare(name, got.data(), ref.data(), nout, verify::kFp32.scaled(4 * std::sqrt(double(I)))))
+                        .passed;
+    results::Bench b;
+    b.name = name, b.dtype = dtype, b.shape = {kS, R, I};
+    b.ms = us * 1e-3, b.min_ms = (t2.second.first - t1.second.second) / iters, b.max_ms = (t2.second.second - t1.second.first) / iters;
+    b.reps = 7;
+    b.extra = json::Value::object();
+    b.extra["us_per_iteration"] = us;
+    b.extra["mode"] = mode_name(M);
+    b.extra["rows"] = R, b.extra["inputs"] = I, b.extra["stage"] = sh.name;
+    b.extra["iters"] = iters;
+    res.add(b);
+    std::printf("  %-6s %-5s %-10s %2d x %4d  %6.3f us a stage%s\n", sh.name, dtype, mode_name(M), R, I, us,
+                ok ? "" : "  (its check FAILED)");
+    CUDA_CHECK(cudaFree(dw));
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dg));
+    CUDA_CHECK(cudaFree(dout));
+  }
+  template <class W>
+  void shapes(const char* dtype) {
+    static const Shape kShapes[] = {{"qkv", 72, 384, true}, {"proj", 24, 384, false}, {"fc", 96, 384, true},
+                                    {"fc2", 24, 1536, false}, {"head", 16, 384, true}};
+    for (const Shape& sh : kShapes) {
+      if (sh.stats) {
+        one<W, kGemv, true>(sh, dtype), one<W, kStage, true>(sh, dtype), one<W, kStageCopy, true>(sh, dtype);
+      } else {
+        one<W, kGemv, false>(sh, dtype), one<W, kStage, false>(sh, dtype), one<W, kStageCopy, false>(sh, dtype);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cli::Args args(argc, argv, "stage_floor", "the cluster decoder's stage, piece by piece, alone (see the file's head)");
+  const int iters = int(args.integer("iters", 2000, 10, 1000000, "iterations of the shorter launch (the longer: twice)"));
+  const std::string json_path = args.str("json", "", "write the results file here ({gpu} = the GPU's slug)");
+  args.finish();
+  if (!json_path.empty()) results::require_writable_json("stage_floor", json_path);
+  results::Results res("day50_gpt", "stage_floor");
+  const int dev = env::require_gpu("stage_floor");
+  res.mode = "bench";
+  res.env = env::collect(dev);
+  env::print(res.env);
+  env::watch_clocks(res, dev);
+  int can = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&can, cudaDevAttrClusterLaunch, dev));
+  if (!can) cli::skip("stage_floor", "this GPU launches no thread-block clusters");
+  res.config["iters"] = iters, res.config["blocks"] = kS, res.config["threads"] = k::dec::kCThreads;
+  Runner run{iters, nullptr, nullptr, nullptr, res};
+  CUDA_CHECK(cudaStreamCreate(&run.stream));
+  CUDA_CHECK(cudaEventCreate(&run.e0));
+  CUDA_CHECK(cudaEventCreate(&run.e1));
+  const Shape none{"none", 24, 384, false};
+  run.one<float, kBarrier, false>(none, "none");
+  run.one<float, kSync, false>(none, "none");
+  for (int R : {16, 24, 72, 96}) {
+    const Shape p{"push", R, 384, false};
+    run.one<float, kPush, false>(p, "fp32");
+  }
+  run.shapes<float>("fp32");
+  run.shapes<__nv_bfloat16>("bf16");
+  res.env["clocks_end"] = res.sample_clocks();
+  if (!json_path.empty()) std::printf("wrote %s\n", res.write(json_path).c_str());
+  std::printf("%s: %d checks, %d failed\n", res.passed() ? "PASS" : "FAIL", int(res.checks().size()), res.failed());
+  return res.exit_code();
+}

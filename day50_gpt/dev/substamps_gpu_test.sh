@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Development run on one H200, from the repository root: dev/stage_floor.cu (a stage of the cluster decoder,
+# piece by piece, alone) and the decoder's sub-stamps (built with -DDECODE_SUBSTAMPS: every block's clock64()
+# at eight points of every stage, printed and written under stage_us.sub by `--bench --bench-part generate`).
+# Health; build/gpt and build/stage_floor as they are and build/sub/gpt with the sub-stamps, side by side;
+# stage_floor; then ROUNDS rounds of the generate bench part, the plain build and the sub-stamped one in turn
+# (plain, sub, sub, plain, ...). Writes into $OUT: logs.tgz, stage_floor.json, gen_<i>_<plain|sub>.json.
+# Exit: 0 done, 1 a step failed, 3 unhealthy.
+set -u
+OUT=${OUT:-/tmp/substamps}
+ROUNDS=${ROUNDS:-2}
+ROOT=$PWD
+mkdir -p "$OUT/logs"
+L=$OUT/logs
+t0=$(date +%s)
+say() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+health() {
+  nvidia-smi -q -d PERFORMANCE > "$L/health_$1.txt" 2>&1
+  if grep -E "HW Slowdown|HW Power Brake|HW Thermal|SW Thermal" "$L/health_$1.txt" | grep -v "Not Active" | grep -q Active; then
+    say "health $1: SLOWDOWN ACTIVE"; return 1
+  fi
+  say "health $1: healthy"
+}
+fin() { (cd "$OUT" && tar czf logs.tgz logs && rm -rf logs); exit "$1"; }
+health before || fin 3
+(NVCCFLAGS=-DDECODE_SUBSTAMPS make -C day50_gpt -j8 BUILD=build/sub build/sub/gpt > "$L/build_sub.txt" 2>&1
+ echo "rc=$?" >> "$L/build_sub.txt") &
+make -C day50_gpt -j8 build/gpt build/stage_floor > "$L/build.txt" 2>&1 || { say "build failed"; tail -30 "$L/build.txt"; fin 1; }
+wait
+grep -q "rc=0" "$L/build_sub.txt" || { say "sub-stamps build failed"; tail -30 "$L/build_sub.txt"; fin 1; }
+say "built"
+fail=0
+(cd day50_gpt && timeout 200 ./build/stage_floor --json "$OUT/stage_floor.json") > "$L/floor.txt" 2>&1
+rc=$?; say "stage_floor rc=$rc"; [ $rc -eq 0 ] || fail=1
+gen() {  # gen BUILD NAME
+  (cd day50_gpt && timeout 120 "./$1/gpt" --bench --bench-part generate --json "$OUT/gen_$2.json") > "$L/gen_$2.txt" 2>&1
+  rc=$?; say "generate $2 rc=$rc"; [ $rc -eq 0 ] || fail=1
+}
+for i in $(seq 1 "$ROUNDS"); do
+  if [ $((i % 2)) -eq 1 ]; then gen build "${i}_plain"; gen build/sub "${i}_sub"
+  else gen build/sub "${i}_sub"; gen build "${i}_plain"; fi
+done
+health after || fail=3
+grep -E "us a stage|FAIL" "$L/floor.txt"
+grep -h -A8 "one cluster of 16\|sub-stamps" "$L"/gen_1_sub.txt | head -40
+grep -h "one cluster of 16" "$L"/gen_*.txt | sort
+fin $fail
