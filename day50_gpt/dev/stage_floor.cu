@@ -43,10 +43,65 @@
 namespace {
 
 constexpr int kS = 16;  // blocks in the cluster: the decoder's
-enum Mode { kBarrier, kSync, kPush, kGemv, kStage, kStageCopy };
+enum Mode { kBarrier, kSync, kPush, kGemv, kStage, kStageCopy, kGemvUnrolled, kStageUnrolled };
 const char* mode_name(int m) {
-  static const char* n[] = {"barrier", "sync", "push", "gemv", "stage", "stage+copy"};
+  static const char* n[] = {"barrier", "sync", "push", "gemv", "stage", "stage+copy", "gemv unrolled", "stage unrolled"};
   return n[m];
+}
+
+// gemv_rows (decode_cluster.cuh) with the number of inputs known when compiling and the loop over them
+// unrolled (by 4 where it is longer than 4 steps): does the GEMV's fixed cost come from its loop's steps, each
+// of which waits for its own loads (the decoder's loop is `unroll 1`)?
+template <int NR, bool kStats, int I, class W, class Epi>
+__device__ __forceinline__ void gemv_rows_unrolled(const W* Wl, const float* xin, const float* g, int row0, Epi& epi) {
+  using namespace k::dec;
+  const int lane = threadIdx.x % k::kWarp;
+  float acc[kCRowGroup] = {};
+  const W* wl = Wl + size_t(row0) * I;
+  constexpr size_t step = size_t(kCWarps) * I;
+  const float k0 = kStats ? xin[0] : 0.f;
+  constexpr int kSteps = I / (k::kWarp * 4);
+#pragma unroll(kSteps > 4 ? 4 : kSteps)
+  for (int it = 0; it < kSteps; ++it) {
+    const int i = lane * 4 + it * k::kWarp * 4;
+    float4 x = *reinterpret_cast<const float4*>(xin + i);
+    if constexpr (kStats) {
+      const float a = x.x - k0, b = x.y - k0, c = x.z - k0, d = x.w - k0;
+      acc[6] += (a + b) + (c + d);
+      acc[7] = fmaf(a, a, fmaf(b, b, fmaf(c, c, fmaf(d, d, acc[7]))));
+      const float4 gi = *reinterpret_cast<const float4*>(g + i);
+      x = make_float4(a * gi.x, b * gi.y, c * gi.z, d * gi.w);
+    }
+#pragma unroll
+    for (int j = 0; j < NR; ++j) acc[j] = dot4(wl + j * step + i, x, acc[j]);
+  }
+  const float sum = warp_sum8(acc);
+  float2 st = make_float2(0.f, 0.f);
+  if constexpr (kStats) {
+    const float sd = __shfl_sync(0xffffffffu, sum, 24) / I, sq = __shfl_sync(0xffffffffu, sum, 28) / I;
+    st = make_float2(sd, rsqrtf(fmaxf(sq - sd * sd, 0.f) + 1e-5f));
+  }
+  const int j = (lane >> 2) & 7;
+  if (lane % 4 == 0 && j < NR) epi(row0 + j * kCWarps, sum, st);
+}
+template <bool kStats, int I, class W, class Epi>
+__device__ __forceinline__ void gemv_local_unrolled(const W* Wl, const float* xin, const float* g, int rows, Epi epi) {
+  using namespace k::dec;
+  constexpr int kMax = kCRowGroup - 2;
+  const int warp = threadIdx.x / k::kWarp;
+  for (int base = 0; base < rows; base += kCWarps * kMax) {
+    const int r0 = base + warp, left = rows - r0;
+    const int nr = left <= 0 ? 0 : min(kMax, (left + kCWarps - 1) / kCWarps);
+    switch (nr) {
+      case 1: gemv_rows_unrolled<1, kStats, I>(Wl, xin, g, r0, epi); break;
+      case 2: gemv_rows_unrolled<2, kStats, I>(Wl, xin, g, r0, epi); break;
+      case 3: gemv_rows_unrolled<3, kStats, I>(Wl, xin, g, r0, epi); break;
+      case 4: gemv_rows_unrolled<4, kStats, I>(Wl, xin, g, r0, epi); break;
+      case 5: gemv_rows_unrolled<5, kStats, I>(Wl, xin, g, r0, epi); break;
+      case 6: gemv_rows_unrolled<6, kStats, I>(Wl, xin, g, r0, epi); break;
+      default: break;
+    }
+  }
 }
 
 // Dynamic shared memory of one block: [weights, part A | weights, part B (kStageCopy)] x I floats | g I floats |
@@ -72,7 +127,7 @@ Layout layout(int R, int I, int wsize, bool two) {
 
 // One launch: `iters` stages of mode M. w: the matrix (O = S x R rows of I), block b's rows [b R, b R + R).
 // out: [S][S x R] what each block received (push, stage), or [S][R] its own rows (gemv).
-template <class W, int M, bool kStats>
+template <class W, int M, bool kStats, int kI = 0>
 __global__ void __launch_bounds__(k::dec::kCThreads, 1)
     stage_floor(const W* w, const float* xg, const float* gg, int R, int I, Layout lay, int iters, float* out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -89,6 +144,7 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
   for (size_t i = tid; i < size_t(R) * I; i += kCThreads) wa[i] = mine[i];
   for (int i = tid; i < I; i += kCThreads) x[i] = xg[i], g[i] = gg[i];
   for (int i = tid; i < kS * R; i += kCThreads) dst[i] = NAN;  // poisoned: what is checked was received
+  int passed = 0;  // barrier modes: the barriers this block went through (what they check)
   if (tid == 0) {
     k::mbar_init(got), k::mbar_init(got + 1), k::mbar_init(wbar), k::mbar_init(wbar + 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -101,7 +157,7 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
   }
   for (int a = 0; a < iters; ++a) {
     float* outs = reinterpret_cast<float*>(smem + lay.outs) + (a & 1) * R;  // two: a relaxed barrier orders no reads
-    const bool exchange = M == kPush || M == kStage || M == kStageCopy;
+    const bool exchange = M == kPush || M == kStage || M == kStageCopy || M == kStageUnrolled;
     if (exchange && tid == 0) k::mbar_expect(got + (a & 1), unsigned(kS * R) * 4u);
     const W* wl = wa;
     if constexpr (M == kStageCopy) {
@@ -116,7 +172,9 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
       k::mbar_wait(wbar + part, unsigned(a >> 1) & 1u);
       wl = reinterpret_cast<const W*>(smem + (part ? lay.wb : lay.wa));
     }
-    if constexpr (M == kGemv || M == kStage || M == kStageCopy) {
+    if constexpr (M == kGemvUnrolled || M == kStageUnrolled) {
+      gemv_local_unrolled<kStats, kI>(wl, x, g, R, [&](int r, float s, float2 st) { outs[r] = kStats ? st.y * s : s; });
+    } else if constexpr (M == kGemv || M == kStage || M == kStageCopy) {
       gemv_local<kCRowGroup - 2, kStats>(wl, x, g, I, R, [&](int r, float s, float2 st) {
         outs[r] = kStats ? st.y * s : s;  // kStats: 1/sqrt(var + eps) times sum W g (x - x[0])
       });
@@ -124,16 +182,19 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
       for (int r = tid; r < R; r += kCThreads) outs[r] = float(rank * R + r);
     }
     __syncthreads();
-    if constexpr (M == kGemv) continue;
+    if constexpr (M == kGemv || M == kGemvUnrolled) continue;
     if (exchange) push_to_all(cl, dst + rank * R, outs, R, kS, got + (a & 1));
     if constexpr (M == kSync)
       cl.sync();
     else
       cluster_sync_relaxed();
+    ++passed;
     if (exchange) k::mbar_wait<true>(got + (a & 1), unsigned(a >> 1) & 1u);
   }
   cl.sync();
-  if (M == kGemv) {
+  if (M == kBarrier || M == kSync) {
+    if (tid == 0) out[rank] = float(passed);
+  } else if (M == kGemv || M == kGemvUnrolled) {
     const float* last = reinterpret_cast<const float*>(smem + lay.outs) + ((iters - 1) & 1) * R;
     for (int r = tid; r < R; r += kCThreads) out[size_t(rank) * R + r] = last[r];
   } else {
@@ -162,7 +223,7 @@ struct Runner {
   cudaEvent_t e0, e1;
   results::Results& res;
 
-  template <class W, int M, bool kStats>
+  template <class W, int M, bool kStats, int kI = 0>
   void one(const Shape& sh, const char* dtype) {
     const int R = sh.R, I = sh.I, O = kS * R;
     const bool two = M == kStageCopy;
@@ -170,7 +231,7 @@ struct Runner {
     int dev = 0, optin = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    auto kern = stage_floor<W, M, kStats>;
+    auto kern = stage_floor<W, M, kStats, kI>;
     cudaFuncAttributes fa{};
     CUDA_CHECK(cudaFuncGetAttributes(&fa, kern));
     if (size_t(lay.total) + fa.sharedSizeBytes > size_t(optin)) {
@@ -191,7 +252,8 @@ struct Runner {
     for (int i = 0; i < I; ++i) hx[i] = 3.f + rnd(), hg[i] = 1.f + 0.25f * rnd();
     W* dw;
     float *dx, *dg, *dout;
-    const size_t nout = M == kGemv ? size_t(O) : size_t(kS) * O;
+    const bool barrier_only = M == kBarrier || M == kSync, own_rows = M == kGemv || M == kGemvUnrolled;
+    const size_t nout = barrier_only ? size_t(kS) : own_rows ? size_t(O) : size_t(kS) * O;
     CUDA_CHECK(cudaMalloc(&dw, hw.size() * sizeof(W)));
     CUDA_CHECK(cudaMalloc(&dx, I * 4));
     CUDA_CHECK(cudaMalloc(&dg, I * 4));
@@ -240,8 +302,8 @@ struct Runner {
     double mean = 0, var = 0;  // the folded LayerNorm's statistics, as the kernel takes them: about x[0]
     for (int i = 0; i < I; ++i) mean += double(hx[i]) - hx[0], var += (double(hx[i]) - hx[0]) * (double(hx[i]) - hx[0]);
     mean /= I, var = var / I - mean * mean;
-    for (size_t j = 0; j < nout; ++j) {
-      const int o = int(M == kGemv ? j : j % size_t(O));
+    for (size_t j = 0; j < nout && !barrier_only; ++j) {
+      const int o = int(own_rows ? j : j % size_t(O));
       double a = 0;
       for (int i = 0; i < I; ++i)
         a += double(to_float(hw[size_t(o) * I + i])) * (sh.stats ? double(hg[i]) * (double(hx[i]) - hx[0]) : double(hx[i]));
@@ -250,6 +312,7 @@ struct Runner {
     char name[160];
     std::snprintf(name, sizeof name, "%s %s %s, %d rows x %d a block", mode_name(M), sh.name, dtype, R, I);
     // fp32 sums of I products of ~unit size (x ~ 3 where no LayerNorm is folded in): atol scaled by sqrt(I) x 4
+    if (barrier_only) std::fill(ref.begin(), ref.end(), double(2 * iters));  // every block, every barrier
     const bool ok = res.add(verify::compare(name, got.data(), ref.data(), nout, verify::kFp32.scaled(4 * std::sqrt(double(I)))))
                         .passed;
     results::Bench b;
@@ -276,8 +339,13 @@ struct Runner {
     for (const Shape& sh : kShapes) {
       if (sh.stats) {
         one<W, kGemv, true>(sh, dtype), one<W, kStage, true>(sh, dtype), one<W, kStageCopy, true>(sh, dtype);
+        one<W, kGemvUnrolled, true, 384>(sh, dtype), one<W, kStageUnrolled, true, 384>(sh, dtype);
       } else {
         one<W, kGemv, false>(sh, dtype), one<W, kStage, false>(sh, dtype), one<W, kStageCopy, false>(sh, dtype);
+        if (sh.I == 384)
+          one<W, kGemvUnrolled, false, 384>(sh, dtype), one<W, kStageUnrolled, false, 384>(sh, dtype);
+        else
+          one<W, kGemvUnrolled, false, 1536>(sh, dtype), one<W, kStageUnrolled, false, 1536>(sh, dtype);
       }
     }
   }

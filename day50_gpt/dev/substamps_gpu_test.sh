@@ -37,7 +37,7 @@ fail=0
 (cd day50_gpt && timeout 200 ./build/stage_floor --json "$OUT/stage_floor.json") > "$L/floor.txt" 2>&1
 rc=$?; say "stage_floor rc=$rc"; [ $rc -eq 0 ] || fail=1
 gen() {  # gen BUILD NAME
-  (cd day50_gpt && timeout 120 "./$1/gpt" --bench --bench-part generate --json "$OUT/gen_$2.json") > "$L/gen_$2.txt" 2>&1
+  (cd day50_gpt && timeout 120 "./$1/gpt" --data ./data/shakespeare.txt --bench --bench-part generate --json "$OUT/gen_$2.json") > "$L/gen_$2.txt" 2>&1
   rc=$?; say "generate $2 rc=$rc"; [ $rc -eq 0 ] || fail=1
 }
 for i in $(seq 1 "$ROUNDS"); do
