@@ -203,6 +203,39 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
 #endif
 }
 
+// The copy engine alone: every block of a cluster of `blocks` copies its own `bytes` (from global memory, in L2
+// after the first launch) into its shared memory, handed over as `pieces` bulk copies on one mbarrier, and
+// waits for them; `iters` times. What rate one SM's weight stream gets, and whether a copy in pieces gets
+// more than one copy of the same bytes (more requests in flight). out[b]: the sum of block b's words at the end.
+__global__ void __launch_bounds__(k::dec::kCThreads, 1)
+    copy_floor(const unsigned* src, unsigned bytes, int pieces, int iters, unsigned* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ unsigned long long bar;
+  __shared__ unsigned total;
+  const int b = blockIdx.x, tid = threadIdx.x;
+  const unsigned char* mine = reinterpret_cast<const unsigned char*>(src) + size_t(b) * bytes;
+  if (tid == 0) {
+    k::mbar_init(&bar), total = 0;
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const unsigned piece = unsigned(k::dec::pad16((bytes + pieces - 1) / pieces));
+  for (int a = 0; a < iters; ++a) {
+    if (tid == 0) {
+      k::mbar_expect(&bar, bytes);
+      for (unsigned o = 0; o < bytes; o += piece) k::bulk_copy(smem + o, mine + o, min(piece, bytes - o), &bar);
+    }
+    k::mbar_wait(&bar, unsigned(a) & 1u);
+  }
+  unsigned sum = 0;
+  for (unsigned i = tid; i < bytes / 4; i += k::dec::kCThreads) sum += reinterpret_cast<const unsigned*>(smem)[i];
+  atomicAdd(&total, sum);
+  __syncthreads();
+  if (tid == 0) out[b] = total;
+#endif
+}
+
 struct Shape {
   const char* name;
   int R, I;
@@ -332,6 +365,67 @@ struct Runner {
     CUDA_CHECK(cudaFree(dg));
     CUDA_CHECK(cudaFree(dout));
   }
+  // copy_floor for `blocks` blocks (a cluster of them, or one block alone), `bytes` each, in `pieces`.
+  void copy(int blocks, unsigned bytes, int pieces) {
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaFuncSetAttribute(copy_floor, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(copy_floor, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    const size_t words = size_t(blocks) * bytes / 4;
+    std::vector<unsigned> h(words);
+    uint64_t s = 12345;
+    for (auto& w : h) s = s * 6364136223846793005ull + 1442695040888963407ull, w = unsigned(s >> 33);
+    unsigned *dsrc, *dout;
+    CUDA_CHECK(cudaMalloc(&dsrc, words * 4));
+    CUDA_CHECK(cudaMalloc(&dout, size_t(blocks) * 4));
+    CUDA_CHECK(cudaMemcpy(dsrc, h.data(), words * 4, cudaMemcpyHostToDevice));
+    cudaLaunchAttribute attr[1];
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(blocks)), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = bytes;
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(blocks), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    auto time = [&](int n) {
+      std::vector<float> t;
+      for (int rep = 0; rep < 8; ++rep) {
+        CUDA_CHECK(cudaMemsetAsync(dout, 0xff, size_t(blocks) * 4, stream));
+        CUDA_CHECK(cudaEventRecord(e0, stream));
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, copy_floor, (const unsigned*)dsrc, bytes, pieces, n, dout));
+        CUDA_CHECK(cudaEventRecord(e1, stream));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (rep > 0) t.push_back(ms);
+      }
+      std::sort(t.begin(), t.end());
+      return double(t[t.size() / 2]);
+    };
+    const double t1 = time(iters / 4), t2 = time(iters / 2);  // (copies are long: a quarter of the stages' count)
+    const double us = (t2 - t1) * 1e3 / (iters / 4), gbs = double(bytes) / (us * 1e3);
+    std::vector<unsigned> got(blocks);
+    CUDA_CHECK(cudaMemcpy(got.data(), dout, size_t(blocks) * 4, cudaMemcpyDeviceToHost));
+    std::vector<unsigned> want(blocks, 0u);
+    for (int b = 0; b < blocks; ++b)
+      for (size_t i = 0; i < bytes / 4; ++i) want[b] += h[size_t(b) * bytes / 4 + i];
+    char name[160];
+    std::snprintf(name, sizeof name, "copy %u bytes a block, %d block%s, %d piece%s", bytes, blocks, blocks > 1 ? "s" : "",
+                  pieces, pieces > 1 ? "s" : "");
+    size_t bad = 0;
+    for (int b = 0; b < blocks; ++b) bad += got[b] != want[b];
+    res.add(verify::fact(name, bad == 0, "exact", bad ? "a block's words do not sum as the source's" : "",
+                         size_t(blocks), bad));
+    results::Bench bb;
+    bb.name = name, bb.dtype = "none", bb.shape = {blocks, static_cast<long long>(bytes), pieces};
+    bb.ms = us * 1e-3, bb.reps = 7, bb.gbps = gbs;
+    bb.extra = json::Value::object();
+    bb.extra["us_per_copy"] = us, bb.extra["gb_per_s_per_sm"] = gbs, bb.extra["pieces"] = pieces;
+    bb.extra["blocks"] = blocks, bb.extra["bytes"] = double(bytes);
+    res.add(bb);
+    std::printf("  copy   %7u bytes  %2d blocks  %d pieces  %6.3f us  %6.1f GB/s a block\n", bytes, blocks, pieces, us, gbs);
+    CUDA_CHECK(cudaFree(dsrc));
+    CUDA_CHECK(cudaFree(dout));
+  }
   template <class W>
   void shapes(const char* dtype) {
     static const Shape kShapes[] = {{"qkv", 72, 384, true}, {"proj", 24, 384, false}, {"fc", 96, 384, true},
@@ -380,6 +474,9 @@ int main(int argc, char** argv) {
     const Shape p{"push", R, 384, false};
     run.one<float, kPush, false>(p, "fp32");
   }
+  for (int blocks : {1, 16})
+    for (unsigned bytes : {36864u, 147456u})
+      for (int pieces : {1, 2, 4, 8}) run.copy(blocks, bytes, pieces);
   run.shapes<float>("fp32");
   run.shapes<__nv_bfloat16>("bf16");
   res.env["clocks_end"] = res.sample_clocks();

@@ -326,8 +326,10 @@ json::Value stage_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, i
     // Cycles per ns: block 0's span over the stamped launch against the global timer's.
     const double span_cyc = double(sb[((NS - 1) * B) * P + k::dec::kSubLanded] - sb[k::dec::kSubStart]);
     const double ghz = span_cyc / double(tr[NS] - tr[0]);
-    static const char* kPoint[] = {"start", "issued", "weights", "A", "B", "pushed", "barrier", "landed"};
-    double acc[7][8][3] = {};  // kinds as kKind, then layer 0's qkv apart (kind 0 here: the other layers'), which samples
+    static const char* kPoint[] = {"start",  "issued", "weights", "A",     "B",     "pushed",
+                                   "barrier", "landed", "ranks",   "exps", "picked"};
+    static_assert(sizeof(kPoint) / sizeof(kPoint[0]) == k::dec::kSub, "a name for every point");
+    double acc[7][k::dec::kSub][3] = {};  // kinds as kKind, then layer 0's qkv apart (kind 0 here: the other layers'), which samples
     for (size_t st = 0; st < NS; ++st) {
       const int s_in = int(st % S), kk = s_in == 0 ? 6 : s_in == S - 1 ? 5 : s_in % k::dec::kStagesPerLayer;
       for (int q = 1; q < P; ++q) {
@@ -351,6 +353,7 @@ json::Value stage_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, i
       json::Value kv = json::Value::object();
       std::printf("      %-9s", kname);
       for (int q = 1; q < P; ++q) {
+        if (q > k::dec::kSubLanded && kk != 6) continue;  // the sampling's points: layer 0's qkv only
         json::Value t = json::Value::array();
         for (int m = 0; m < 3; ++m) t.push(acc[kk][q][m] / per);
         kv[kPoint[q]] = t;

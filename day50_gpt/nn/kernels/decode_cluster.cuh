@@ -52,7 +52,9 @@ constexpr int kCChunk = 8;      // cached positions a warp takes at once (32 lan
 constexpr int kCRowGroup = 8;   // rows a warp sums together at most (warp_sum8's eight slots)
 // Development only (-DDECODE_SUBSTAMPS, the kTrace build): the points of a stage at which every block's thread 0
 // writes clock64() to Net::sub. A point a stage does not reach is left 0 (the host carries the one before).
-enum SubPoint { kSubStart, kSubIssued, kSubWeights, kSubA, kSubB, kSubPushed, kSubBarrier, kSubLanded, kSub };
+// qkv of layer 0 also stamps its sampling: ranks done, weights' exps done, the pick made (kSubRanks ..).
+enum SubPoint { kSubStart, kSubIssued, kSubWeights, kSubA, kSubB, kSubPushed, kSubBarrier, kSubLanded,
+                kSubRanks, kSubExps, kSubPicked, kSub };
 
 // The weights' copy: the Tensor Memory Accelerator's bulk copy (cp.async.bulk, sm_90; mbar_init, mbar_expect,
 // bulk_copy and mbar_wait in async.cuh). One thread hands the copy engine a contiguous run of bytes and an
@@ -126,8 +128,14 @@ __device__ __forceinline__ void issue_bundle(const ClusterPlan& p, int j, int ki
   if (threadIdx.x != 0) return;
   if (!late) mbar_expect(bar, unsigned(p.bytes(kind)));
   const ClusterPlan::Part pt = prev < 0 ? ClusterPlan::Part{0u, unsigned(p.bytes(kind))} : p.part(kind, prev, parity, late);
-  if (pt.len > 0)
-    bulk_copy(smem + p.at(kind, parity) + pt.off, p.pack + (size_t(j) * p.S + rank) * p.stride + pt.off, pt.len, bar);
+#ifndef DECODE_COPY_PIECES
+#define DECODE_COPY_PIECES 1
+#endif
+  // DECODE_COPY_PIECES (development): the run handed over as that many bulk copies, all on the same mbarrier.
+  const unsigned piece = unsigned(pad16((pt.len + DECODE_COPY_PIECES - 1) / DECODE_COPY_PIECES));
+  for (unsigned o = 0; o < pt.len; o += piece)
+    bulk_copy(smem + p.at(kind, parity) + pt.off + o, p.pack + (size_t(j) * p.S + rank) * p.stride + pt.off + o,
+              min(piece, pt.len - o), bar);
 }
 
 // The LayerNorm folded into the GEMV that follows it. LayerNorm(x) = (x - m) r g + b (mean m, r = 1 /
@@ -284,23 +292,33 @@ __device__ __forceinline__ T* at_(unsigned char* smem, unsigned off) {
 // Layer l's qkv stage at position t: [sample the token and embed it,] this block's qkv rows of LayerNorm 1's
 // output (folded in);
 // q rows go to every block's q, k and v rows into row t of the layer's cache (in global memory).
+// Layer 0's qkv stage first picks the token at position t and embeds it into x0 (xs). The position's row of
+// wpe is asked for before the sampling, so that its trip to memory (a row read once, likely from DRAM)
+// overlaps it.
 template <class W, class Sub>
-__device__ void cstage_qkv(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                           const View<W>& v, int l, int t, int count, unsigned char* smem, int rank, Sub sub) {
+__device__ void cstage_embed(const Net<W>& n, const ClusterPlan& p, int t, int count, unsigned char* smem, int rank,
+                             Sub sub) {
   const int C = n.C;
   float* xs = at_<float>(smem, p.xs);
-  if (l == 0) {
-    int tok;
-    if (n.forced) {
-      tok = n.forced[t];
-    } else {
-      tok = sample_block<true>(at_<float>(smem, p.logits), n.V, n.temperature, n.top_k, n.u[count], smem + p.samp);
-      if (rank == 0 && threadIdx.x == 0) n.out[count] = tok;
-    }
-    const W* e = n.head_w() + size_t(tok) * C;
-    for (int i = threadIdx.x; i < C; i += kCThreads) xs[i] = ld(e[i]) + n.wpe[size_t(t) * C + i];
-    __syncthreads();
+  const float pe0 = int(threadIdx.x) < C ? __ldg(n.wpe + size_t(t) * C + threadIdx.x) : 0.f;
+  int tok;
+  if (n.forced) {
+    tok = n.forced[t];
+  } else {
+    tok = sample_block<true>(at_<float>(smem, p.logits), n.V, n.temperature, n.top_k, n.u[count], smem + p.samp,
+                             [&](int q) { sub(kSubRanks + q); });
+    if (rank == 0 && threadIdx.x == 0) n.out[count] = tok;
   }
+  const W* e = n.head_w() + size_t(tok) * C;
+  for (int i = threadIdx.x; i < C; i += kCThreads)
+    xs[i] = ld(e[i]) + (i == int(threadIdx.x) ? pe0 : __ldg(n.wpe + size_t(t) * C + i));
+  __syncthreads();
+}
+template <class W, class Sub>
+__device__ void cstage_qkv(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
+                           const View<W>& v, int l, int t, unsigned char* smem, Sub sub) {
+  const int C = n.C;
+  float* xs = at_<float>(smem, p.xs);
   sub(kSubA);
   float* krow = n.kc + (size_t(l) * n.T + t) * C;
   float* vrow = n.vc + (size_t(l) * n.T + t) * C;
@@ -413,11 +431,10 @@ __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, cooperat
 }
 
 // Merge each head's G parts into xn (the attention output), then x1 = x0 + proj(xn) + b for this block's rows.
-template <class W, class Sub>
-__device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                            const View<W>& v, unsigned char* smem, unsigned long long* got, Sub sub) {
+template <class W>
+__device__ void cstage_proj_merge(const Net<W>& n, const ClusterPlan& p, unsigned char* smem) {
   const int C = n.C, hs = C / n.H;
-  float *xs = at_<float>(smem, p.xs), *xn = at_<float>(smem, p.xn);
+  float* xn = at_<float>(smem, p.xn);
   const float* attp = at_<float>(smem, p.attp);
   for (int i = threadIdx.x; i < C; i += kCThreads) {
     const int h = i / hs, d = i % hs;
@@ -432,10 +449,15 @@ __device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_g
     xn[i] = o / L;
   }
   __syncthreads();
+}
+template <class W, class Sub>
+__device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
+                            const View<W>& v, unsigned char* smem, unsigned long long* got, Sub sub) {
+  const int C = n.C;
+  const float *xs = at_<float>(smem, p.xs), *xn = at_<float>(smem, p.xn);
   sub(kSubA);
   float* outs = v.outs;
-  gemv_local<kCRowGroup - 2, false>(v.w, xn, nullptr, C, v.rows,
-                                [&](int r, float s, float2) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
+  gemv_local<kCRowGroup - 2, false>(v.w, xn, nullptr, C, v.rows, [&](int r, float s, float2) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
   sub(kSubB);
   push_to_all(cl, at_<float>(smem, p.xs1) + v.r0, outs, v.rows, p.S, got);
@@ -462,7 +484,7 @@ __device__ void cstage_fc2(const Net<W>& n, const ClusterPlan& p, cooperative_gr
   const float* x1 = at_<float>(smem, p.xs1);
   float* outs = v.outs;
   gemv_local<kCRowGroup - 2, false>(v.w, at_<float>(smem, p.h), nullptr, 4 * n.C, v.rows,
-                                [&](int r, float s, float2) { outs[r] = x1[v.r0 + r] + s + v.bias[r]; });
+                  [&](int r, float s, float2) { outs[r] = x1[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
   sub(kSubA);
   release();
@@ -632,8 +654,10 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
     const int t = start + i, count = count0 + i;
     for (int l = 0; l < L; ++l) {
       const int j = 4 * l;
-      weight_stage<0, W>(p, j, 1, true, g, smem, rank, bar, clk,
-                         [&](const View<W>& v) { cstage_qkv(n, p, cl, v, l, t, count, smem, rank, sub); });
+      weight_stage<0, W>(p, j, 1, true, g, smem, rank, bar, clk, [&](const View<W>& v) {
+        if (l == 0) cstage_embed(n, p, t, count, smem, rank, sub);
+        cstage_qkv(n, p, cl, v, l, t, smem, sub);
+      });
       clk.end(cl);
       clk.mark(0), clk.mark(1);  // attention reads no bundle: its copy and wait parts are empty
       clk.sub(kSubStart), clk.sub(kSubIssued), clk.sub(kSubWeights);
@@ -641,8 +665,10 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
       cstage_attention(n, p, cl, l, t, smem, rank, got + ((g - 1) & 1), sub);
       end_async(g - 1);
       expect(g, n.C);
-      weight_stage<1, W>(p, j + 1, 2, true, g, smem, rank, bar, clk,
-                         [&](const View<W>& v) { cstage_proj(n, p, cl, v, smem, got + (g & 1), sub); });
+      weight_stage<1, W>(p, j + 1, 2, true, g, smem, rank, bar, clk, [&](const View<W>& v) {
+        cstage_proj_merge(n, p, smem);
+        cstage_proj(n, p, cl, v, smem, got + (g & 1), sub);
+      });
       end_async(g - 1);  // (weight_stage counted the bundle)
       expect(g, 4 * n.C);
       weight_stage<2, W>(p, j + 2, 3, true, g, smem, rank, bar, clk,
