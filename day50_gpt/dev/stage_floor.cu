@@ -365,8 +365,9 @@ struct Runner {
     CUDA_CHECK(cudaFree(dg));
     CUDA_CHECK(cudaFree(dout));
   }
-  // copy_floor for `blocks` blocks (a cluster of them, or one block alone), `bytes` each, in `pieces`.
-  void copy(int blocks, unsigned bytes, int pieces) {
+  // copy_floor for `blocks` blocks, `bytes` each, in `pieces`: as one cluster (its blocks on the SMs of one GPC,
+  // as the decoder's), or as blocks the GPU places where it likes (spread over its GPCs).
+  void copy(int blocks, unsigned bytes, int pieces, bool cluster) {
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaFuncSetAttribute(copy_floor, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
@@ -385,7 +386,7 @@ struct Runner {
     cfg.stream = stream;
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = unsigned(blocks), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;
+    cfg.attrs = attr, cfg.numAttrs = cluster ? 1 : 0;
     auto time = [&](int n) {
       std::vector<float> t;
       for (int rep = 0; rep < 8; ++rep) {
@@ -409,8 +410,8 @@ struct Runner {
     for (int b = 0; b < blocks; ++b)
       for (size_t i = 0; i < bytes / 4; ++i) want[b] += h[size_t(b) * bytes / 4 + i];
     char name[160];
-    std::snprintf(name, sizeof name, "copy %u bytes a block, %d block%s, %d piece%s", bytes, blocks, blocks > 1 ? "s" : "",
-                  pieces, pieces > 1 ? "s" : "");
+    std::snprintf(name, sizeof name, "copy %u bytes a block, %d block%s%s, %d piece%s", bytes, blocks, blocks > 1 ? "s" : "",
+                  blocks > 1 ? (cluster ? " (one cluster)" : " (no cluster)") : "", pieces, pieces > 1 ? "s" : "");
     size_t bad = 0;
     for (int b = 0; b < blocks; ++b) bad += got[b] != want[b];
     res.add(verify::fact(name, bad == 0, "exact", bad ? "a block's words do not sum as the source's" : "",
@@ -420,9 +421,10 @@ struct Runner {
     bb.ms = us * 1e-3, bb.reps = 7, bb.gbps = gbs;
     bb.extra = json::Value::object();
     bb.extra["us_per_copy"] = us, bb.extra["gb_per_s_per_sm"] = gbs, bb.extra["pieces"] = pieces;
-    bb.extra["blocks"] = blocks, bb.extra["bytes"] = double(bytes);
+    bb.extra["blocks"] = blocks, bb.extra["bytes"] = double(bytes), bb.extra["cluster"] = cluster;
     res.add(bb);
-    std::printf("  copy   %7u bytes  %2d blocks  %d pieces  %6.3f us  %6.1f GB/s a block\n", bytes, blocks, pieces, us, gbs);
+    std::printf("  copy   %7u bytes  %3d blocks%s  %d pieces  %6.3f us  %6.1f GB/s a block, %7.1f GB/s in all\n", bytes,
+                blocks, cluster ? " (cluster)" : "          ", pieces, us, gbs, gbs * blocks);
     CUDA_CHECK(cudaFree(dsrc));
     CUDA_CHECK(cudaFree(dout));
   }
@@ -474,9 +476,13 @@ int main(int argc, char** argv) {
     const Shape p{"push", R, 384, false};
     run.one<float, kPush, false>(p, "fp32");
   }
-  for (int blocks : {1, 16})
-    for (unsigned bytes : {36864u, 147456u})
-      for (int pieces : {1, 2, 4, 8}) run.copy(blocks, bytes, pieces);
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  for (int pieces : {1, 2, 4, 8}) run.copy(16, 147456u, pieces, true);  // the decoder's: fc's fp32 bundle
+  run.copy(16, 36864u, 1, true);                                         // proj's
+  for (int blocks : {1, 2, 4, 8}) run.copy(blocks, 147456u, 1, true);
+  run.copy(16, 147456u, 1, false);
+  run.copy(sms, 147456u, 1, false);  // a block on every SM
   run.shapes<float>("fp32");
   run.shapes<__nv_bfloat16>("bf16");
   res.env["clocks_end"] = res.sample_clocks();

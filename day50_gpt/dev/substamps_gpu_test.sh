@@ -4,7 +4,8 @@
 # at eight points of every stage, printed and written under stage_us.sub by `--bench --bench-part generate`).
 # Health; build/gpt and build/stage_floor as they are and build/sub/gpt with the sub-stamps, side by side;
 # stage_floor; then ROUNDS rounds of the generate bench part, the plain build and the sub-stamped one in turn
-# (plain, sub, sub, plain, ...). Writes into $OUT: logs.tgz, stage_floor.json, gen_<i>_<plain|sub>.json.
+# (plain, sub, sub, plain, ...). Writes into $OUT one file, results.tgz: logs/, stage_floor.json and
+# gen_<i>_<plain|sub>.json (one file: the device tool brings back at most 8).
 # Exit: 0 done, 1 a step failed, 3 unhealthy.
 set -u
 OUT=${OUT:-/tmp/substamps}
@@ -21,7 +22,7 @@ health() {
   fi
   say "health $1: healthy"
 }
-fin() { (cd "$OUT" && tar czf logs.tgz logs && rm -rf logs); exit "$1"; }
+fin() { (cd "$OUT" && tar czf results.tgz logs ./*.json 2>/dev/null; rm -rf logs ./*.json); exit "$1"; }
 health before || fin 3
 # (the sub-stamped build links the plain build's sm_90a objects, build/*_sm90.o: it comes second, its gpt.o
 # compiling beside the plain one's)
@@ -45,7 +46,7 @@ for i in $(seq 1 "$ROUNDS"); do
   else gen build/sub "${i}_sub"; gen build "${i}_plain"; fi
 done
 health after || fail=3
-grep -E "us a stage|FAIL" "$L/floor.txt"
+grep -E "us a stage|GB/s|FAIL" "$L/floor.txt"
 grep -h -A8 "one cluster of 16\|sub-stamps" "$L"/gen_1_sub.txt | head -40
 grep -h "one cluster of 16" "$L"/gen_*.txt | sort
 fin $fail

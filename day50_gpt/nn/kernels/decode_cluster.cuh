@@ -128,14 +128,8 @@ __device__ __forceinline__ void issue_bundle(const ClusterPlan& p, int j, int ki
   if (threadIdx.x != 0) return;
   if (!late) mbar_expect(bar, unsigned(p.bytes(kind)));
   const ClusterPlan::Part pt = prev < 0 ? ClusterPlan::Part{0u, unsigned(p.bytes(kind))} : p.part(kind, prev, parity, late);
-#ifndef DECODE_COPY_PIECES
-#define DECODE_COPY_PIECES 1
-#endif
-  // DECODE_COPY_PIECES (development): the run handed over as that many bulk copies, all on the same mbarrier.
-  const unsigned piece = unsigned(pad16((pt.len + DECODE_COPY_PIECES - 1) / DECODE_COPY_PIECES));
-  for (unsigned o = 0; o < pt.len; o += piece)
-    bulk_copy(smem + p.at(kind, parity) + pt.off + o, p.pack + (size_t(j) * p.S + rank) * p.stride + pt.off + o,
-              min(piece, pt.len - o), bar);
+  if (pt.len > 0)
+    bulk_copy(smem + p.at(kind, parity) + pt.off, p.pack + (size_t(j) * p.S + rank) * p.stride + pt.off, pt.len, bar);
 }
 
 // The LayerNorm folded into the GEMV that follows it. LayerNorm(x) = (x - m) r g + b (mean m, r = 1 /
@@ -292,15 +286,12 @@ __device__ __forceinline__ T* at_(unsigned char* smem, unsigned off) {
 // Layer l's qkv stage at position t: [sample the token and embed it,] this block's qkv rows of LayerNorm 1's
 // output (folded in);
 // q rows go to every block's q, k and v rows into row t of the layer's cache (in global memory).
-// Layer 0's qkv stage first picks the token at position t and embeds it into x0 (xs). The position's row of
-// wpe is asked for before the sampling, so that its trip to memory (a row read once, likely from DRAM)
-// overlaps it.
+// Layer 0's qkv stage first picks the token at position t and embeds it into x0 (xs).
 template <class W, class Sub>
 __device__ void cstage_embed(const Net<W>& n, const ClusterPlan& p, int t, int count, unsigned char* smem, int rank,
                              Sub sub) {
   const int C = n.C;
   float* xs = at_<float>(smem, p.xs);
-  const float pe0 = int(threadIdx.x) < C ? __ldg(n.wpe + size_t(t) * C + threadIdx.x) : 0.f;
   int tok;
   if (n.forced) {
     tok = n.forced[t];
@@ -311,7 +302,7 @@ __device__ void cstage_embed(const Net<W>& n, const ClusterPlan& p, int t, int c
   }
   const W* e = n.head_w() + size_t(tok) * C;
   for (int i = threadIdx.x; i < C; i += kCThreads)
-    xs[i] = ld(e[i]) + (i == int(threadIdx.x) ? pe0 : __ldg(n.wpe + size_t(t) * C + i));
+    xs[i] = ld(e[i]) + n.wpe[size_t(t) * C + i];
   __syncthreads();
 }
 template <class W, class Sub>
@@ -457,7 +448,8 @@ __device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_g
   const float *xs = at_<float>(smem, p.xs), *xn = at_<float>(smem, p.xn);
   sub(kSubA);
   float* outs = v.outs;
-  gemv_local<kCRowGroup - 2, false>(v.w, xn, nullptr, C, v.rows, [&](int r, float s, float2) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
+  gemv_local<kCRowGroup - 2, false>(v.w, xn, nullptr, C, v.rows,
+                                    [&](int r, float s, float2) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
   sub(kSubB);
   push_to_all(cl, at_<float>(smem, p.xs1) + v.r0, outs, v.rows, p.S, got);

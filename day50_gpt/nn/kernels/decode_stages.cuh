@@ -289,27 +289,19 @@ __device__ __forceinline__ int sample_block(const float* logits, int V, double t
   // Rank of logit i: the j with l_j > l_i, or l_j = l_i and j < i (ties to the lower index, as the original).
   // Counts ls[j0, j1) against (li, i); 16-byte shared loads where the range allows (ls starts 8V bytes in,
   // so j0 % 4 == 0 keeps them aligned): a quarter of the load instructions.
-  // Split at i, so that each j takes one test: below i, l_j >= l_i counts; from i on, l_j > l_i (the same
-  // as the rule above for every value, NaN included: both tests are false for it). Testing both on every
-  // j, as a first version did, took about twice the instructions.
   auto count_above = [&](float li, int i, int j0, int j1) {
     int rank = 0;
     if (j0 % 4 == 0 && j1 % 4 == 0) {
       const float4* l4 = reinterpret_cast<const float4*>(ls);
-      const int m = min(max(i, j0), j1), lo = m & ~3, hi = min(j1, (m + 3) & ~3);
-      for (int j = j0; j < lo; j += 4) {
+#pragma unroll 2
+      for (int j = j0; j < j1; j += 4) {
         const float4 q = l4[j / 4];
-        rank += (q.x >= li) + (q.y >= li) + (q.z >= li) + (q.w >= li);
+        rank += (q.x > li || (q.x == li && j < i)) + (q.y > li || (q.y == li && j + 1 < i)) +
+                (q.z > li || (q.z == li && j + 2 < i)) + (q.w > li || (q.w == li && j + 3 < i));
       }
-      for (int j = lo; j < m; ++j) rank += ls[j] >= li;
-      for (int j = m; j < hi; ++j) rank += ls[j] > li;
-      for (int j = hi; j < j1; j += 4) {
-        const float4 q = l4[j / 4];
-        rank += (q.x > li) + (q.y > li) + (q.z > li) + (q.w > li);
-      }
-      return rank;
+    } else {
+      for (int j = j0; j < j1; ++j) rank += ls[j] > li || (ls[j] == li && j < i);
     }
-    for (int j = j0; j < j1; ++j) rank += ls[j] > li || (ls[j] == li && j < i);
     return rank;
   };
   if (int(blockDim.x) >= 2 * V && V % 2 == 0) {
