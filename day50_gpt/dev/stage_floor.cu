@@ -236,6 +236,23 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
 #endif
 }
 
+// sample_block (decode_stages.cuh) alone, as layer 0's qkv stage runs it on every block: the top-k pick from
+// V logits in this block's shared memory, `iters` times, by the ranks (kSort false) or by the sort; draw a % 64
+// of u each time, its pick to out[a % 64].
+template <bool kSort>
+__global__ void __launch_bounds__(k::dec::kCThreads, 1)
+    sample_floor(const float* lg, int V, double temperature, int top_k, const double* u, int iters, int* out) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* ls = reinterpret_cast<float*>(smem);
+  unsigned char* scratch = smem + k::dec::pad16(size_t(V) * 4);
+  for (int i = threadIdx.x; i < V; i += k::dec::kCThreads) ls[i] = lg[i];
+  __syncthreads();
+  for (int a = 0; a < iters; ++a) {
+    const int tok = k::dec::sample_block<true, k::dec::NoMark, kSort>(ls, V, temperature, top_k, u[a % 64], scratch);
+    if (threadIdx.x == 0) out[a % 64] = tok;
+  }
+}
+
 struct Shape {
   const char* name;
   int R, I;
@@ -428,6 +445,81 @@ struct Runner {
     CUDA_CHECK(cudaFree(dsrc));
     CUDA_CHECK(cudaFree(dout));
   }
+  // sample_floor: V logits with ties (values on a grid of 1/8), 64 draws; each pick checked against the same
+  // arithmetic on the CPU (the order by value, then index; the weights' exponentials in double; the walk).
+  template <bool kSort>
+  void sample(int V, int top_k) {
+    const double temperature = 0.8;
+    std::vector<float> lg(V);
+    std::vector<double> u(64);
+    uint64_t s = 777;
+    auto next = [&] { return s = s * 6364136223846793005ull + 1442695040888963407ull, double(s >> 11) / 9007199254740992.0; };
+    for (auto& x : lg) x = float(std::floor(next() * 64.0) / 8.0 - 4.0);
+    for (auto& x : u) x = next();
+    std::vector<int> idx(V);
+    for (int i = 0; i < V; ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return lg[a] > lg[b]; });  // ties: smaller index first
+    const int kk = std::max(1, std::min(top_k, V));
+    std::vector<double> w(kk);
+    double sum = 0;
+    for (int r = 0; r < kk; ++r) w[r] = std::exp((double(lg[idx[r]]) - double(lg[idx[0]])) / temperature);
+    for (int r = 0; r < kk; ++r) sum += w[r];
+    std::vector<double> want(64);
+    for (int j = 0; j < 64; ++j) {
+      double left = u[j] * sum;
+      int pick = idx[kk - 1];
+      for (int r = 0; r < kk; ++r)
+        if ((left -= w[r]) < 0) {
+          pick = idx[r];
+          break;
+        }
+      want[j] = pick;
+    }
+    float* dl;
+    double* du;
+    int* dout;
+    CUDA_CHECK(cudaMalloc(&dl, V * 4));
+    CUDA_CHECK(cudaMalloc(&du, 64 * 8));
+    CUDA_CHECK(cudaMalloc(&dout, 64 * 4));
+    CUDA_CHECK(cudaMemcpy(dl, lg.data(), V * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(du, u.data(), 64 * 8, cudaMemcpyHostToDevice));
+    const size_t smem = k::dec::pad16(size_t(V) * 4) + size_t(V) * 16;
+    auto kern = sample_floor<kSort>;
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    auto time = [&](int n) {
+      std::vector<float> t;
+      for (int rep = 0; rep < 8; ++rep) {
+        CUDA_CHECK(cudaMemsetAsync(dout, 0xff, 64 * 4, stream));
+        CUDA_CHECK(cudaEventRecord(e0, stream));
+        kern<<<1, k::dec::kCThreads, smem, stream>>>(dl, V, temperature, top_k, du, n, dout);
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaEventRecord(e1, stream));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (rep > 0) t.push_back(ms);
+      }
+      std::sort(t.begin(), t.end());
+      return double(t[t.size() / 2]);
+    };
+    const double t1 = time(iters), t2 = time(2 * iters), us = (t2 - t1) * 1e3 / iters;
+    std::vector<int> got(64);
+    CUDA_CHECK(cudaMemcpy(got.data(), dout, 64 * 4, cudaMemcpyDeviceToHost));
+    std::vector<double> gotd(got.begin(), got.end());
+    char name[160];
+    std::snprintf(name, sizeof name, "sample %s, %d logits, top-%d", kSort ? "by the sort" : "by the ranks", V, top_k);
+    res.add(verify::compare(name, gotd.data(), want.data(), 64, verify::Tol{0, 0, "exact"}));
+    results::Bench b;
+    b.name = name, b.dtype = "fp32", b.shape = {V, top_k};
+    b.ms = us * 1e-3, b.reps = 7;
+    b.extra = json::Value::object();
+    b.extra["us_per_iteration"] = us, b.extra["iters"] = iters;
+    res.add(b);
+    std::printf("  sample %-13s %d logits top-%d  %6.3f us a pick\n", kSort ? "by the sort" : "by the ranks", V, top_k, us);
+    CUDA_CHECK(cudaFree(dl));
+    CUDA_CHECK(cudaFree(du));
+    CUDA_CHECK(cudaFree(dout));
+  }
   template <class W>
   void shapes(const char* dtype) {
     static const Shape kShapes[] = {{"qkv", 72, 384, true}, {"proj", 24, 384, false}, {"fc", 96, 384, true},
@@ -476,6 +568,10 @@ int main(int argc, char** argv) {
     const Shape p{"push", R, 384, false};
     run.one<float, kPush, false>(p, "fp32");
   }
+  run.sample<false>(256, 40);
+  run.sample<true>(256, 40);
+  run.sample<false>(256, 256);
+  run.sample<true>(256, 256);
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   for (int pieces : {1, 2, 4, 8}) run.copy(16, 147456u, pieces, true);  // the decoder's: fc's fp32 bundle
