@@ -13,16 +13,25 @@
 //                16 x R numbers on its mbarrier: a stage's exchange without its GEMV
 //   gemv         the GEMV of a block's R rows x I inputs from shared memory, a __syncthreads() after it: no
 //                exchange
-//   stage        gemv, then push: a whole stage as the decoder runs it, its weights already on chip
-//   stage+copy   stage, plus thread 0 handing the copy engine the next stage's weights (cp.async.bulk of the
-//                block's R x I weights from global memory into the other half of a two-part area) and
-//                waiting for them before the GEMV: the decoder's weight streaming (only where two bundles fit)
+//   stage        gemv, then push: a whole stage with its weights already on chip (a bare epilogue: no bias,
+//                GELU or cache rows)
+//   stage+copy   stage, plus thread 0 handing the copy engine (the TMA) one more bundle of the stage's own
+//                size (cp.async.bulk of the block's R x I weights from global memory into the other half of a
+//                two-part area) and waiting for it before the next GEMV (only where two such bundles fit)
+//   gemv / stage unrolled   the same with the GEMV's loop unrolled (gemv_local's kI: I known when compiling)
 // for the shapes of the model's stages (C = 384, 16 blocks): qkv 72 x 384, proj 24 x 384, fc 96 x 384,
 // fc2 24 x 1536, head 16 x 384, in fp32 and bf16 weights; qkv, fc and the head with the LayerNorm's
-// statistics folded in, as the decoder does (kStats).
-// Time: a launch of N iterations and one of 2N, each the median of 7 launches; one iteration is their
-// difference over N (the launch and the set-up cancel). Checks: every block's received vector (push, stage)
-// or its own rows (gemv) against a CPU reference in double after the timed launches, fp32 tolerances.
+// statistics folded in, as the decoder does (kStats). Beside them:
+//   copy         the copy engine alone: each of 1 block .. one on every SM copies 147,456 bytes (fc's fp32 bundle) or
+//                36,864 (proj's) from L2 into its shared memory, in 1 to 8 pieces, as one cluster or as blocks
+//                the GPU places where it likes: the rate one SM's weight stream gets, and whether the SMs of
+//                one cluster share it
+//   sample       sample_block (decode_stages.cuh) alone on one block, by the ranks and by the sort
+// Time: a launch of N iterations and one of 2N (copies: N/4 and N/2), each the median of 7 launches
+// (common/timing.cuh); one iteration is their difference over the iterations (the launch and the set-up
+// cancel). Checks, after the timed launches: every GEMV's rows against a CPU sum in double (fp32 tolerances),
+// every push's received numbers, every barrier's count, every copy's words (their sum, exactly) and every
+// pick (the same arithmetic on the CPU, exactly).
 //
 //   ./build/stage_floor [--iters N] [--json PATH]
 // Exit 0 pass, 1 a check failed, 2 bad arguments, 77 no GPU (or one that cannot run a cluster of 16).
@@ -39,6 +48,7 @@
 #include "cli.h"
 #include "env.cuh"
 #include "results.h"
+#include "timing.cuh"
 
 namespace {
 
@@ -47,61 +57,6 @@ enum Mode { kBarrier, kSync, kPush, kGemv, kStage, kStageCopy, kGemvUnrolled, kS
 const char* mode_name(int m) {
   static const char* n[] = {"barrier", "sync", "push", "gemv", "stage", "stage+copy", "gemv unrolled", "stage unrolled"};
   return n[m];
-}
-
-// gemv_rows (decode_cluster.cuh) with the number of inputs known when compiling and the loop over them
-// unrolled (by 4 where it is longer than 4 steps): does the GEMV's fixed cost come from its loop's steps, each
-// of which waits for its own loads (the decoder's loop is `unroll 1`)?
-template <int NR, bool kStats, int I, class W, class Epi>
-__device__ __forceinline__ void gemv_rows_unrolled(const W* Wl, const float* xin, const float* g, int row0, Epi& epi) {
-  using namespace k::dec;
-  const int lane = threadIdx.x % k::kWarp;
-  float acc[kCRowGroup] = {};
-  const W* wl = Wl + size_t(row0) * I;
-  constexpr size_t step = size_t(kCWarps) * I;
-  const float k0 = kStats ? xin[0] : 0.f;
-  constexpr int kSteps = I / (k::kWarp * 4);
-#pragma unroll(kSteps > 4 ? 4 : kSteps)
-  for (int it = 0; it < kSteps; ++it) {
-    const int i = lane * 4 + it * k::kWarp * 4;
-    float4 x = *reinterpret_cast<const float4*>(xin + i);
-    if constexpr (kStats) {
-      const float a = x.x - k0, b = x.y - k0, c = x.z - k0, d = x.w - k0;
-      acc[6] += (a + b) + (c + d);
-      acc[7] = fmaf(a, a, fmaf(b, b, fmaf(c, c, fmaf(d, d, acc[7]))));
-      const float4 gi = *reinterpret_cast<const float4*>(g + i);
-      x = make_float4(a * gi.x, b * gi.y, c * gi.z, d * gi.w);
-    }
-#pragma unroll
-    for (int j = 0; j < NR; ++j) acc[j] = dot4(wl + j * step + i, x, acc[j]);
-  }
-  const float sum = warp_sum8(acc);
-  float2 st = make_float2(0.f, 0.f);
-  if constexpr (kStats) {
-    const float sd = __shfl_sync(0xffffffffu, sum, 24) / I, sq = __shfl_sync(0xffffffffu, sum, 28) / I;
-    st = make_float2(sd, rsqrtf(fmaxf(sq - sd * sd, 0.f) + 1e-5f));
-  }
-  const int j = (lane >> 2) & 7;
-  if (lane % 4 == 0 && j < NR) epi(row0 + j * kCWarps, sum, st);
-}
-template <bool kStats, int I, class W, class Epi>
-__device__ __forceinline__ void gemv_local_unrolled(const W* Wl, const float* xin, const float* g, int rows, Epi epi) {
-  using namespace k::dec;
-  constexpr int kMax = kCRowGroup - 2;
-  const int warp = threadIdx.x / k::kWarp;
-  for (int base = 0; base < rows; base += kCWarps * kMax) {
-    const int r0 = base + warp, left = rows - r0;
-    const int nr = left <= 0 ? 0 : min(kMax, (left + kCWarps - 1) / kCWarps);
-    switch (nr) {
-      case 1: gemv_rows_unrolled<1, kStats, I>(Wl, xin, g, r0, epi); break;
-      case 2: gemv_rows_unrolled<2, kStats, I>(Wl, xin, g, r0, epi); break;
-      case 3: gemv_rows_unrolled<3, kStats, I>(Wl, xin, g, r0, epi); break;
-      case 4: gemv_rows_unrolled<4, kStats, I>(Wl, xin, g, r0, epi); break;
-      case 5: gemv_rows_unrolled<5, kStats, I>(Wl, xin, g, r0, epi); break;
-      case 6: gemv_rows_unrolled<6, kStats, I>(Wl, xin, g, r0, epi); break;
-      default: break;
-    }
-  }
 }
 
 // Dynamic shared memory of one block: [weights, part A | weights, part B (kStageCopy)] x I floats | g I floats |
@@ -173,7 +128,9 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
       wl = reinterpret_cast<const W*>(smem + (part ? lay.wb : lay.wa));
     }
     if constexpr (M == kGemvUnrolled || M == kStageUnrolled) {
-      gemv_local_unrolled<kStats, kI>(wl, x, g, R, [&](int r, float s, float2 st) { outs[r] = kStats ? st.y * s : s; });
+      // the decoder's gemv_local with I known when compiling, its loop unrolled (decode_cluster.cuh, gemv_rows)
+      gemv_local<kCRowGroup - 2, kStats, kI>(wl, x, g, I, R,
+                                             [&](int r, float s, float2 st) { outs[r] = kStats ? st.y * s : s; });
     } else if constexpr (M == kGemv || M == kStage || M == kStageCopy) {
       gemv_local<kCRowGroup - 2, kStats>(wl, x, g, I, R, [&](int r, float s, float2 st) {
         outs[r] = kStats ? st.y * s : s;  // kStats: 1/sqrt(var + eps) times sum W g (x - x[0])
@@ -270,8 +227,16 @@ float to_float(W v) {
 struct Runner {
   int iters;
   cudaStream_t stream;
-  cudaEvent_t e0, e1;
   results::Results& res;
+  // Launches of n iterations timed by common/timing.cuh: the median of 7 after a warm-up, L2 not flushed (the
+  // decoder finds its weights in L2). enqueue(n) poisons the output and launches. A caller times n and 2n and
+  // takes the difference over n: one iteration, without the launch and the set-up.
+  template <class Enqueue>
+  timing::Stats launches(Enqueue enqueue, int n) {
+    timing::Options o;
+    o.warmup = 1, o.reps = 7, o.min_reps = 7, o.budget_ms = 1e9, o.stream = stream;
+    return timing::time_gpu([&] { enqueue(n); }, o);
+  }
 
   template <class W, int M, bool kStats, int kI = 0>
   void one(const Shape& sh, const char* dtype) {
@@ -328,23 +293,12 @@ struct Runner {
       CUDA_CHECK(cudaFree(dout));
       return;
     }
-    auto time = [&](int n) {
-      std::vector<float> t;
-      for (int rep = 0; rep < 8; ++rep) {
-        CUDA_CHECK(cudaMemsetAsync(dout, 0xff, nout * 4, stream));  // NaN: poisoned
-        CUDA_CHECK(cudaEventRecord(e0, stream));
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, (const W*)dw, (const float*)dx, (const float*)dg, R, I, lay, n, dout));
-        CUDA_CHECK(cudaEventRecord(e1, stream));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (rep > 0) t.push_back(ms);  // launch 0: warm-up
-      }
-      std::sort(t.begin(), t.end());
-      return std::make_pair(double(t[t.size() / 2]), std::make_pair(double(t.front()), double(t.back())));
+    auto enqueue = [&](int n) {
+      CUDA_CHECK(cudaMemsetAsync(dout, 0xff, nout * 4, stream));  // NaN: poisoned
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, (const W*)dw, (const float*)dx, (const float*)dg, R, I, lay, n, dout));
     };
-    const auto t1 = time(iters), t2 = time(2 * iters);
-    const double us = (t2.first - t1.first) * 1e3 / iters;
+    const timing::Stats t1 = launches(enqueue, iters), t2 = launches(enqueue, 2 * iters);
+    const double us = (t2.median_ms - t1.median_ms) * 1e3 / iters;
     // The check, on the last launch's output (2 x iters iterations).
     std::vector<float> got(nout);
     CUDA_CHECK(cudaMemcpy(got.data(), dout, nout * 4, cudaMemcpyDeviceToHost));
@@ -367,7 +321,7 @@ struct Runner {
                         .passed;
     results::Bench b;
     b.name = name, b.dtype = dtype, b.shape = {kS, R, I};
-    b.ms = us * 1e-3, b.min_ms = (t2.second.first - t1.second.second) / iters, b.max_ms = (t2.second.second - t1.second.first) / iters;
+    b.ms = us * 1e-3, b.min_ms = (t2.min_ms - t1.max_ms) / iters, b.max_ms = (t2.max_ms - t1.min_ms) / iters;
     b.reps = 7;
     b.extra = json::Value::object();
     b.extra["us_per_iteration"] = us;
@@ -404,22 +358,12 @@ struct Runner {
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = unsigned(blocks), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr, cfg.numAttrs = cluster ? 1 : 0;
-    auto time = [&](int n) {
-      std::vector<float> t;
-      for (int rep = 0; rep < 8; ++rep) {
-        CUDA_CHECK(cudaMemsetAsync(dout, 0xff, size_t(blocks) * 4, stream));
-        CUDA_CHECK(cudaEventRecord(e0, stream));
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, copy_floor, (const unsigned*)dsrc, bytes, pieces, n, dout));
-        CUDA_CHECK(cudaEventRecord(e1, stream));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (rep > 0) t.push_back(ms);
-      }
-      std::sort(t.begin(), t.end());
-      return double(t[t.size() / 2]);
+    auto enqueue = [&](int n) {
+      CUDA_CHECK(cudaMemsetAsync(dout, 0xff, size_t(blocks) * 4, stream));
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, copy_floor, (const unsigned*)dsrc, bytes, pieces, n, dout));
     };
-    const double t1 = time(iters / 4), t2 = time(iters / 2);  // (copies are long: a quarter of the stages' count)
+    // (copies are long: a quarter of the stages' count)
+    const double t1 = launches(enqueue, iters / 4).median_ms, t2 = launches(enqueue, iters / 2).median_ms;
     const double us = (t2 - t1) * 1e3 / (iters / 4), gbs = double(bytes) / (us * 1e3);
     std::vector<unsigned> got(blocks);
     CUDA_CHECK(cudaMemcpy(got.data(), dout, size_t(blocks) * 4, cudaMemcpyDeviceToHost));
@@ -486,23 +430,13 @@ struct Runner {
     const size_t smem = k::dec::pad16(size_t(V) * 4) + size_t(V) * 16;
     auto kern = sample_floor<kSort>;
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    auto time = [&](int n) {
-      std::vector<float> t;
-      for (int rep = 0; rep < 8; ++rep) {
-        CUDA_CHECK(cudaMemsetAsync(dout, 0xff, 64 * 4, stream));
-        CUDA_CHECK(cudaEventRecord(e0, stream));
-        kern<<<1, k::dec::kCThreads, smem, stream>>>(dl, V, temperature, top_k, du, n, dout);
-        CUDA_CHECK(cudaGetLastError());
-        CUDA_CHECK(cudaEventRecord(e1, stream));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (rep > 0) t.push_back(ms);
-      }
-      std::sort(t.begin(), t.end());
-      return double(t[t.size() / 2]);
+    auto enqueue = [&](int n) {
+      CUDA_CHECK(cudaMemsetAsync(dout, 0xff, 64 * 4, stream));
+      kern<<<1, k::dec::kCThreads, smem, stream>>>(dl, V, temperature, top_k, du, n, dout);
+      LAUNCH_CHECK();
     };
-    const double t1 = time(iters), t2 = time(2 * iters), us = (t2 - t1) * 1e3 / iters;
+    const double t1 = launches(enqueue, iters).median_ms, t2 = launches(enqueue, 2 * iters).median_ms;
+    const double us = (t2 - t1) * 1e3 / iters;
     std::vector<int> got(64);
     CUDA_CHECK(cudaMemcpy(got.data(), dout, 64 * 4, cudaMemcpyDeviceToHost));
     std::vector<double> gotd(got.begin(), got.end());
@@ -557,10 +491,8 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaDeviceGetAttribute(&can, cudaDevAttrClusterLaunch, dev));
   if (!can) cli::skip("stage_floor", "this GPU launches no thread-block clusters");
   res.config["iters"] = iters, res.config["blocks"] = kS, res.config["threads"] = k::dec::kCThreads;
-  Runner run{iters, nullptr, nullptr, nullptr, res};
+  Runner run{iters, nullptr, res};
   CUDA_CHECK(cudaStreamCreate(&run.stream));
-  CUDA_CHECK(cudaEventCreate(&run.e0));
-  CUDA_CHECK(cudaEventCreate(&run.e1));
   const Shape none{"none", 24, 384, false};
   run.one<float, kBarrier, false>(none, "none");
   run.one<float, kSync, false>(none, "none");

@@ -8,21 +8,8 @@
 # gen_<i>_<plain|sub>.json (one file: the device tool brings back at most 8).
 # Exit: 0 done, 1 a step failed, 3 unhealthy.
 set -u
-OUT=${OUT:-/tmp/substamps}
+. "$(dirname "$0")/gpu_lib.sh"
 ROUNDS=${ROUNDS:-2}
-ROOT=$PWD
-mkdir -p "$OUT/logs"
-L=$OUT/logs
-t0=$(date +%s)
-say() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-health() {
-  nvidia-smi -q -d PERFORMANCE > "$L/health_$1.txt" 2>&1
-  if grep -E "HW Slowdown|HW Power Brake|HW Thermal|SW Thermal" "$L/health_$1.txt" | grep -v "Not Active" | grep -q Active; then
-    say "health $1: SLOWDOWN ACTIVE"; return 1
-  fi
-  say "health $1: healthy"
-}
-fin() { (cd "$OUT" && tar czf results.tgz logs ./*.json 2>/dev/null; rm -rf logs ./*.json); exit "$1"; }
 health before || fin 3
 # (the sub-stamped build links the plain build's sm_90a objects, build/*_sm90.o: it comes second, its gpt.o
 # compiling beside the plain one's)
@@ -37,16 +24,12 @@ say "built"
 fail=0
 (cd day50_gpt && timeout 200 ./build/stage_floor --json "$OUT/stage_floor.json") > "$L/floor.txt" 2>&1
 rc=$?; say "stage_floor rc=$rc"; [ $rc -eq 0 ] || fail=1
-gen() {  # gen BUILD NAME
-  (cd day50_gpt && timeout 120 "./$1/gpt" --data ./data/shakespeare.txt --bench --bench-part generate --json "$OUT/gen_$2.json") > "$L/gen_$2.txt" 2>&1
-  rc=$?; say "generate $2 rc=$rc"; [ $rc -eq 0 ] || fail=1
-}
 for i in $(seq 1 "$ROUNDS"); do
-  if [ $((i % 2)) -eq 1 ]; then gen build "${i}_plain"; gen build/sub "${i}_sub"
-  else gen build/sub "${i}_sub"; gen build "${i}_plain"; fi
+  if [ $((i % 2)) -eq 1 ]; then gen day50_gpt build "${i}_plain"; gen day50_gpt build/sub "${i}_sub"
+  else gen day50_gpt build/sub "${i}_sub"; gen day50_gpt build "${i}_plain"; fi
 done
 health after || fail=3
 grep -E "us a stage|GB/s|FAIL" "$L/floor.txt"
 grep -h -A8 "one cluster of 16\|sub-stamps" "$L"/gen_1_sub.txt | head -40
-grep -h "one cluster of 16" "$L"/gen_*.txt | sort
+summary
 fin $fail
