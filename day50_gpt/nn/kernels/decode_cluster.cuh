@@ -191,15 +191,22 @@ __device__ __forceinline__ float dot4(const __nv_bfloat16* w, const float4 x, fl
 // 1e-5)) (biased variance, as k::layernorm_fwd); otherwise st is not computed. In the ncu profile of the
 // first version (8 rows a warp always, each tested), the loop's tests and addresses were 13% of the
 // kernel's executed instructions, more than its multiply-adds.
-template <int NR, bool kStats, class W, class Epi>
-__device__ __forceinline__ void gemv_rows(const W* Wl, const float* xin, const float* g, int I, int row0, Epi& epi) {
+// kI (0: I at run time, the decoder's) the number of inputs known when compiling, the loop over them then
+// unrolled (by 4 steps at most): dev/stage_floor.cu times it; in the decoder the unrolled loop's registers
+// made ptxas spill several times more (the notes, "What one cluster can do at best"), so it runs one step
+// at a time there.
+template <int NR, bool kStats, int kI = 0, class W, class Epi>
+__device__ __forceinline__ void gemv_rows(const W* Wl, const float* xin, const float* g, int I_rt, int row0, Epi& epi) {
   static_assert(NR >= 1 && NR <= kCRowGroup && (!kStats || NR <= kCRowGroup - 2), "slots 6, 7: the statistics");
+  static_assert(kI % (kWarp * 4) == 0, "whole steps of 4 inputs a lane");
+  constexpr int kSteps = kI / (kWarp * 4), kUnroll = kSteps == 0 ? 1 : kSteps > 4 ? 4 : kSteps;
+  const int I = kI ? kI : I_rt;
   const int lane = threadIdx.x % kWarp;
   float acc[kCRowGroup] = {};
   const W* wl = Wl + size_t(row0) * I;
   const size_t step = size_t(kCWarps) * I;  // from one of the warp's rows to the next
   const float k = kStats ? xin[0] : 0.f;
-#pragma unroll 1
+#pragma unroll kUnroll
   for (int i = lane * 4; i < I; i += kWarp * 4) {
     float4 x = *reinterpret_cast<const float4*>(xin + i);
     if constexpr (kStats) {
@@ -224,7 +231,7 @@ __device__ __forceinline__ void gemv_rows(const W* Wl, const float* xin, const f
 // Rows [0, rows) of the bundle times xin (times g first, with kStats): warp w takes rows w, w + 16, ..., at
 // most kMax of them a pass (kMax = 6 with kStats: the statistics take two of warp_sum8's eight slots), and
 // epi(r, sum, st) runs for each. I % 4 == 0.
-template <int kMax, bool kStats, class W, class Epi>
+template <int kMax, bool kStats, int kI = 0, class W, class Epi>
 __device__ __forceinline__ void gemv_local(const W* Wl, const float* xin, const float* g, int I, int rows, Epi epi) {
   static_assert(kMax <= kCRowGroup && (!kStats || kMax <= kCRowGroup - 2), "slots 6, 7: the statistics");
   const int warp = threadIdx.x / kWarp;
@@ -232,16 +239,16 @@ __device__ __forceinline__ void gemv_local(const W* Wl, const float* xin, const 
     const int r0 = base + warp, left = rows - r0;
     const int nr = left <= 0 ? 0 : min(kMax, (left + kCWarps - 1) / kCWarps);
     switch (nr) {  // warp-uniform
-      case 1: gemv_rows<1, kStats>(Wl, xin, g, I, r0, epi); break;
-      case 2: gemv_rows<2, kStats>(Wl, xin, g, I, r0, epi); break;
-      case 3: gemv_rows<3, kStats>(Wl, xin, g, I, r0, epi); break;
-      case 4: gemv_rows<4, kStats>(Wl, xin, g, I, r0, epi); break;
-      case 5: gemv_rows<5, kStats>(Wl, xin, g, I, r0, epi); break;
-      case 6: gemv_rows<6, kStats>(Wl, xin, g, I, r0, epi); break;
+      case 1: gemv_rows<1, kStats, kI>(Wl, xin, g, I, r0, epi); break;
+      case 2: gemv_rows<2, kStats, kI>(Wl, xin, g, I, r0, epi); break;
+      case 3: gemv_rows<3, kStats, kI>(Wl, xin, g, I, r0, epi); break;
+      case 4: gemv_rows<4, kStats, kI>(Wl, xin, g, I, r0, epi); break;
+      case 5: gemv_rows<5, kStats, kI>(Wl, xin, g, I, r0, epi); break;
+      case 6: gemv_rows<6, kStats, kI>(Wl, xin, g, I, r0, epi); break;
       default:
         if constexpr (kMax > 6) {
-          if (nr == 7) gemv_rows<7, kStats>(Wl, xin, g, I, r0, epi);
-          if (nr == 8) gemv_rows<8, kStats>(Wl, xin, g, I, r0, epi);
+          if (nr == 7) gemv_rows<7, kStats, kI>(Wl, xin, g, I, r0, epi);
+          if (nr == 8) gemv_rows<8, kStats, kI>(Wl, xin, g, I, r0, epi);
         }
         break;
     }
