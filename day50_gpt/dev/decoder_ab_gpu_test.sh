@@ -15,9 +15,12 @@ ROOT=$PWD
 health before || fin 3
 if [ -n "${AB_BASE:-}" ]; then
   rm -rf /tmp/ab_base && mkdir -p /tmp/ab_base
-  tar cf - --exclude=./results --exclude="./$AB_BASE" --exclude=./day50_gpt/build . | (cd /tmp/ab_base && tar xf -)
-  (cd "$AB_BASE" && find . -type f | while read -r f; do cp "$f" "/tmp/ab_base/$f"; done)
-  (make -C /tmp/ab_base/day50_gpt -j4 build/gpt > "$L/build_base.txt" 2>&1; echo "rc=$?" >> "$L/build_base.txt") &
+  tar cf - --exclude=./results --exclude="./$AB_BASE" --exclude=./day50_gpt/build . | (cd /tmp/ab_base && tar xf -) ||
+    { say "copying the tree for the base failed"; fin 1; }
+  (cd "$AB_BASE" && find . -type f | while read -r f; do cp "$f" "/tmp/ab_base/$f" || exit 1; done) ||
+    { say "copying the base's files failed"; fin 1; }
+  (NVCCFLAGS="-Xptxas -v" make -C /tmp/ab_base/day50_gpt -j4 build/gpt > "$L/build_base.txt" 2>&1
+   echo "rc=$?" >> "$L/build_base.txt") &
 fi
 # The sub-stamped gpt.o beside the plain build; it links the plain build's sm_90a objects (build/*_sm90.o) after it.
 if [ "${SUB:-0}" = 1 ]; then
@@ -34,8 +37,14 @@ if [ "${SUB:-0}" = 1 ]; then
   echo "rc=$?" >> "$L/build_sub.txt"
   ! grep -q "rc=[1-9]" "$L/build_sub.txt" || { say "sub-stamped build failed"; tail -30 "$L/build_sub.txt"; fin 1; }
 fi
-grep -A3 "Compiling entry function '_ZN1k3dec14decode_cluster" "$L/build.txt" | grep -E "spill" > "$L/ptxas_decode_cluster.txt"
-say "built; the decoder's spills (ptxas):"; sort "$L/ptxas_decode_cluster.txt" | uniq -c
+grep -A3 "Compiling entry function '_ZN1k3dec14decode_cluster" "$L/build.txt" | grep -E "Compiling|spill|Used" \
+  > "$L/ptxas_decode_cluster.txt"
+say "built; the decoder's spills (ptxas):"; grep spill "$L/ptxas_decode_cluster.txt" | sort | uniq -c
+if [ -n "${AB_BASE:-}" ]; then
+  grep -A3 "Compiling entry function '_ZN1k3dec14decode_cluster" "$L/build_base.txt" | grep -E "Compiling|spill|Used" \
+    > "$L/ptxas_decode_cluster_base.txt"
+  say "the base's:"; grep spill "$L/ptxas_decode_cluster_base.txt" | sort | uniq -c
+fi
 fail=0
 if [ "${FLOOR:-0}" = 1 ]; then
   (cd day50_gpt && timeout 200 ./build/stage_floor --json "$OUT/stage_floor.json") > "$L/floor.txt" 2>&1

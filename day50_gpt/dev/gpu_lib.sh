@@ -3,18 +3,23 @@
 # when nvidia-smi reads a HW slowdown, power brake or thermal slowdown), and the end (fin): every file of $OUT
 # packed into one archive, results.tgz, since the device tool brings back at most 8 files.
 OUT=${OUT:-/tmp/day50_dev}
+case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac  # the scripts change folders: an absolute path
 mkdir -p "$OUT/logs"
 L=$OUT/logs
 t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 health() {
-  nvidia-smi -q -d PERFORMANCE > "$L/health_$1.txt" 2>&1
+  nvidia-smi -q -d PERFORMANCE > "$L/health_$1.txt" 2>&1 || { say "health $1: nvidia-smi failed"; return 1; }
   if grep -E "HW Slowdown|HW Power Brake|HW Thermal|SW Thermal" "$L/health_$1.txt" | grep -v "Not Active" | grep -q Active; then
     say "health $1: SLOWDOWN ACTIVE"; return 1
   fi
   say "health $1: healthy"
 }
-fin() { (cd "$OUT" && tar czf results.tgz logs ./*.json 2>/dev/null; rm -rf logs ./*.json); exit "$1"; }
+fin() {  # (the loose files are removed only once the archive holds them)
+  wait  # no build left running in the background
+  (cd "$OUT" && tar czf results.tgz logs ./*.json 2>/dev/null && rm -rf logs ./*.json)
+  exit "$1"
+}
 # gen DIR BUILD NAME: `--bench --bench-part generate` of DIR/BUILD/gpt into $OUT/gen_NAME.json (the data named
 # explicitly: a gpt in a folder below build/ would look for it beside that folder).
 gen() {

@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "../gpt_ref.h"
 #include "../nn/kernels/decode_cluster.cuh"
 #include "check.cuh"
 #include "cli.h"
@@ -55,7 +56,8 @@ namespace {
 constexpr int kS = 16;  // blocks in the cluster: the decoder's
 enum Mode { kBarrier, kSync, kPush, kGemv, kStage, kStageCopy, kGemvUnrolled, kStageUnrolled };
 const char* mode_name(int m) {
-  static const char* n[] = {"barrier", "sync", "push", "gemv", "stage", "stage+copy", "gemv unrolled", "stage unrolled"};
+  static const char* n[] = {"barrier", "sync",       "push",          "gemv",
+                            "stage",   "stage+copy", "gemv unrolled", "stage unrolled"};
   return n[m];
 }
 
@@ -75,7 +77,8 @@ Layout layout(int R, int I, int wsize, bool two) {
   const size_t wb = size_t(R) * I * wsize;
   l.wa = take(wb);
   l.wb = two ? take(wb) : l.wa;
-  l.x = take(size_t(I) * 4), l.g = take(size_t(I) * 4), l.outs = take(size_t(2) * R * 4), l.dst = take(size_t(kS) * R * 4);
+  l.x = take(size_t(I) * 4), l.g = take(size_t(I) * 4), l.outs = take(size_t(2) * R * 4),
+  l.dst = take(size_t(kS) * R * 4);
   l.total = at;
   return l;
 }
@@ -99,7 +102,8 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
   for (size_t i = tid; i < size_t(R) * I; i += kCThreads) wa[i] = mine[i];
   for (int i = tid; i < I; i += kCThreads) x[i] = xg[i], g[i] = gg[i];
   for (int i = tid; i < kS * R; i += kCThreads) dst[i] = NAN;  // poisoned: what is checked was received
-  int passed = 0;  // barrier modes: the barriers this block went through (what they check)
+  for (int i = tid; i < 2 * R; i += kCThreads) reinterpret_cast<float*>(smem + lay.outs)[i] = NAN;  // and written
+  int passed = 0;  // barrier modes: the iterations this block went through, every one ending on a barrier
   if (tid == 0) {
     k::mbar_init(got), k::mbar_init(got + 1), k::mbar_init(wbar), k::mbar_init(wbar + 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -172,10 +176,13 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
   __shared__ unsigned total;
   const int b = blockIdx.x, tid = threadIdx.x;
   const unsigned char* mine = reinterpret_cast<const unsigned char*>(src) + size_t(b) * bytes;
+  for (unsigned i = tid; i < bytes / 4; i += k::dec::kCThreads) reinterpret_cast<unsigned*>(smem)[i] = 0xffffffffu;
   if (tid == 0) {
     k::mbar_init(&bar), total = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
+  // (the poison's stores before the copy engine's writes: a generic-proxy write, then async-proxy ones)
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   const unsigned piece = unsigned(k::dec::pad16((bytes + pieces - 1) / pieces));
   for (int a = 0; a < iters; ++a) {
@@ -184,6 +191,7 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
       for (unsigned o = 0; o < bytes; o += piece) k::bulk_copy(smem + o, mine + o, min(piece, bytes - o), &bar);
     }
     k::mbar_wait(&bar, unsigned(a) & 1u);
+    __syncthreads();  // every thread past this phase before the next begins: none can wait on the wrong one
   }
   unsigned sum = 0;
   for (unsigned i = tid; i < bytes / 4; i += k::dec::kCThreads) sum += reinterpret_cast<const unsigned*>(smem)[i];
@@ -250,7 +258,8 @@ struct Runner {
     cudaFuncAttributes fa{};
     CUDA_CHECK(cudaFuncGetAttributes(&fa, kern));
     if (size_t(lay.total) + fa.sharedSizeBytes > size_t(optin)) {
-      std::printf("  %-6s %-5s %-10s does not fit (%u bytes of shared memory)\n", sh.name, dtype, mode_name(M), lay.total);
+      std::printf("  %-6s %-5s %-10s does not fit (%u bytes of shared memory)\n", sh.name, dtype, mode_name(M),
+                  lay.total);
       return;
     }
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(lay.total)));
@@ -258,11 +267,8 @@ struct Runner {
     // Inputs: weights ~U(-1, 1) rounded to W, x with a mean far from 0 (as a residual stream can have), g ~ 1.
     std::vector<W> hw(size_t(O) * I);
     std::vector<float> hx(I), hg(I);
-    uint64_t s = 0x9e3779b97f4a7c15ull ^ uint64_t(R * 131 + I);
-    auto rnd = [&] {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      return float(double(s >> 11) / 9007199254740992.0) * 2.f - 1.f;
-    };
+    verify::Rng rng(uint64_t(R) * 131 + uint64_t(I));
+    auto rnd = [&] { return rng.uniform(); };
     for (auto& v : hw) v = W(rnd());
     for (int i = 0; i < I; ++i) hx[i] = 3.f + rnd(), hg[i] = 1.f + 0.25f * rnd();
     W* dw;
@@ -278,20 +284,16 @@ struct Runner {
     CUDA_CHECK(cudaMemcpy(dg, hg.data(), I * 4, cudaMemcpyHostToDevice));
     cudaLaunchAttribute attr[1];
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(kS), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = lay.total, cfg.stream = stream;
+    cfg.gridDim = dim3(kS), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = lay.total,
+    cfg.stream = stream;
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = kS, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr, cfg.numAttrs = 1;
     int fit = 0;
     const cudaError_t oe = cudaOccupancyMaxActiveClusters(&fit, kern, &cfg);
-    if (oe != cudaSuccess || fit < 1) {
+    if (oe != cudaSuccess || fit < 1) {  // the decoder's cluster does not fit this GPU: nothing here to time
       (void)cudaGetLastError();
-      std::printf("  %-6s %-5s %-10s a cluster of %d cannot be placed here\n", sh.name, dtype, mode_name(M), kS);
-      CUDA_CHECK(cudaFree(dw));
-      CUDA_CHECK(cudaFree(dx));
-      CUDA_CHECK(cudaFree(dg));
-      CUDA_CHECK(cudaFree(dout));
-      return;
+      cli::skip("stage_floor", "a cluster of 16 blocks of 512 threads cannot be placed on this GPU");
     }
     auto enqueue = [&](int n) {
       CUDA_CHECK(cudaMemsetAsync(dout, 0xff, nout * 4, stream));  // NaN: poisoned
@@ -310,15 +312,17 @@ struct Runner {
       const int o = int(own_rows ? j : j % size_t(O));
       double a = 0;
       for (int i = 0; i < I; ++i)
-        a += double(to_float(hw[size_t(o) * I + i])) * (sh.stats ? double(hg[i]) * (double(hx[i]) - hx[0]) : double(hx[i]));
+        a += double(to_float(hw[size_t(o) * I + i])) *
+             (sh.stats ? double(hg[i]) * (double(hx[i]) - hx[0]) : double(hx[i]));
       ref[j] = M == kPush ? double(o) : sh.stats ? a / std::sqrt(std::max(var, 0.0) + 1e-5) : a;
     }
     char name[160];
     std::snprintf(name, sizeof name, "%s %s %s, %d rows x %d a block", mode_name(M), sh.name, dtype, R, I);
     // fp32 sums of I products of ~unit size (x ~ 3 where no LayerNorm is folded in): atol scaled by sqrt(I) x 4
     if (barrier_only) std::fill(ref.begin(), ref.end(), double(2 * iters));  // every block, every barrier
-    const bool ok = res.add(verify::compare(name, got.data(), ref.data(), nout, verify::kFp32.scaled(4 * std::sqrt(double(I)))))
-                        .passed;
+    const bool ok =
+        res.add(verify::compare(name, got.data(), ref.data(), nout, verify::kFp32.scaled(4 * std::sqrt(double(I)))))
+            .passed;
     results::Bench b;
     b.name = name, b.dtype = dtype, b.shape = {kS, R, I};
     b.ms = us * 1e-3, b.min_ms = (t2.min_ms - t1.max_ms) / iters, b.max_ms = (t2.max_ms - t1.min_ms) / iters;
@@ -345,8 +349,8 @@ struct Runner {
     CUDA_CHECK(cudaFuncSetAttribute(copy_floor, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     const size_t words = size_t(blocks) * bytes / 4;
     std::vector<unsigned> h(words);
-    uint64_t s = 12345;
-    for (auto& w : h) s = s * 6364136223846793005ull + 1442695040888963407ull, w = unsigned(s >> 33);
+    verify::Rng rng(12345);
+    for (auto& w : h) w = unsigned(rng.next() >> 32);
     unsigned *dsrc, *dout;
     CUDA_CHECK(cudaMalloc(&dsrc, words * 4));
     CUDA_CHECK(cudaMalloc(&dout, size_t(blocks) * 4));
@@ -371,8 +375,9 @@ struct Runner {
     for (int b = 0; b < blocks; ++b)
       for (size_t i = 0; i < bytes / 4; ++i) want[b] += h[size_t(b) * bytes / 4 + i];
     char name[160];
-    std::snprintf(name, sizeof name, "copy %u bytes a block, %d block%s%s, %d piece%s", bytes, blocks, blocks > 1 ? "s" : "",
-                  blocks > 1 ? (cluster ? " (one cluster)" : " (no cluster)") : "", pieces, pieces > 1 ? "s" : "");
+    std::snprintf(name, sizeof name, "copy %u bytes a block, %d block%s%s, %d piece%s", bytes, blocks,
+                  blocks > 1 ? "s" : "", blocks > 1 ? (cluster ? " (one cluster)" : " (no cluster)") : "", pieces,
+                  pieces > 1 ? "s" : "");
     size_t bad = 0;
     for (int b = 0; b < blocks; ++b) bad += got[b] != want[b];
     res.add(verify::fact(name, bad == 0, "exact", bad ? "a block's words do not sum as the source's" : "",
@@ -396,29 +401,12 @@ struct Runner {
     const double temperature = 0.8;
     std::vector<float> lg(V);
     std::vector<double> u(64);
-    uint64_t s = 777;
-    auto next = [&] { return s = s * 6364136223846793005ull + 1442695040888963407ull, double(s >> 11) / 9007199254740992.0; };
-    for (auto& x : lg) x = float(std::floor(next() * 64.0) / 8.0 - 4.0);
+    verify::Rng rng(777);
+    auto next = [&] { return double(rng.next() >> 11) / 9007199254740992.0; };
+    for (auto& x : lg) x = float(std::floor(next() * 64.0) / 8.0 - 4.0);  // values on a grid of 1/8: many ties
     for (auto& x : u) x = next();
-    std::vector<int> idx(V);
-    for (int i = 0; i < V; ++i) idx[i] = i;
-    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return lg[a] > lg[b]; });  // ties: smaller index first
-    const int kk = std::max(1, std::min(top_k, V));
-    std::vector<double> w(kk);
-    double sum = 0;
-    for (int r = 0; r < kk; ++r) w[r] = std::exp((double(lg[idx[r]]) - double(lg[idx[0]])) / temperature);
-    for (int r = 0; r < kk; ++r) sum += w[r];
     std::vector<double> want(64);
-    for (int j = 0; j < 64; ++j) {
-      double left = u[j] * sum;
-      int pick = idx[kk - 1];
-      for (int r = 0; r < kk; ++r)
-        if ((left -= w[r]) < 0) {
-          pick = idx[r];
-          break;
-        }
-      want[j] = pick;
-    }
+    for (int j = 0; j < 64; ++j) want[j] = gpt::sample_top_k(lg, temperature, top_k, u[j]);  // the CPU original
     float* dl;
     double* du;
     int* dout;
@@ -449,15 +437,19 @@ struct Runner {
     b.extra = json::Value::object();
     b.extra["us_per_iteration"] = us, b.extra["iters"] = iters;
     res.add(b);
-    std::printf("  sample %-13s %d logits top-%d  %6.3f us a pick\n", kSort ? "by the sort" : "by the ranks", V, top_k, us);
+    std::printf("  sample %-13s %d logits top-%d  %6.3f us a pick\n", kSort ? "by the sort" : "by the ranks", V, top_k,
+                us);
     CUDA_CHECK(cudaFree(dl));
     CUDA_CHECK(cudaFree(du));
     CUDA_CHECK(cudaFree(dout));
   }
   template <class W>
   void shapes(const char* dtype) {
-    static const Shape kShapes[] = {{"qkv", 72, 384, true}, {"proj", 24, 384, false}, {"fc", 96, 384, true},
-                                    {"fc2", 24, 1536, false}, {"head", 16, 384, true}};
+    static const Shape kShapes[] = {{"qkv", 72, 384, true},
+                                    {"proj", 24, 384, false},
+                                    {"fc", 96, 384, true},
+                                    {"fc2", 24, 1536, false},
+                                    {"head", 16, 384, true}};
     for (const Shape& sh : kShapes) {
       if (sh.stats) {
         one<W, kGemv, true>(sh, dtype), one<W, kStage, true>(sh, dtype), one<W, kStageCopy, true>(sh, dtype);
@@ -477,9 +469,12 @@ struct Runner {
 
 int main(int argc, char** argv) {
   cli::Args args(argc, argv, "stage_floor", "the cluster decoder's stage, piece by piece, alone (see the file's head)");
-  const int iters = int(args.integer("iters", 2000, 10, 1000000, "iterations of the shorter launch (the longer: twice)"));
+  const int iters = int(args.integer("iters", 2000, 64, 1000000,
+                                     "iterations of the shorter launch (the longer: twice), a multiple of 4"));
   const std::string json_path = args.str("json", "", "write the results file here ({gpu} = the GPU's slug)");
   args.finish();
+  // (64 or more: sample writes 64 picks from iters draws; a multiple of 4: the copies run iters / 4 and iters / 2)
+  if (iters % 4 != 0) cli::usage_error("stage_floor", "--iters must be a multiple of 4, got " + std::to_string(iters));
   if (!json_path.empty()) results::require_writable_json("stage_floor", json_path);
   results::Results res("day50_gpt", "stage_floor");
   const int dev = env::require_gpu("stage_floor");
@@ -507,14 +502,11 @@ int main(int argc, char** argv) {
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   for (int pieces : {1, 2, 4, 8}) run.copy(16, 147456u, pieces, true);  // the decoder's: fc's fp32 bundle
-  run.copy(16, 36864u, 1, true);                                         // proj's
+  run.copy(16, 36864u, 1, true);                                        // proj's
   for (int blocks : {1, 2, 4, 8}) run.copy(blocks, 147456u, 1, true);
   run.copy(16, 147456u, 1, false);
   run.copy(sms, 147456u, 1, false);  // a block on every SM
   run.shapes<float>("fp32");
   run.shapes<__nv_bfloat16>("bf16");
-  res.env["clocks_end"] = res.sample_clocks();
-  if (!json_path.empty()) std::printf("wrote %s\n", res.write(json_path).c_str());
-  std::printf("%s: %d checks, %d failed\n", res.passed() ? "PASS" : "FAIL", int(res.checks().size()), res.failed());
-  return res.exit_code();
+  return res.finish("stage_floor", json_path);
 }

@@ -276,16 +276,18 @@ json::Value stage_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, i
   // kCluster: + when the next copy was handed over, when the weights were there, when the work was done.
   const bool parts = d.path == DecodePath::kCluster;
   const size_t NS = size_t(n) * S;
+  d.reset();
+  d.feed(prompt);
 #ifdef DECODE_SUBSTAMPS
-  DeviceBuffer subbuf;  // every block's clock64() at kSub points of every stage (decode_cluster.cuh)
-  if (parts) {
+  // Every block's clock64() at kSub points of every stage (decode_cluster.cuh), for the generated tokens only
+  // (set after the prompt's launch, which would stamp its own stages into the same places).
+  DeviceBuffer subbuf;
+  if (parts && n > 0) {
     subbuf.alloc(NS * size_t(d.blocks) * k::dec::kSub * 8);
-    CUDA_CHECK(cudaMemset(subbuf.as(), 0, subbuf.bytes()));
+    CUDA_CHECK(cudaMemsetAsync(subbuf.as(), 0, subbuf.bytes(), d.stream));  // on the decoder's stream: ordered
     d.net.sub = subbuf.as<unsigned long long>();
   }
 #endif
-  d.reset();
-  d.feed(prompt);
   d.generate(n);
   CUDA_CHECK(cudaStreamSynchronize(d.stream));
   const std::vector<unsigned long long> tr = to_host(d.trace.template as<unsigned long long>(), NS * (parts ? 4 : 1) + 1);
@@ -316,7 +318,8 @@ json::Value stage_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, i
   v["token"] = double(tr[size_t(n) * S] - tr[0]) * 1e-3 / n;
   d.net.trace = nullptr;
 #ifdef DECODE_SUBSTAMPS
-  if (parts) {  // each point's time from the block's own stage start: block 0's, the mean and the max over blocks
+  // Each point's time from the block's own stage start: block 0's, the mean and the maximum over the blocks.
+  if (parts && n > 0) {
     const int B = d.blocks, P = k::dec::kSub;
     std::vector<unsigned long long> sb = to_host(d.net.sub, NS * size_t(B) * P);
     d.net.sub = nullptr;
@@ -326,10 +329,11 @@ json::Value stage_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, i
     // Cycles per ns: block 0's span over the stamped launch against the global timer's.
     const double span_cyc = double(sb[((NS - 1) * B) * P + k::dec::kSubLanded] - sb[k::dec::kSubStart]);
     const double ghz = span_cyc / double(tr[NS] - tr[0]);
-    static const char* kPoint[] = {"start",  "issued", "weights", "A",     "B",     "pushed",
+    static const char* kPoint[] = {"start",   "issued", "weights", "A",    "B",     "pushed",
                                    "barrier", "landed", "ranks",   "exps", "picked"};
     static_assert(sizeof(kPoint) / sizeof(kPoint[0]) == k::dec::kSub, "a name for every point");
-    double acc[7][k::dec::kSub][3] = {};  // kinds as kKind, then layer 0's qkv apart (kind 0 here: the other layers'), which samples
+    // Kinds as kKind, then layer 0's qkv apart (kind 0 here: the other layers'), which samples.
+    double acc[7][k::dec::kSub][3] = {};
     for (size_t st = 0; st < NS; ++st) {
       const int s_in = int(st % S), kk = s_in == 0 ? 6 : s_in == S - 1 ? 5 : s_in % k::dec::kStagesPerLayer;
       for (int q = 1; q < P; ++q) {
@@ -345,7 +349,10 @@ json::Value stage_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, i
     }
     json::Value sv = json::Value::object();
     sv["sm_ghz"] = ghz;
-    std::printf("    sub-stamps (us from the block's stage start: block 0 / mean / max over the %d blocks; SM clock %.3f GHz)\n", B, ghz);
+    std::printf(
+        "    sub-stamps (us from the block's stage start: block 0 / mean / max over the %d blocks; SM clock %.3f "
+        "GHz)\n",
+        B, ghz);
     for (int kk = 0; kk < 7; ++kk) {
       const double per = double(n) * (kk == 5 || kk == 6 ? 1 : kk == 0 ? L - 1 : L);
       if (per <= 0) continue;

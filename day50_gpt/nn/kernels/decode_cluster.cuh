@@ -293,7 +293,9 @@ __device__ __forceinline__ T* at_(unsigned char* smem, unsigned off) {
 // Layer l's qkv stage at position t: [sample the token and embed it,] this block's qkv rows of LayerNorm 1's
 // output (folded in);
 // q rows go to every block's q, k and v rows into row t of the layer's cache (in global memory).
-// Layer 0's qkv stage first picks the token at position t and embeds it into x0 (xs).
+// Layer 0's qkv stage first picks the token at position t and embeds it into x0 (xs): cstage_embed, then the
+// stage's GEMV (cstage_qkv). The two are apart so that the sub-stamps (DECODE_SUBSTAMPS) can mark the line
+// between them.
 template <class W, class Sub>
 __device__ void cstage_embed(const Net<W>& n, const ClusterPlan& p, int t, int count, unsigned char* smem, int rank,
                              Sub sub) {
@@ -303,13 +305,16 @@ __device__ void cstage_embed(const Net<W>& n, const ClusterPlan& p, int t, int c
   if (n.forced) {
     tok = n.forced[t];
   } else {
+#ifdef DECODE_SUBSTAMPS
     tok = sample_block<true>(at_<float>(smem, p.logits), n.V, n.temperature, n.top_k, n.u[count], smem + p.samp,
                              [&](int q) { sub(kSubRanks + q); });
+#else  // (a lambda that does nothing still moved ptxas's register allocation: more spills in the fp32 build)
+    tok = sample_block<true>(at_<float>(smem, p.logits), n.V, n.temperature, n.top_k, n.u[count], smem + p.samp);
+#endif
     if (rank == 0 && threadIdx.x == 0) n.out[count] = tok;
   }
   const W* e = n.head_w() + size_t(tok) * C;
-  for (int i = threadIdx.x; i < C; i += kCThreads)
-    xs[i] = ld(e[i]) + n.wpe[size_t(t) * C + i];
+  for (int i = threadIdx.x; i < C; i += kCThreads) xs[i] = ld(e[i]) + n.wpe[size_t(t) * C + i];
   __syncthreads();
 }
 template <class W, class Sub>
@@ -483,7 +488,7 @@ __device__ void cstage_fc2(const Net<W>& n, const ClusterPlan& p, cooperative_gr
   const float* x1 = at_<float>(smem, p.xs1);
   float* outs = v.outs;
   gemv_local<kCRowGroup - 2, false>(v.w, at_<float>(smem, p.h), nullptr, 4 * n.C, v.rows,
-                  [&](int r, float s, float2) { outs[r] = x1[v.r0 + r] + s + v.bias[r]; });
+                                    [&](int r, float s, float2) { outs[r] = x1[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
   sub(kSubA);
   release();

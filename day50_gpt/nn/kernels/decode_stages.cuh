@@ -268,10 +268,7 @@ __device__ __forceinline__ void layernorm_shared(float* xs, const float* g, cons
   __syncthreads();
 }
 
-// Temperature + top-k sampling, the twin of k::sample_top_k (decode.cuh) and gpt::sample_top_k, done by
-// every thread of one block: ranks in parallel, the k weights' exps in parallel, the walk on thread 0
-// (its sums in the same order as the one-thread original, so the same byte comes out). kShared: the
-// logits are in this block's shared memory (the cluster decoder's copy), else in global memory.
+// The sub-stamps' marks in sample_block when nothing is stamped (DECODE_SUBSTAMPS, decode_cluster.cuh).
 struct NoMark {
   __device__ void operator()(int) const {}
 };
@@ -330,6 +327,13 @@ __device__ __forceinline__ Pair bitonic_sort_block(Pair me, unsigned char* buf) 
   return me;
 }
 
+// Temperature + top-k sampling, the twin of k::sample_top_k (decode.cuh) and gpt::sample_top_k, done by
+// every thread of one block (the cluster decoder's, and the persistent and stage kernels'): the logits put in
+// order in parallel (by the sort where V = 256 and the block has 256 threads or more, by the ranks
+// otherwise or with kSort false), the k weights' exps in parallel, the walk on thread 0 (its sums in the same
+// order as the one-thread original, so the same byte comes out). kShared: the logits are in this block's
+// shared memory (the cluster decoder's copy), else in global memory. mark(0), (1), (2): the order, the exps
+// and the pick done (the sub-stamps).
 template <bool kShared = false, class Mark = NoMark, bool kSort = true>
 __device__ __forceinline__ int sample_block(const float* logits, int V, double temperature, int top_k, double u,
                                             unsigned char* smem, Mark mark = Mark()) {
@@ -345,10 +349,9 @@ __device__ __forceinline__ int sample_block(const float* logits, int V, double t
   const bool sorted = kSort && V == kSortV && int(blockDim.x) >= kSortV;
   if (sorted) {
     Pair me{0.f, 0};
-    if (int(threadIdx.x) < V)
-      me = Pair{kShared ? logits[threadIdx.x] : __ldcg(logits + threadIdx.x), int(threadIdx.x)};
+    if (int(threadIdx.x) < V) me = Pair{kShared ? logits[threadIdx.x] : __ldcg(logits + threadIdx.x), int(threadIdx.x)};
     me = bitonic_sort_block<kSortV>(me, smem);  // (w, ls and who are its two buffers)
-    __syncthreads();                       // every read of the buffers done
+    __syncthreads();                            // every read of the buffers done
     if (int(threadIdx.x) < V) ls[threadIdx.x] = me.v, who[threadIdx.x] = me.i;
     __syncthreads();
     mark(0);
