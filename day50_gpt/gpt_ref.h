@@ -462,8 +462,11 @@ inline int sample_top_k(const std::vector<float>& logits, double temperature, in
   });
   auto w = std::vector<double>(size_t(k));
   double sum = 0;
+  // The difference in double, as the GPU's samplers take it (k::sample_top_k, sample_block): two floats
+  // subtracted in float round first, and a pick near a boundary could then differ from theirs.
   for (int i = 0; i < k; ++i)
-    sum += (w[size_t(i)] = std::exp((logits[size_t(idx[size_t(i)])] - logits[size_t(idx[0])]) / temperature));
+    sum += (w[size_t(i)] =
+                std::exp((double(logits[size_t(idx[size_t(i)])]) - double(logits[size_t(idx[0])])) / temperature));
   double r = u * sum;
   for (int i = 0; i < k; ++i)
     if ((r -= w[size_t(i)]) < 0) return idx[size_t(i)];

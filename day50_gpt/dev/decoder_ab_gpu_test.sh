@@ -4,52 +4,67 @@
 # then ROUNDS runs of `--bench --bench-part generate`. With AB_BASE=DIR (a folder of the tree holding the base's
 # versions of the changed files at their repository paths, and DIR/.repo-commit the base's commit line) the base
 # is built in /tmp/ab_base beside this build, and the rounds alternate base and this build (base, var, var,
-# base, ...). Writes into $OUT: logs.tgz, verify.json, gen_<i>_<base|var>.json. Exit: 0 done, 1 a step failed,
-# 3 unhealthy.
+# base, ...). FLOOR=1: also dev/stage_floor.cu, run before the verify (stage_floor.json). SUB=1: also this tree
+# built with the sub-stamps (-DDECODE_SUBSTAMPS, build/sub), one run of the bench part after the rounds
+# (gen_sub.json). Writes one file into $OUT, results.tgz: logs/ (ptxas's lines for the decoder among them),
+# verify.json, gen_<i>_<base|var>.json and those above. Exit: 0 done, 1 a step failed, 3 unhealthy.
 set -u
-OUT=${OUT:-/tmp/decoder_ab}
+. "$(dirname "$0")/gpu_lib.sh"
 ROUNDS=${ROUNDS:-3}
 ROOT=$PWD
-mkdir -p "$OUT/logs"
-L=$OUT/logs
-t0=$(date +%s)
-say() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-health() {
-  nvidia-smi -q -d PERFORMANCE > "$L/health_$1.txt" 2>&1
-  if grep -E "HW Slowdown|HW Power Brake|HW Thermal|SW Thermal" "$L/health_$1.txt" | grep -v "Not Active" | grep -q Active; then
-    say "health $1: SLOWDOWN ACTIVE"; return 1
-  fi
-  say "health $1: healthy"
-}
-fin() { (cd "$OUT" && tar czf logs.tgz logs && rm -rf logs); exit "$1"; }
 health before || fin 3
 if [ -n "${AB_BASE:-}" ]; then
   rm -rf /tmp/ab_base && mkdir -p /tmp/ab_base
-  tar cf - --exclude=./results --exclude="./$AB_BASE" --exclude=./day50_gpt/build . | (cd /tmp/ab_base && tar xf -)
-  (cd "$AB_BASE" && find . -type f | while read -r f; do cp "$f" "/tmp/ab_base/$f"; done)
-  (make -C /tmp/ab_base/day50_gpt -j8 build/gpt > "$L/build_base.txt" 2>&1; echo "rc=$?" >> "$L/build_base.txt") &
+  tar cf - --exclude=./results --exclude="./$AB_BASE" --exclude=./day50_gpt/build . | (cd /tmp/ab_base && tar xf -) ||
+    { say "copying the tree for the base failed"; fin 1; }
+  (cd "$AB_BASE" && find . -type f | while read -r f; do cp "$f" "/tmp/ab_base/$f" || exit 1; done) ||
+    { say "copying the base's files failed"; fin 1; }
+  (NVCCFLAGS="-Xptxas -v" make -C /tmp/ab_base/day50_gpt -j4 build/gpt > "$L/build_base.txt" 2>&1
+   echo "rc=$?" >> "$L/build_base.txt") &
 fi
-make -C day50_gpt -j16 build/gpt > "$L/build.txt" 2>&1 || { say "build failed"; tail -30 "$L/build.txt"; fin 1; }
+# The sub-stamped gpt.o beside the plain build; it links the plain build's sm_90a objects (build/*_sm90.o) after it.
+if [ "${SUB:-0}" = 1 ]; then
+  (NVCCFLAGS=-DDECODE_SUBSTAMPS make -C day50_gpt -j2 BUILD=build/sub build/sub/gpt.o > "$L/build_sub.txt" 2>&1
+   echo "rc=$?" >> "$L/build_sub.txt") &
+fi
+targets="build/gpt"
+[ "${FLOOR:-0}" = 1 ] && targets="$targets build/stage_floor"
+NVCCFLAGS="-Xptxas -v" make -C day50_gpt -j8 $targets > "$L/build.txt" 2>&1 || { say "build failed"; tail -30 "$L/build.txt"; fin 1; }
 wait
 if [ -n "${AB_BASE:-}" ]; then grep -q "rc=0" "$L/build_base.txt" || { say "base build failed"; tail -30 "$L/build_base.txt"; fin 1; }; fi
-cuobjdump --dump-resource-usage day50_gpt/build/gpt.o > "$L/resource_usage.txt" 2>&1
-say "built"
+if [ "${SUB:-0}" = 1 ]; then
+  NVCCFLAGS=-DDECODE_SUBSTAMPS make -C day50_gpt BUILD=build/sub build/sub/gpt >> "$L/build_sub.txt" 2>&1
+  echo "rc=$?" >> "$L/build_sub.txt"
+  ! grep -q "rc=[1-9]" "$L/build_sub.txt" || { say "sub-stamped build failed"; tail -30 "$L/build_sub.txt"; fin 1; }
+fi
+grep -A3 "Compiling entry function '_ZN1k3dec14decode_cluster" "$L/build.txt" | grep -E "Compiling|spill|Used" \
+  > "$L/ptxas_decode_cluster.txt"
+say "built; the decoder's spills (ptxas):"; grep spill "$L/ptxas_decode_cluster.txt" | sort | uniq -c
+if [ -n "${AB_BASE:-}" ]; then
+  grep -A3 "Compiling entry function '_ZN1k3dec14decode_cluster" "$L/build_base.txt" | grep -E "Compiling|spill|Used" \
+    > "$L/ptxas_decode_cluster_base.txt"
+  say "the base's:"; grep spill "$L/ptxas_decode_cluster_base.txt" | sort | uniq -c
+fi
 fail=0
+if [ "${FLOOR:-0}" = 1 ]; then
+  (cd day50_gpt && timeout 200 ./build/stage_floor --json "$OUT/stage_floor.json") > "$L/floor.txt" 2>&1
+  rc=$?; say "stage_floor rc=$rc"; [ $rc -eq 0 ] || fail=1
+fi
 (cd day50_gpt && timeout 330 ./build/gpt --verify --json "$OUT/verify.json") > "$L/verify.txt" 2>&1
 rc=$?; say "verify rc=$rc"; [ $rc -eq 0 ] || fail=1
 grep -E "FAIL" "$L/verify.txt" | head -20
-gen() {  # gen DIR NAME
-  (cd "$1" && timeout 120 ./build/gpt --bench --bench-part generate --json "$OUT/gen_$2.json") > "$L/gen_$2.txt" 2>&1
-  rc=$?; say "generate $2 rc=$rc"; [ $rc -eq 0 ] || fail=1
-}
+B=/tmp/ab_base/day50_gpt; V=$ROOT/day50_gpt
 for i in $(seq 1 "$ROUNDS"); do
   if [ -n "${AB_BASE:-}" ]; then
-    if [ $((i % 2)) -eq 1 ]; then gen /tmp/ab_base/day50_gpt "${i}_base"; gen "$ROOT/day50_gpt" "${i}_var"
-    else gen "$ROOT/day50_gpt" "${i}_var"; gen /tmp/ab_base/day50_gpt "${i}_base"; fi
+    if [ $((i % 2)) -eq 1 ]; then gen $B build "${i}_base"; gen $V build "${i}_var"
+    else gen $V build "${i}_var"; gen $B build "${i}_base"; fi
   else
-    gen "$ROOT/day50_gpt" "${i}_var"
+    gen $V build "${i}_var"
   fi
 done
+[ "${SUB:-0}" = 1 ] && gen $V build/sub sub
 health after || fail=3
-grep -h "one cluster of 16" "$L"/gen_*.txt | sort
+[ "${FLOOR:-0}" = 1 ] && grep -E "us a|GB/s|FAIL" "$L/floor.txt" | head -60
+[ "${SUB:-0}" = 1 ] && grep -h -A9 "sub-stamps" "$L/gen_sub.txt" | head -24
+summary
 fin $fail

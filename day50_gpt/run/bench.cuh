@@ -272,14 +272,24 @@ struct GenTiming {
 template <class W>
 json::Value stage_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, int n) {
   d.enable_trace(n);
-  d.reset();
-  d.feed(prompt);
-  d.generate(n);
-  CUDA_CHECK(cudaStreamSynchronize(d.stream));
   const int L = d.c.layers, S = L * k::dec::kStagesPerLayer + 1;
   // kCluster: + when the next copy was handed over, when the weights were there, when the work was done.
   const bool parts = d.path == DecodePath::kCluster;
   const size_t NS = size_t(n) * S;
+  d.reset();
+  d.feed(prompt);
+#ifdef DECODE_SUBSTAMPS
+  // Every block's clock64() at kSub points of every stage (decode_cluster.cuh), for the generated tokens only
+  // (set after the prompt's launch, which would stamp its own stages into the same places).
+  DeviceBuffer subbuf;
+  if (parts && n > 0) {
+    subbuf.alloc(NS * size_t(d.blocks) * k::dec::kSub * 8);
+    CUDA_CHECK(cudaMemsetAsync(subbuf.as(), 0, subbuf.bytes(), d.stream));  // on the decoder's stream: ordered
+    d.net.sub = subbuf.as<unsigned long long>();
+  }
+#endif
+  d.generate(n);
+  CUDA_CHECK(cudaStreamSynchronize(d.stream));
   const std::vector<unsigned long long> tr = to_host(d.trace.template as<unsigned long long>(), NS * (parts ? 4 : 1) + 1);
   static const char* kKind[] = {"qkv", "attention", "proj", "fc", "fc2", "head"};
   double sum[6] = {}, issue[6] = {}, wait[6] = {}, work[6] = {}, sync[6] = {};
@@ -307,6 +317,61 @@ json::Value stage_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, i
   }
   v["token"] = double(tr[size_t(n) * S] - tr[0]) * 1e-3 / n;
   d.net.trace = nullptr;
+#ifdef DECODE_SUBSTAMPS
+  // Each point's time from the block's own stage start: block 0's, the mean and the maximum over the blocks.
+  if (parts && n > 0) {
+    const int B = d.blocks, P = k::dec::kSub;
+    std::vector<unsigned long long> sb = to_host(d.net.sub, NS * size_t(B) * P);
+    d.net.sub = nullptr;
+    for (size_t at = 0; at < NS * size_t(B); ++at)  // a point not reached: the one before it
+      for (int q = 1; q < P; ++q)
+        if (sb[at * P + q] == 0) sb[at * P + q] = sb[at * P + q - 1];
+    // Cycles per ns: block 0's span over the stamped launch against the global timer's.
+    const double span_cyc = double(sb[((NS - 1) * B) * P + k::dec::kSubLanded] - sb[k::dec::kSubStart]);
+    const double ghz = span_cyc / double(tr[NS] - tr[0]);
+    static const char* kPoint[] = {"start",   "issued", "weights", "A",    "B",     "pushed",
+                                   "barrier", "landed", "ranks",   "exps", "picked"};
+    static_assert(sizeof(kPoint) / sizeof(kPoint[0]) == k::dec::kSub, "a name for every point");
+    // Kinds as kKind, then layer 0's qkv apart (kind 0 here: the other layers'), which samples.
+    double acc[7][k::dec::kSub][3] = {};
+    for (size_t st = 0; st < NS; ++st) {
+      const int s_in = int(st % S), kk = s_in == 0 ? 6 : s_in == S - 1 ? 5 : s_in % k::dec::kStagesPerLayer;
+      for (int q = 1; q < P; ++q) {
+        double b0 = 0, mean = 0, mx = 0;
+        for (int b = 0; b < B; ++b) {
+          const unsigned long long* e = &sb[(st * B + b) * P];
+          const double c = double(e[q] - e[0]) / ghz * 1e-3;
+          if (b == 0) b0 = c;
+          mean += c / B, mx = std::max(mx, c);
+        }
+        acc[kk][q][0] += b0, acc[kk][q][1] += mean, acc[kk][q][2] += mx;
+      }
+    }
+    json::Value sv = json::Value::object();
+    sv["sm_ghz"] = ghz;
+    std::printf(
+        "    sub-stamps (us from the block's stage start: block 0 / mean / max over the %d blocks; SM clock %.3f "
+        "GHz)\n",
+        B, ghz);
+    for (int kk = 0; kk < 7; ++kk) {
+      const double per = double(n) * (kk == 5 || kk == 6 ? 1 : kk == 0 ? L - 1 : L);
+      if (per <= 0) continue;
+      const char* kname = kk == 6 ? "qkv0" : kKind[kk];
+      json::Value kv = json::Value::object();
+      std::printf("      %-9s", kname);
+      for (int q = 1; q < P; ++q) {
+        if (q > k::dec::kSubLanded && kk != 6) continue;  // the sampling's points: layer 0's qkv only
+        json::Value t = json::Value::array();
+        for (int m = 0; m < 3; ++m) t.push(acc[kk][q][m] / per);
+        kv[kPoint[q]] = t;
+        std::printf(" %s %.2f/%.2f/%.2f", kPoint[q], acc[kk][q][0] / per, acc[kk][q][1] / per, acc[kk][q][2] / per);
+      }
+      std::printf("\n");
+      sv[kname] = kv;
+    }
+    v["sub"] = sv;
+  }
+#endif
   return v;
 }
 template <class W>

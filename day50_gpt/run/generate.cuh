@@ -382,7 +382,7 @@ struct FastDecoder {
     net.logits = logits.as<float>(), net.logits_all = keep_logits ? logits_all.as<float>() : nullptr;
     net.forced = seq.as<int>(), net.u = draws.as<double>(), net.out = out.as<int>();
     net.temperature = 1.0, net.top_k = 1, net.state = state.as<int>(), net.done = done.as<unsigned>();
-    net.prefetch = true, net.trace = nullptr, net.ready = nullptr, net.bar = nullptr;
+    net.prefetch = true, net.trace = nullptr, net.sub = nullptr, net.ready = nullptr, net.bar = nullptr;
     net.chunk = k::dec::kChunk, net.resident_at = 0, net.late_epilogue = false;
     smem = k::dec::smem_bytes(c.width, c.heads, c.vocab, c.context);
     int dev = 0, sms = 0, occ = 0, coop = 0;

@@ -50,6 +50,11 @@ constexpr int kCMaxHead = 64;  // head size limit (and a multiple of 16: 4 lanes
                                 // wider heads would hold more of a step's loads in registers than 512 threads have
 constexpr int kCChunk = 8;      // cached positions a warp takes at once (32 lanes / 4 a position)
 constexpr int kCRowGroup = 8;   // rows a warp sums together at most (warp_sum8's eight slots)
+// Development only (-DDECODE_SUBSTAMPS, the kTrace build): the points of a stage at which every block's thread 0
+// writes clock64() to Net::sub. A point a stage does not reach is left 0 (the host carries the one before).
+// qkv of layer 0 also stamps its sampling: ranks done, weights' exps done, the pick made (kSubRanks ..).
+enum SubPoint { kSubStart, kSubIssued, kSubWeights, kSubA, kSubB, kSubPushed, kSubBarrier, kSubLanded,
+                kSubRanks, kSubExps, kSubPicked, kSub };
 
 // The weights' copy: the Tensor Memory Accelerator's bulk copy (cp.async.bulk, sm_90; mbar_init, mbar_expect,
 // bulk_copy and mbar_wait in async.cuh). One thread hands the copy engine a contiguous run of bytes and an
@@ -186,15 +191,22 @@ __device__ __forceinline__ float dot4(const __nv_bfloat16* w, const float4 x, fl
 // 1e-5)) (biased variance, as k::layernorm_fwd); otherwise st is not computed. In the ncu profile of the
 // first version (8 rows a warp always, each tested), the loop's tests and addresses were 13% of the
 // kernel's executed instructions, more than its multiply-adds.
-template <int NR, bool kStats, class W, class Epi>
-__device__ __forceinline__ void gemv_rows(const W* Wl, const float* xin, const float* g, int I, int row0, Epi& epi) {
+// kI (0: I at run time, the decoder's) the number of inputs known when compiling, the loop over them then
+// unrolled (by 4 steps at most): dev/stage_floor.cu times it; in the decoder the unrolled loop's registers
+// made ptxas spill several times more (the notes, "What one cluster can do at best"), so it runs one step
+// at a time there.
+template <int NR, bool kStats, int kI = 0, class W, class Epi>
+__device__ __forceinline__ void gemv_rows(const W* Wl, const float* xin, const float* g, int I_rt, int row0, Epi& epi) {
   static_assert(NR >= 1 && NR <= kCRowGroup && (!kStats || NR <= kCRowGroup - 2), "slots 6, 7: the statistics");
+  static_assert(kI % (kWarp * 4) == 0, "whole steps of 4 inputs a lane");
+  constexpr int kSteps = kI / (kWarp * 4), kUnroll = kSteps == 0 ? 1 : kSteps > 4 ? 4 : kSteps;
+  const int I = kI ? kI : I_rt;
   const int lane = threadIdx.x % kWarp;
   float acc[kCRowGroup] = {};
   const W* wl = Wl + size_t(row0) * I;
   const size_t step = size_t(kCWarps) * I;  // from one of the warp's rows to the next
   const float k = kStats ? xin[0] : 0.f;
-#pragma unroll 1
+#pragma unroll kUnroll
   for (int i = lane * 4; i < I; i += kWarp * 4) {
     float4 x = *reinterpret_cast<const float4*>(xin + i);
     if constexpr (kStats) {
@@ -219,7 +231,7 @@ __device__ __forceinline__ void gemv_rows(const W* Wl, const float* xin, const f
 // Rows [0, rows) of the bundle times xin (times g first, with kStats): warp w takes rows w, w + 16, ..., at
 // most kMax of them a pass (kMax = 6 with kStats: the statistics take two of warp_sum8's eight slots), and
 // epi(r, sum, st) runs for each. I % 4 == 0.
-template <int kMax, bool kStats, class W, class Epi>
+template <int kMax, bool kStats, int kI = 0, class W, class Epi>
 __device__ __forceinline__ void gemv_local(const W* Wl, const float* xin, const float* g, int I, int rows, Epi epi) {
   static_assert(kMax <= kCRowGroup && (!kStats || kMax <= kCRowGroup - 2), "slots 6, 7: the statistics");
   const int warp = threadIdx.x / kWarp;
@@ -227,16 +239,16 @@ __device__ __forceinline__ void gemv_local(const W* Wl, const float* xin, const 
     const int r0 = base + warp, left = rows - r0;
     const int nr = left <= 0 ? 0 : min(kMax, (left + kCWarps - 1) / kCWarps);
     switch (nr) {  // warp-uniform
-      case 1: gemv_rows<1, kStats>(Wl, xin, g, I, r0, epi); break;
-      case 2: gemv_rows<2, kStats>(Wl, xin, g, I, r0, epi); break;
-      case 3: gemv_rows<3, kStats>(Wl, xin, g, I, r0, epi); break;
-      case 4: gemv_rows<4, kStats>(Wl, xin, g, I, r0, epi); break;
-      case 5: gemv_rows<5, kStats>(Wl, xin, g, I, r0, epi); break;
-      case 6: gemv_rows<6, kStats>(Wl, xin, g, I, r0, epi); break;
+      case 1: gemv_rows<1, kStats, kI>(Wl, xin, g, I, r0, epi); break;
+      case 2: gemv_rows<2, kStats, kI>(Wl, xin, g, I, r0, epi); break;
+      case 3: gemv_rows<3, kStats, kI>(Wl, xin, g, I, r0, epi); break;
+      case 4: gemv_rows<4, kStats, kI>(Wl, xin, g, I, r0, epi); break;
+      case 5: gemv_rows<5, kStats, kI>(Wl, xin, g, I, r0, epi); break;
+      case 6: gemv_rows<6, kStats, kI>(Wl, xin, g, I, r0, epi); break;
       default:
         if constexpr (kMax > 6) {
-          if (nr == 7) gemv_rows<7, kStats>(Wl, xin, g, I, r0, epi);
-          if (nr == 8) gemv_rows<8, kStats>(Wl, xin, g, I, r0, epi);
+          if (nr == 7) gemv_rows<7, kStats, kI>(Wl, xin, g, I, r0, epi);
+          if (nr == 8) gemv_rows<8, kStats, kI>(Wl, xin, g, I, r0, epi);
         }
         break;
     }
@@ -281,23 +293,36 @@ __device__ __forceinline__ T* at_(unsigned char* smem, unsigned off) {
 // Layer l's qkv stage at position t: [sample the token and embed it,] this block's qkv rows of LayerNorm 1's
 // output (folded in);
 // q rows go to every block's q, k and v rows into row t of the layer's cache (in global memory).
-template <class W>
-__device__ void cstage_qkv(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                           const View<W>& v, int l, int t, int count, unsigned char* smem, int rank) {
+// Layer 0's qkv stage first picks the token at position t and embeds it into x0 (xs): cstage_embed, then the
+// stage's GEMV (cstage_qkv). The two are apart so that the sub-stamps (DECODE_SUBSTAMPS) can mark the line
+// between them.
+template <class W, class Sub>
+__device__ void cstage_embed(const Net<W>& n, const ClusterPlan& p, int t, int count, unsigned char* smem, int rank,
+                             Sub sub) {
   const int C = n.C;
   float* xs = at_<float>(smem, p.xs);
-  if (l == 0) {
-    int tok;
-    if (n.forced) {
-      tok = n.forced[t];
-    } else {
-      tok = sample_block<true>(at_<float>(smem, p.logits), n.V, n.temperature, n.top_k, n.u[count], smem + p.samp);
-      if (rank == 0 && threadIdx.x == 0) n.out[count] = tok;
-    }
-    const W* e = n.head_w() + size_t(tok) * C;
-    for (int i = threadIdx.x; i < C; i += kCThreads) xs[i] = ld(e[i]) + n.wpe[size_t(t) * C + i];
-    __syncthreads();
+  int tok;
+  if (n.forced) {
+    tok = n.forced[t];
+  } else {
+#ifdef DECODE_SUBSTAMPS
+    tok = sample_block<true>(at_<float>(smem, p.logits), n.V, n.temperature, n.top_k, n.u[count], smem + p.samp,
+                             [&](int q) { sub(kSubRanks + q); });
+#else  // (a lambda that does nothing still moved ptxas's register allocation: more spills in the fp32 build)
+    tok = sample_block<true>(at_<float>(smem, p.logits), n.V, n.temperature, n.top_k, n.u[count], smem + p.samp);
+#endif
+    if (rank == 0 && threadIdx.x == 0) n.out[count] = tok;
   }
+  const W* e = n.head_w() + size_t(tok) * C;
+  for (int i = threadIdx.x; i < C; i += kCThreads) xs[i] = ld(e[i]) + n.wpe[size_t(t) * C + i];
+  __syncthreads();
+}
+template <class W, class Sub>
+__device__ void cstage_qkv(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
+                           const View<W>& v, int l, int t, unsigned char* smem, Sub sub) {
+  const int C = n.C;
+  float* xs = at_<float>(smem, p.xs);
+  sub(kSubA);
   float* krow = n.kc + (size_t(l) * n.T + t) * C;
   float* vrow = n.vc + (size_t(l) * n.T + t) * C;
   float *q = at_<float>(smem, l & 1 ? p.q1 : p.q), *outs = v.outs;
@@ -310,13 +335,14 @@ __device__ void cstage_qkv(const Net<W>& n, const ClusterPlan& p, cooperative_gr
       (o < 2 * C ? krow[o - C] : vrow[o - 2 * C]) = s;
   });
   __syncthreads();
+  sub(kSubB);
   if (v.r0 < C) push_to_all(cl, q + v.r0, outs, min(v.rows, C - v.r0), p.S);
 }
 
 // Attention of position t over cached positions 0..t (see the file's head for the split).
-template <class W>
+template <class W, class Sub>
 __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl, int l,
-                                 int t, unsigned char* smem, int rank, unsigned long long* got) {
+                                 int t, unsigned char* smem, int rank, unsigned long long* got, Sub sub) {
   const int C = n.C, H = n.H, hs = C / H, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int j = lane / 4, gq = lane % 4;  // this lane's position in the 8, its quarter of the score's dimensions
   const float* q = at_<float>(smem, l & 1 ? p.q1 : p.q);
@@ -382,6 +408,7 @@ __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, cooperat
       if (lane + kWarp * r < hs) wp[lane + kWarp * r] = acc[r];
     if (lane == 0) wp[hs] = mw, wp[hs + 1] = lw;
     __syncthreads();
+    if (item == rank) sub(kSubA);
     // The block's warps merged: (o, m, l) of this part (m = -inf, l = 0 where the part is empty).
     // Thread d (< hs) merges dimension d, threads hs and hs + 1 the maximum and the sum, into this block's
     // staging slot (after the warps' partials); then push_to_all sends the hs + 2 numbers (with 16 blocks,
@@ -400,6 +427,7 @@ __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, cooperat
       merged[d] = d < hs ? o : d == hs ? M : L;
     }
     __syncthreads();
+    if (item == rank) sub(kSubB);
     push_to_all(cl, attp + item * p.wstride, merged, hs + 2, p.S, got);
     __syncthreads();  // wpart and merged are rewritten by the next item
   }
@@ -407,10 +435,9 @@ __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, cooperat
 
 // Merge each head's G parts into xn (the attention output), then x1 = x0 + proj(xn) + b for this block's rows.
 template <class W>
-__device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                            const View<W>& v, unsigned char* smem, unsigned long long* got) {
+__device__ void cstage_proj_merge(const Net<W>& n, const ClusterPlan& p, unsigned char* smem) {
   const int C = n.C, hs = C / n.H;
-  float *xs = at_<float>(smem, p.xs), *xn = at_<float>(smem, p.xn);
+  float* xn = at_<float>(smem, p.xn);
   const float* attp = at_<float>(smem, p.attp);
   for (int i = threadIdx.x; i < C; i += kCThreads) {
     const int h = i / hs, d = i % hs;
@@ -425,42 +452,54 @@ __device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_g
     xn[i] = o / L;
   }
   __syncthreads();
+}
+template <class W, class Sub>
+__device__ void cstage_proj(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
+                            const View<W>& v, unsigned char* smem, unsigned long long* got, Sub sub) {
+  const int C = n.C;
+  const float *xs = at_<float>(smem, p.xs), *xn = at_<float>(smem, p.xn);
+  sub(kSubA);
   float* outs = v.outs;
   gemv_local<kCRowGroup - 2, false>(v.w, xn, nullptr, C, v.rows,
-                                [&](int r, float s, float2) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
+                                    [&](int r, float s, float2) { outs[r] = xs[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
+  sub(kSubB);
   push_to_all(cl, at_<float>(smem, p.xs1) + v.r0, outs, v.rows, p.S, got);
 }
 // h = gelu(fc(LayerNorm 2 of x1)) for this block's rows, pushed to every block's h. release(): this block is done
 // with the bundle (weight_stage: the next bundle's late part may land on it), called before the pushes.
-template <class W, class Release>
+template <class W, class Release, class Sub>
 __device__ void cstage_fc(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                          const View<W>& v, unsigned char* smem, unsigned long long* got, Release release) {
+                          const View<W>& v, unsigned char* smem, unsigned long long* got, Release release, Sub sub) {
   float *h = at_<float>(smem, p.h), *outs = v.outs;
   gemv_local<kCRowGroup - 2, true>(v.w, at_<float>(smem, p.xs1), v.g, n.C, v.rows, [&](int r, float s, float2 st) {
     outs[r] = gelu(st.y * (s - st.x * v.sum[r]) + v.bias[r]);  // LayerNorm 2 folded in
   });
   __syncthreads();
+  sub(kSubA);
   release();
+  sub(kSubB);
   push_to_all(cl, h + v.r0, outs, v.rows, p.S, got);
 }
 // x0 = x1 + fc2(h) + b for this block's rows. release(): as cstage_fc's.
-template <class W, class Release>
+template <class W, class Release, class Sub>
 __device__ void cstage_fc2(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                           const View<W>& v, unsigned char* smem, unsigned long long* got, Release release) {
+                           const View<W>& v, unsigned char* smem, unsigned long long* got, Release release, Sub sub) {
   const float* x1 = at_<float>(smem, p.xs1);
   float* outs = v.outs;
   gemv_local<kCRowGroup - 2, false>(v.w, at_<float>(smem, p.h), nullptr, 4 * n.C, v.rows,
-                                [&](int r, float s, float2) { outs[r] = x1[v.r0 + r] + s + v.bias[r]; });
+                                    [&](int r, float s, float2) { outs[r] = x1[v.r0 + r] + s + v.bias[r]; });
   __syncthreads();
+  sub(kSubA);
   release();
+  sub(kSubB);
   push_to_all(cl, at_<float>(smem, p.xs) + v.r0, outs, v.rows, p.S, got);
 }
 // logits = wte . LayerNorm_f(x) for this block's rows: to every block's copy (the next token's sampling),
 // and to global memory (the next launch's first sampling; logits_all for the checks).
-template <class W>
+template <class W, class Sub>
 __device__ void cstage_head(const Net<W>& n, const ClusterPlan& p, cooperative_groups::cluster_group& cl,
-                            const View<W>& v, int t, unsigned char* smem, unsigned long long* got) {
+                            const View<W>& v, int t, unsigned char* smem, unsigned long long* got, Sub sub) {
   float *logits = at_<float>(smem, p.logits), *outs = v.outs;
   gemv_local<kCRowGroup - 2, true>(v.w, at_<float>(smem, p.xs), v.g, n.C, v.rows, [&](int r, float s, float2 st) {
     s = st.y * (s - st.x * v.sum[r]) + v.bias[r];  // the final LayerNorm folded in
@@ -469,6 +508,7 @@ __device__ void cstage_head(const Net<W>& n, const ClusterPlan& p, cooperative_g
     if (n.logits_all) n.logits_all[size_t(t) * n.V + v.r0 + r] = s;
   });
   __syncthreads();
+  sub(kSubA);
   push_to_all(cl, logits + v.r0, outs, v.rows, p.S, got);
 }
 
@@ -491,6 +531,20 @@ template <bool kTrace>
 struct StageClock {
   unsigned long long* const* slot;  // shared memory: the trace where this block stamps, or null
   unsigned stamps, k;               // the launch's stages (the parts follow their stamps); this stage's number
+  unsigned long long* const* subslot = nullptr;  // shared memory: Net::sub, or null (DECODE_SUBSTAMPS)
+  int rank = 0, S = 0;
+  __device__ __forceinline__ void sub(int point) const {
+#ifdef DECODE_SUBSTAMPS
+    if constexpr (kTrace)
+      if (threadIdx.x == 0 && *subslot) {
+        unsigned long long c;
+        asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
+        (*subslot)[(size_t(k) * unsigned(S) + unsigned(rank)) * kSub + point] = c;
+      }
+#else
+    (void)point;
+#endif
+  }
   __device__ __forceinline__ unsigned long long* trace() const {
     if constexpr (kTrace) return threadIdx.x == 0 ? *slot : nullptr;
     return nullptr;
@@ -501,7 +555,9 @@ struct StageClock {
   // Every block's pushes (and the cache rows) of this stage are visible to every block after it.
   __device__ __forceinline__ void end(cooperative_groups::cluster_group& cl) {
     mark(2);
+    sub(kSubPushed);
     cl.sync();
+    sub(kSubBarrier), sub(kSubLanded);
     if (unsigned long long* t = trace()) t[1 + k] = global_ns();
     ++k;
   }
@@ -509,8 +565,11 @@ struct StageClock {
   // in the launch): every block done, then this block's inputs landed (`got`, phase `parity`).
   __device__ __forceinline__ void end_async(unsigned long long* got, unsigned parity) {
     mark(2);
+    sub(kSubPushed);
     cluster_sync_relaxed();
+    sub(kSubBarrier);
     mbar_wait<true>(got, parity);
+    sub(kSubLanded);
     if (unsigned long long* t = trace()) t[1 + k] = global_ns();
     ++k;
   }
@@ -529,10 +588,13 @@ __device__ __forceinline__ void weight_stage(const ClusterPlan& p, int j, int kn
                                              unsigned char* smem, int rank, unsigned long long* bar, Clock& clk,
                                              Body body) {
   const int jn = KIND == 4 ? 0 : j + 1, pn = int(g + 1) & 1;
+  clk.sub(kSubStart);
   if (next) issue_bundle(p, jn, kn, KIND, pn, false, smem, rank, bar + pn);
   clk.mark(0);
+  clk.sub(kSubIssued);
   mbar_wait(bar + (g & 1), unsigned(g >> 1) & 1u);
   clk.mark(1);
+  clk.sub(kSubWeights);
   if constexpr (KIND == 2 || KIND == 3) {
     body(view_of<W>(p, KIND, g & 1, smem, rank), [&] {
       if (next && p.overlap(kn, KIND) > 0) issue_bundle(p, jn, kn, KIND, pn, true, smem, rank, bar + pn);
@@ -566,6 +628,11 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
   __shared__ unsigned long long* trace_slot;
   if (threadIdx.x == 0) trace_slot = stamp ? n.trace : nullptr;  // published by the cl.sync() below
   StageClock<kTrace> clk{&trace_slot, unsigned(steps) * unsigned(stages), 0};
+#ifdef DECODE_SUBSTAMPS
+  __shared__ unsigned long long* sub_slot;
+  if (threadIdx.x == 0) sub_slot = kTrace ? n.sub : nullptr;
+  clk.subslot = &sub_slot, clk.rank = rank, clk.S = p.S;
+#endif
   if (stamp) n.trace[0] = global_ns();
   if (threadIdx.x == 0) {
     mbar_init(bar), mbar_init(bar + 1), mbar_init(got), mbar_init(got + 1);
@@ -586,33 +653,39 @@ __global__ void __launch_bounds__(kCThreads, 1) decode_cluster(Net<W> n, Cluster
     if (threadIdx.x == 0) mbar_expect(got + (a & 1), unsigned(floats) * 4u);
   };
   auto end_async = [&](unsigned a) { clk.end_async(got + (a & 1), (a >> 1) & 1u); };
+  auto sub = [&](int point) { clk.sub(point); };  // the stages' own points (DECODE_SUBSTAMPS; else nothing)
   for (int i = 0; i < steps; ++i) {
     const int t = start + i, count = count0 + i;
     for (int l = 0; l < L; ++l) {
       const int j = 4 * l;
-      weight_stage<0, W>(p, j, 1, true, g, smem, rank, bar, clk,
-                         [&](const View<W>& v) { cstage_qkv(n, p, cl, v, l, t, count, smem, rank); });
+      weight_stage<0, W>(p, j, 1, true, g, smem, rank, bar, clk, [&](const View<W>& v) {
+        if (l == 0) cstage_embed(n, p, t, count, smem, rank, sub);
+        cstage_qkv(n, p, cl, v, l, t, smem, sub);
+      });
       clk.end(cl);
       clk.mark(0), clk.mark(1);  // attention reads no bundle: its copy and wait parts are empty
+      clk.sub(kSubStart), clk.sub(kSubIssued), clk.sub(kSubWeights);
       expect(g - 1, n.H * p.G * 2 + n.C * p.G);  // H x G partials of hs + 2 numbers
-      cstage_attention(n, p, cl, l, t, smem, rank, got + ((g - 1) & 1));
+      cstage_attention(n, p, cl, l, t, smem, rank, got + ((g - 1) & 1), sub);
       end_async(g - 1);
       expect(g, n.C);
-      weight_stage<1, W>(p, j + 1, 2, true, g, smem, rank, bar, clk,
-                         [&](const View<W>& v) { cstage_proj(n, p, cl, v, smem, got + (g & 1)); });
+      weight_stage<1, W>(p, j + 1, 2, true, g, smem, rank, bar, clk, [&](const View<W>& v) {
+        cstage_proj_merge(n, p, smem);
+        cstage_proj(n, p, cl, v, smem, got + (g & 1), sub);
+      });
       end_async(g - 1);  // (weight_stage counted the bundle)
       expect(g, 4 * n.C);
       weight_stage<2, W>(p, j + 2, 3, true, g, smem, rank, bar, clk,
-                         [&](const View<W>& v, auto rel) { cstage_fc(n, p, cl, v, smem, got + (g & 1), rel); });
+                         [&](const View<W>& v, auto rel) { cstage_fc(n, p, cl, v, smem, got + (g & 1), rel, sub); });
       end_async(g - 1);
       expect(g, n.C);
       weight_stage<3, W>(p, j + 3, l + 1 < L ? 0 : 4, true, g, smem, rank, bar, clk,
-                         [&](const View<W>& v, auto rel) { cstage_fc2(n, p, cl, v, smem, got + (g & 1), rel); });
+                         [&](const View<W>& v, auto rel) { cstage_fc2(n, p, cl, v, smem, got + (g & 1), rel, sub); });
       end_async(g - 1);
     }
     expect(g, n.V);
     weight_stage<4, W>(p, 4 * L, 0, i + 1 < steps, g, smem, rank, bar, clk,
-                       [&](const View<W>& v) { cstage_head(n, p, cl, v, t, smem, got + (g & 1)); });
+                       [&](const View<W>& v) { cstage_head(n, p, cl, v, t, smem, got + (g & 1), sub); });
     end_async(g - 1);
   }
   cl.sync();  // no block leaves while another may still read or write its shared memory

@@ -81,6 +81,10 @@ struct Net {
   // Persistent kernel, when set: block 0 stamps the GPU's global timer (ns) at the launch (trace[0]) and
   // after every barrier (trace[1 + token * (5L + 1) + stage]): where a token's time goes, stage by stage.
   unsigned long long* trace;
+  // Development only (built with -DDECODE_SUBSTAMPS, dev/stage_floor.cu's companion): every block's thread 0
+  // writes clock64() at kSub points of every stage (decode_cluster.cuh, SubPoint) to
+  // sub[((token * (5L + 1) + stage) * S + rank) * kSub + point]. Null: nothing.
+  unsigned long long* sub;
   // Persistent kernel, when set: no barrier between stage 0 and stage 1. The qkv GEMV's warps count the
   // rows they finish per head (ready[h], a count that only grows within a launch; ready[H]: set if a
   // wait ever gave up), and an attention warp waits only for its own head's 3 hs rows.
@@ -264,62 +268,146 @@ __device__ __forceinline__ void layernorm_shared(float* xs, const float* g, cons
   __syncthreads();
 }
 
+// The sub-stamps' marks in sample_block when nothing is stamped (DECODE_SUBSTAMPS, decode_cluster.cuh).
+struct NoMark {
+  __device__ void operator()(int) const {}
+};
+// The logits sorted, larger first and equal ones by the smaller index (the ranking below): a bitonic network
+// over one (value, index) pair a thread, threads [0, V). Its steps between elements less than 32 apart are
+// shuffles within a warp, with no barrier; the six (for V = 256) between elements 32 or more apart go through
+// shared memory, one __syncthreads() each (two buffers, alternating: a thread's read of one step and the
+// next step's writes into the other are ordered by that step's barrier). Both ends of a pair decide from the
+// same two operands in the same order, so they agree on every swap whatever the values (with a NaN, the
+// order is as meaningless as the ranking's, but no pair is lost or doubled). buf: 16 V bytes of shared
+// memory. Every thread of the block calls it (the barriers). kV (a power of two, a multiple of 32, at most
+// blockDim.x) is known when compiling: the network's 36 steps (kV = 256) unrolled, no loop counters or stride
+// arithmetic held in registers (a version with V at run time made ptxas spill several times more of the
+// cluster decoder's registers).
+struct Pair {
+  float v;
+  int i;
+};
+template <int kV>
+__device__ __forceinline__ Pair bitonic_sort_block(Pair me, unsigned char* buf) {
+  static_assert(kV % kWarp == 0 && (kV & (kV - 1)) == 0, "whole warps, a power of two");
+  const int e = threadIdx.x;
+  const bool mine = e < kV;
+  float* const v0 = reinterpret_cast<float*>(buf);  // buffer b: kV values at v0 + 2 kV b, their indices after them
+#pragma unroll
+  for (int size = 2; size <= kV; size <<= 1) {
+#pragma unroll
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      Pair other{0.f, 0};
+      if (stride < kWarp) {
+        if (mine) {  // whole warps: kV is a multiple of 32
+          other.v = __shfl_xor_sync(0xffffffffu, me.v, stride);
+          other.i = __shfl_xor_sync(0xffffffffu, me.i, stride);
+        }
+      } else {
+        // the step's buffer: the number of shared-memory steps before this one, mod 2 (known when compiling)
+        int before = 0;
+        for (int s2 = 2 * kWarp; s2 < size; s2 <<= 1)
+          for (int st = s2 >> 1; st >= kWarp; st >>= 1) ++before;
+        for (int st = size >> 1; st > stride; st >>= 1) ++before;
+        float* bv = v0 + 2 * kV * (before & 1);
+        int* bi = reinterpret_cast<int*>(bv + kV);
+        if (mine) bv[e] = me.v, bi[e] = me.i;
+        __syncthreads();
+        if (mine) other.v = bv[e ^ stride], other.i = bi[e ^ stride];
+      }
+      if (mine) {
+        const bool lo = (e & stride) == 0, desc = (e & size) == 0;
+        const Pair a = lo ? me : other, c = lo ? other : me;  // the pair's lower and upper element
+        const bool a_first = a.v > c.v || (a.v == c.v && a.i < c.i);
+        const bool swap = a_first != desc;  // desc: the larger goes to the lower index
+        me = lo == swap ? c : a;
+      }
+    }
+  }
+  return me;
+}
+
 // Temperature + top-k sampling, the twin of k::sample_top_k (decode.cuh) and gpt::sample_top_k, done by
-// every thread of one block: ranks in parallel, the k weights' exps in parallel, the walk on thread 0
-// (its sums in the same order as the one-thread original, so the same byte comes out). kShared: the
-// logits are in this block's shared memory (the cluster decoder's copy), else in global memory.
-template <bool kShared = false>
+// every thread of one block (the cluster decoder's, and the persistent and stage kernels'): the logits put in
+// order in parallel (by the sort where V = 256 and the block has 256 threads or more, by the ranks
+// otherwise or with kSort false), the k weights' exps in parallel, the walk on thread 0 (its sums in the same
+// order as the one-thread original, so the same byte comes out). kShared: the logits are in this block's
+// shared memory (the cluster decoder's copy), else in global memory. mark(0), (1), (2): the order, the exps
+// and the pick done (the sub-stamps).
+template <bool kShared = false, class Mark = NoMark, bool kSort = true>
 __device__ __forceinline__ int sample_block(const float* logits, int V, double temperature, int top_k, double u,
-                                            unsigned char* smem) {
+                                            unsigned char* smem, Mark mark = Mark()) {
   __shared__ int picked;
   double* w = reinterpret_cast<double*>(smem);  // [k]
   float* ls = reinterpret_cast<float*>(w + V);  // [V]
   int* who = reinterpret_cast<int*>(ls + V);    // [k]
   const int k = max(1, min(top_k, V));
-  for (int i = threadIdx.x; i < V; i += blockDim.x)
-    ls[i] = kShared ? logits[i] : __ldcg(logits + i), who[i] = 0;  // who: in range even for NaNs
-  __syncthreads();
-  // Rank of logit i: the j with l_j > l_i, or l_j = l_i and j < i (ties to the lower index, as the original).
-  // Counts ls[j0, j1) against (li, i); 16-byte shared loads where the range allows (ls starts 8V bytes in,
-  // so j0 % 4 == 0 keeps them aligned): a quarter of the load instructions.
-  auto count_above = [&](float li, int i, int j0, int j1) {
-    int rank = 0;
-    if (j0 % 4 == 0 && j1 % 4 == 0) {
-      const float4* l4 = reinterpret_cast<const float4*>(ls);
-#pragma unroll 2
-      for (int j = j0; j < j1; j += 4) {
-        const float4 q = l4[j / 4];
-        rank += (q.x > li || (q.x == li && j < i)) + (q.y > li || (q.y == li && j + 1 < i)) +
-                (q.z > li || (q.z == li && j + 2 < i)) + (q.w > li || (q.w == li && j + 3 < i));
-      }
-    } else {
-      for (int j = j0; j < j1; ++j) rank += ls[j] > li || (ls[j] == li && j < i);
-    }
-    return rank;
-  };
-  if (int(blockDim.x) >= 2 * V && V % 2 == 0) {
-    // Two threads an element (the cluster decoder: 512 threads, V = 256), neighbouring lanes, each counting
-    // one half of the j's, their counts added with one shuffle. With one thread an element only V / 32
-    // warps worked, each through all V logits, and the loop's dependent steps had too few warps to hide
-    // behind: in the cluster decoder's profile (results/nvidia-h200/day50_decode/, the version before) the
-    // loop's lines and the idle warps' wait at the barrier after it were ~3.5% of the warp-stall samples.
-    const int i = threadIdx.x >> 1, half = threadIdx.x & 1;
-    const float li = i < V ? ls[i] : 0.f;
-    int rank = i < V ? count_above(li, i, half * (V / 2), (half + 1) * (V / 2)) : 0;
-    rank += __shfl_xor_sync(0xffffffffu, rank, 1);  // every lane takes part (blockDim is a multiple of 32)
-    if (i < V && half == 0 && rank < k) who[rank] = i;
+  // The sort where V allows (the model's 256 bytes): then ls[r], who[r] are the r-th logit and its index, and
+  // ls[who[r]] below reads ls[r] instead. The ranks otherwise (and with kSort false: dev/stage_floor.cu times
+  // both).
+  constexpr int kSortV = 256;  // the byte vocabulary
+  const bool sorted = kSort && V == kSortV && int(blockDim.x) >= kSortV;
+  if (sorted) {
+    Pair me{0.f, 0};
+    if (int(threadIdx.x) < V) me = Pair{kShared ? logits[threadIdx.x] : __ldcg(logits + threadIdx.x), int(threadIdx.x)};
+    me = bitonic_sort_block<kSortV>(me, smem);  // (w, ls and who are its two buffers)
+    __syncthreads();                            // every read of the buffers done
+    if (int(threadIdx.x) < V) ls[threadIdx.x] = me.v, who[threadIdx.x] = me.i;
+    __syncthreads();
+    mark(0);
+    const double top = ls[0];
+    for (int r = threadIdx.x; r < k; r += blockDim.x) w[r] = exp((double(ls[r]) - top) / temperature);
+    __syncthreads();
+    mark(1);
   } else {
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {
-      const int rank = count_above(ls[i], i, 0, V);
-      if (rank < k) who[rank] = i;
+    for (int i = threadIdx.x; i < V; i += blockDim.x)
+      ls[i] = kShared ? logits[i] : __ldcg(logits + i), who[i] = 0;  // who: in range even for NaNs
+    __syncthreads();
+    // Rank of logit i: the j with l_j > l_i, or l_j = l_i and j < i (ties to the lower index, as the original).
+    // Counts ls[j0, j1) against (li, i); 16-byte shared loads where the range allows (ls starts 8V bytes in,
+    // so j0 % 4 == 0 keeps them aligned): a quarter of the load instructions.
+    auto count_above = [&](float li, int i, int j0, int j1) {
+      int rank = 0;
+      if (j0 % 4 == 0 && j1 % 4 == 0) {
+        const float4* l4 = reinterpret_cast<const float4*>(ls);
+#pragma unroll 2
+        for (int j = j0; j < j1; j += 4) {
+          const float4 q = l4[j / 4];
+          rank += (q.x > li || (q.x == li && j < i)) + (q.y > li || (q.y == li && j + 1 < i)) +
+                  (q.z > li || (q.z == li && j + 2 < i)) + (q.w > li || (q.w == li && j + 3 < i));
+        }
+      } else {
+        for (int j = j0; j < j1; ++j) rank += ls[j] > li || (ls[j] == li && j < i);
+      }
+      return rank;
+    };
+    if (int(blockDim.x) >= 2 * V && V % 2 == 0) {
+      // Two threads an element (the cluster decoder: 512 threads, V = 256), neighbouring lanes, each counting
+      // one half of the j's, their counts added with one shuffle. With one thread an element only V / 32
+      // warps worked, each through all V logits, and the loop's dependent steps had too few warps to hide
+      // behind: in the cluster decoder's profile (results/nvidia-h200/day50_decode/, the version before) the
+      // loop's lines and the idle warps' wait at the barrier after it were ~3.5% of the warp-stall samples.
+      const int i = threadIdx.x >> 1, half = threadIdx.x & 1;
+      const float li = i < V ? ls[i] : 0.f;
+      int rank = i < V ? count_above(li, i, half * (V / 2), (half + 1) * (V / 2)) : 0;
+      rank += __shfl_xor_sync(0xffffffffu, rank, 1);  // every lane takes part (blockDim is a multiple of 32)
+      if (i < V && half == 0 && rank < k) who[rank] = i;
+    } else {
+      for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        const int rank = count_above(ls[i], i, 0, V);
+        if (rank < k) who[rank] = i;
+      }
     }
+    __syncthreads();
+    mark(0);
+    const double top = ls[who[0]];
+    for (int r = threadIdx.x; r < k; r += blockDim.x) w[r] = exp((double(ls[who[r]]) - top) / temperature);
+    __syncthreads();
+    mark(1);
   }
-  __syncthreads();
-  const double top = ls[who[0]];
-  for (int r = threadIdx.x; r < k; r += blockDim.x) w[r] = exp((double(ls[who[r]]) - top) / temperature);
-  __syncthreads();
   if (threadIdx.x == 0) {
-    double sum = 0;
+    double sum = 0;  // in the original's order; unrolled so that the loads run ahead of the chain of sums
+#pragma unroll 8
     for (int r = 0; r < k; ++r) sum += w[r];
     double left = u * sum;
     int pick = who[k - 1];
@@ -331,6 +419,7 @@ __device__ __forceinline__ int sample_block(const float* logits, int V, double t
     picked = pick;
   }
   __syncthreads();
+  mark(2);
   return picked;
 }
 

@@ -1,0 +1,512 @@
+// day50_gpt/dev/stage_floor.cu: what one stage of the cluster decoder (nn/kernels/decode_cluster.cuh) costs
+// at the least, piece by piece, with nothing else around it.
+//
+// Why it is here. In the decoder's stamped runs a stage's "work" barely moves with its size: bf16 proj (24
+// rows of 384 a block) and fc (96 rows) take about the same, and so does proj with 8 SMs (48 rows). So most
+// of a stage is a fixed cost, and the question is which part of it the hardware sets (the cluster barrier,
+// the pushes to 16 blocks, the GEMV's reductions) and which part the decoder adds around them. This program
+// runs, on one cluster of 16 blocks of 512 threads as the decoder's, a loop of one stage at a time, using
+// the decoder's own pieces (gemv_local, push_to_all, st.async, the relaxed cluster barrier, mbarriers):
+//   barrier      the relaxed cluster barrier alone (barrier.cluster.arrive.relaxed + wait)
+//   sync         cooperative_groups' cluster.sync() alone (arrive with release, wait with acquire)
+//   push         each block sends R numbers to all 16 blocks (st.async), relaxed barrier, waits for its own
+//                16 x R numbers on its mbarrier: a stage's exchange without its GEMV
+//   gemv         the GEMV of a block's R rows x I inputs from shared memory, a __syncthreads() after it: no
+//                exchange
+//   stage        gemv, then push: a whole stage with its weights already on chip (a bare epilogue: no bias,
+//                GELU or cache rows)
+//   stage+copy   stage, plus thread 0 handing the copy engine (the TMA) one more bundle of the stage's own
+//                size (cp.async.bulk of the block's R x I weights from global memory into the other half of a
+//                two-part area) and waiting for it before the next GEMV (only where two such bundles fit)
+//   gemv / stage unrolled   the same with the GEMV's loop unrolled (gemv_local's kI: I known when compiling)
+// for the shapes of the model's stages (C = 384, 16 blocks): qkv 72 x 384, proj 24 x 384, fc 96 x 384,
+// fc2 24 x 1536, head 16 x 384, in fp32 and bf16 weights; qkv, fc and the head with the LayerNorm's
+// statistics folded in, as the decoder does (kStats). Beside them:
+//   copy         the copy engine alone: each of 1 block .. one on every SM copies 147,456 bytes (fc's fp32 bundle) or
+//                36,864 (proj's) from L2 into its shared memory, in 1 to 8 pieces, as one cluster or as blocks
+//                the GPU places where it likes: the rate one SM's weight stream gets, and whether the SMs of
+//                one cluster share it
+//   sample       sample_block (decode_stages.cuh) alone on one block, by the ranks and by the sort
+// Time: a launch of N iterations and one of 2N (copies: N/4 and N/2), each the median of 7 launches
+// (common/timing.cuh); one iteration is their difference over the iterations (the launch and the set-up
+// cancel). Checks, after the timed launches: every GEMV's rows against a CPU sum in double (fp32 tolerances),
+// every push's received numbers, every barrier's count, every copy's words (their sum, exactly) and every
+// pick (the same arithmetic on the CPU, exactly).
+//
+//   ./build/stage_floor [--iters N] [--json PATH]
+// Exit 0 pass, 1 a check failed, 2 bad arguments, 77 no GPU (or one that cannot run a cluster of 16).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../gpt_ref.h"
+#include "../nn/kernels/decode_cluster.cuh"
+#include "check.cuh"
+#include "cli.h"
+#include "env.cuh"
+#include "results.h"
+#include "timing.cuh"
+
+namespace {
+
+constexpr int kS = 16;  // blocks in the cluster: the decoder's
+enum Mode { kBarrier, kSync, kPush, kGemv, kStage, kStageCopy, kGemvUnrolled, kStageUnrolled };
+const char* mode_name(int m) {
+  static const char* n[] = {"barrier", "sync",       "push",          "gemv",
+                            "stage",   "stage+copy", "gemv unrolled", "stage unrolled"};
+  return n[m];
+}
+
+// Dynamic shared memory of one block: [weights, part A | weights, part B (kStageCopy)] x I floats | g I floats |
+// outs 2 x R | dst S x R.
+struct Layout {
+  unsigned wa = 0, wb = 0, x = 0, g = 0, outs = 0, dst = 0, total = 0;
+};
+Layout layout(int R, int I, int wsize, bool two) {
+  Layout l;
+  unsigned at = 0;
+  auto take = [&](size_t bytes) {
+    const unsigned here = at;
+    at += unsigned(k::dec::pad16(bytes));
+    return here;
+  };
+  const size_t wb = size_t(R) * I * wsize;
+  l.wa = take(wb);
+  l.wb = two ? take(wb) : l.wa;
+  l.x = take(size_t(I) * 4), l.g = take(size_t(I) * 4), l.outs = take(size_t(2) * R * 4),
+  l.dst = take(size_t(kS) * R * 4);
+  l.total = at;
+  return l;
+}
+
+// One launch: `iters` stages of mode M. w: the matrix (O = S x R rows of I), block b's rows [b R, b R + R).
+// out: [S][S x R] what each block received (push, stage), or [S][R] its own rows (gemv).
+template <class W, int M, bool kStats, int kI = 0>
+__global__ void __launch_bounds__(k::dec::kCThreads, 1)
+    stage_floor(const W* w, const float* xg, const float* gg, int R, int I, Layout lay, int iters, float* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using namespace k::dec;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ unsigned long long got[2], wbar[2];
+  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+  const int rank = int(cl.block_rank()), tid = threadIdx.x;
+  const size_t wbytes = size_t(R) * I * sizeof(W);
+  W* wa = reinterpret_cast<W*>(smem + lay.wa);
+  float *x = reinterpret_cast<float*>(smem + lay.x), *g = reinterpret_cast<float*>(smem + lay.g),
+        *dst = reinterpret_cast<float*>(smem + lay.dst);
+  const W* mine = w + size_t(rank) * R * I;
+  for (size_t i = tid; i < size_t(R) * I; i += kCThreads) wa[i] = mine[i];
+  for (int i = tid; i < I; i += kCThreads) x[i] = xg[i], g[i] = gg[i];
+  for (int i = tid; i < kS * R; i += kCThreads) dst[i] = NAN;  // poisoned: what is checked was received
+  for (int i = tid; i < 2 * R; i += kCThreads) reinterpret_cast<float*>(smem + lay.outs)[i] = NAN;  // and written
+  int passed = 0;  // barrier modes: the iterations this block went through, every one ending on a barrier
+  if (tid == 0) {
+    k::mbar_init(got), k::mbar_init(got + 1), k::mbar_init(wbar), k::mbar_init(wbar + 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  cl.sync();
+  if (M == kStageCopy && tid == 0) {  // iteration 0's weights: part A (already there; copied again to count it)
+    k::mbar_expect(wbar, unsigned(wbytes));
+    k::bulk_copy(wa, mine, unsigned(wbytes), wbar);
+  }
+  for (int a = 0; a < iters; ++a) {
+    float* outs = reinterpret_cast<float*>(smem + lay.outs) + (a & 1) * R;  // two: a relaxed barrier orders no reads
+    const bool exchange = M == kPush || M == kStage || M == kStageCopy || M == kStageUnrolled;
+    if (exchange && tid == 0) k::mbar_expect(got + (a & 1), unsigned(kS * R) * 4u);
+    const W* wl = wa;
+    if constexpr (M == kStageCopy) {
+      const int part = a & 1;
+      // The next iteration's weights into the other part (read last by iteration a - 1, done before the
+      // barrier behind us), then this iteration's wait.
+      if (tid == 0 && a + 1 < iters) {
+        W* nxt = reinterpret_cast<W*>(smem + (part ? lay.wa : lay.wb));
+        k::mbar_expect(wbar + (part ^ 1), unsigned(wbytes));
+        k::bulk_copy(nxt, mine, unsigned(wbytes), wbar + (part ^ 1));
+      }
+      k::mbar_wait(wbar + part, unsigned(a >> 1) & 1u);
+      wl = reinterpret_cast<const W*>(smem + (part ? lay.wb : lay.wa));
+    }
+    if constexpr (M == kGemvUnrolled || M == kStageUnrolled) {
+      // the decoder's gemv_local with I known when compiling, its loop unrolled (decode_cluster.cuh, gemv_rows)
+      gemv_local<kCRowGroup - 2, kStats, kI>(wl, x, g, I, R,
+                                             [&](int r, float s, float2 st) { outs[r] = kStats ? st.y * s : s; });
+    } else if constexpr (M == kGemv || M == kStage || M == kStageCopy) {
+      gemv_local<kCRowGroup - 2, kStats>(wl, x, g, I, R, [&](int r, float s, float2 st) {
+        outs[r] = kStats ? st.y * s : s;  // kStats: 1/sqrt(var + eps) times sum W g (x - x[0])
+      });
+    } else if constexpr (M == kPush) {
+      for (int r = tid; r < R; r += kCThreads) outs[r] = float(rank * R + r);
+    }
+    __syncthreads();
+    if constexpr (M == kGemv || M == kGemvUnrolled) continue;
+    if (exchange) push_to_all(cl, dst + rank * R, outs, R, kS, got + (a & 1));
+    if constexpr (M == kSync)
+      cl.sync();
+    else
+      cluster_sync_relaxed();
+    ++passed;
+    if (exchange) k::mbar_wait<true>(got + (a & 1), unsigned(a >> 1) & 1u);
+  }
+  cl.sync();
+  if (M == kBarrier || M == kSync) {
+    if (tid == 0) out[rank] = float(passed);
+  } else if (M == kGemv || M == kGemvUnrolled) {
+    const float* last = reinterpret_cast<const float*>(smem + lay.outs) + ((iters - 1) & 1) * R;
+    for (int r = tid; r < R; r += kCThreads) out[size_t(rank) * R + r] = last[r];
+  } else {
+    for (int i = tid; i < kS * R; i += kCThreads) out[size_t(rank) * kS * R + i] = dst[i];
+  }
+#endif
+}
+
+// The copy engine alone: every block of a cluster of `blocks` copies its own `bytes` (from global memory, in L2
+// after the first launch) into its shared memory, handed over as `pieces` bulk copies on one mbarrier, and
+// waits for them; `iters` times. What rate one SM's weight stream gets, and whether a copy in pieces gets
+// more than one copy of the same bytes (more requests in flight). out[b]: the sum of block b's words at the end.
+__global__ void __launch_bounds__(k::dec::kCThreads, 1)
+    copy_floor(const unsigned* src, unsigned bytes, int pieces, int iters, unsigned* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ unsigned long long bar;
+  __shared__ unsigned total;
+  const int b = blockIdx.x, tid = threadIdx.x;
+  const unsigned char* mine = reinterpret_cast<const unsigned char*>(src) + size_t(b) * bytes;
+  for (unsigned i = tid; i < bytes / 4; i += k::dec::kCThreads) reinterpret_cast<unsigned*>(smem)[i] = 0xffffffffu;
+  if (tid == 0) {
+    k::mbar_init(&bar), total = 0;
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  // (the poison's stores before the copy engine's writes: a generic-proxy write, then async-proxy ones)
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  const unsigned piece = unsigned(k::dec::pad16((bytes + pieces - 1) / pieces));
+  for (int a = 0; a < iters; ++a) {
+    if (tid == 0) {
+      k::mbar_expect(&bar, bytes);
+      for (unsigned o = 0; o < bytes; o += piece) k::bulk_copy(smem + o, mine + o, min(piece, bytes - o), &bar);
+    }
+    k::mbar_wait(&bar, unsigned(a) & 1u);
+    __syncthreads();  // every thread past this phase before the next begins: none can wait on the wrong one
+  }
+  unsigned sum = 0;
+  for (unsigned i = tid; i < bytes / 4; i += k::dec::kCThreads) sum += reinterpret_cast<const unsigned*>(smem)[i];
+  atomicAdd(&total, sum);
+  __syncthreads();
+  if (tid == 0) out[b] = total;
+#endif
+}
+
+// sample_block (decode_stages.cuh) alone, as layer 0's qkv stage runs it on every block: the top-k pick from
+// V logits in this block's shared memory, `iters` times, by the ranks (kSort false) or by the sort; draw a % 64
+// of u each time, its pick to out[a % 64].
+template <bool kSort>
+__global__ void __launch_bounds__(k::dec::kCThreads, 1)
+    sample_floor(const float* lg, int V, double temperature, int top_k, const double* u, int iters, int* out) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* ls = reinterpret_cast<float*>(smem);
+  unsigned char* scratch = smem + k::dec::pad16(size_t(V) * 4);
+  for (int i = threadIdx.x; i < V; i += k::dec::kCThreads) ls[i] = lg[i];
+  __syncthreads();
+  for (int a = 0; a < iters; ++a) {
+    const int tok = k::dec::sample_block<true, k::dec::NoMark, kSort>(ls, V, temperature, top_k, u[a % 64], scratch);
+    if (threadIdx.x == 0) out[a % 64] = tok;
+  }
+}
+
+struct Shape {
+  const char* name;
+  int R, I;
+  bool stats;
+};
+
+template <class W>
+float to_float(W v) {
+  if constexpr (std::is_same<W, float>::value)
+    return v;
+  else
+    return __bfloat162float(v);
+}
+
+struct Runner {
+  int iters;
+  cudaStream_t stream;
+  results::Results& res;
+  // Launches of n iterations timed by common/timing.cuh: the median of 7 after a warm-up, L2 not flushed (the
+  // decoder finds its weights in L2). enqueue(n) poisons the output and launches. A caller times n and 2n and
+  // takes the difference over n: one iteration, without the launch and the set-up.
+  template <class Enqueue>
+  timing::Stats launches(Enqueue enqueue, int n) {
+    timing::Options o;
+    o.warmup = 1, o.reps = 7, o.min_reps = 7, o.budget_ms = 1e9, o.stream = stream;
+    return timing::time_gpu([&] { enqueue(n); }, o);
+  }
+
+  template <class W, int M, bool kStats, int kI = 0>
+  void one(const Shape& sh, const char* dtype) {
+    const int R = sh.R, I = sh.I, O = kS * R;
+    const bool two = M == kStageCopy;
+    const Layout lay = layout(R, I, int(sizeof(W)), two);
+    int dev = 0, optin = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    auto kern = stage_floor<W, M, kStats, kI>;
+    cudaFuncAttributes fa{};
+    CUDA_CHECK(cudaFuncGetAttributes(&fa, kern));
+    if (size_t(lay.total) + fa.sharedSizeBytes > size_t(optin)) {
+      std::printf("  %-6s %-5s %-10s does not fit (%u bytes of shared memory)\n", sh.name, dtype, mode_name(M),
+                  lay.total);
+      return;
+    }
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(lay.total)));
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    // Inputs: weights ~U(-1, 1) rounded to W, x with a mean far from 0 (as a residual stream can have), g ~ 1.
+    std::vector<W> hw(size_t(O) * I);
+    std::vector<float> hx(I), hg(I);
+    verify::Rng rng(uint64_t(R) * 131 + uint64_t(I));
+    auto rnd = [&] { return rng.uniform(); };
+    for (auto& v : hw) v = W(rnd());
+    for (int i = 0; i < I; ++i) hx[i] = 3.f + rnd(), hg[i] = 1.f + 0.25f * rnd();
+    W* dw;
+    float *dx, *dg, *dout;
+    const bool barrier_only = M == kBarrier || M == kSync, own_rows = M == kGemv || M == kGemvUnrolled;
+    const size_t nout = barrier_only ? size_t(kS) : own_rows ? size_t(O) : size_t(kS) * O;
+    CUDA_CHECK(cudaMalloc(&dw, hw.size() * sizeof(W)));
+    CUDA_CHECK(cudaMalloc(&dx, I * 4));
+    CUDA_CHECK(cudaMalloc(&dg, I * 4));
+    CUDA_CHECK(cudaMalloc(&dout, nout * 4));
+    CUDA_CHECK(cudaMemcpy(dw, hw.data(), hw.size() * sizeof(W), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dx, hx.data(), I * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dg, hg.data(), I * 4, cudaMemcpyHostToDevice));
+    cudaLaunchAttribute attr[1];
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(kS), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = lay.total,
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kS, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    int fit = 0;
+    const cudaError_t oe = cudaOccupancyMaxActiveClusters(&fit, kern, &cfg);
+    if (oe != cudaSuccess || fit < 1) {  // the decoder's cluster does not fit this GPU: nothing here to time
+      (void)cudaGetLastError();
+      cli::skip("stage_floor", "a cluster of 16 blocks of 512 threads cannot be placed on this GPU");
+    }
+    auto enqueue = [&](int n) {
+      CUDA_CHECK(cudaMemsetAsync(dout, 0xff, nout * 4, stream));  // NaN: poisoned
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, (const W*)dw, (const float*)dx, (const float*)dg, R, I, lay, n, dout));
+    };
+    const timing::Stats t1 = launches(enqueue, iters), t2 = launches(enqueue, 2 * iters);
+    const double us = (t2.median_ms - t1.median_ms) * 1e3 / iters;
+    // The check, on the last launch's output (2 x iters iterations).
+    std::vector<float> got(nout);
+    CUDA_CHECK(cudaMemcpy(got.data(), dout, nout * 4, cudaMemcpyDeviceToHost));
+    std::vector<double> ref(nout);
+    double mean = 0, var = 0;  // the folded LayerNorm's statistics, as the kernel takes them: about x[0]
+    for (int i = 0; i < I; ++i) mean += double(hx[i]) - hx[0], var += (double(hx[i]) - hx[0]) * (double(hx[i]) - hx[0]);
+    mean /= I, var = var / I - mean * mean;
+    for (size_t j = 0; j < nout && !barrier_only; ++j) {
+      const int o = int(own_rows ? j : j % size_t(O));
+      double a = 0;
+      for (int i = 0; i < I; ++i)
+        a += double(to_float(hw[size_t(o) * I + i])) *
+             (sh.stats ? double(hg[i]) * (double(hx[i]) - hx[0]) : double(hx[i]));
+      ref[j] = M == kPush ? double(o) : sh.stats ? a / std::sqrt(std::max(var, 0.0) + 1e-5) : a;
+    }
+    char name[160];
+    std::snprintf(name, sizeof name, "%s %s %s, %d rows x %d a block", mode_name(M), sh.name, dtype, R, I);
+    // fp32 sums of I products of ~unit size (x ~ 3 where no LayerNorm is folded in): atol scaled by sqrt(I) x 4
+    if (barrier_only) std::fill(ref.begin(), ref.end(), double(2 * iters));  // every block, every barrier
+    const bool ok =
+        res.add(verify::compare(name, got.data(), ref.data(), nout, verify::kFp32.scaled(4 * std::sqrt(double(I)))))
+            .passed;
+    results::Bench b;
+    b.name = name, b.dtype = dtype, b.shape = {kS, R, I};
+    b.ms = us * 1e-3, b.min_ms = (t2.min_ms - t1.max_ms) / iters, b.max_ms = (t2.max_ms - t1.min_ms) / iters;
+    b.reps = 7;
+    b.extra = json::Value::object();
+    b.extra["us_per_iteration"] = us;
+    b.extra["mode"] = mode_name(M);
+    b.extra["rows"] = R, b.extra["inputs"] = I, b.extra["stage"] = sh.name;
+    b.extra["iters"] = iters;
+    res.add(b);
+    std::printf("  %-6s %-5s %-10s %2d x %4d  %6.3f us a stage%s\n", sh.name, dtype, mode_name(M), R, I, us,
+                ok ? "" : "  (its check FAILED)");
+    CUDA_CHECK(cudaFree(dw));
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dg));
+    CUDA_CHECK(cudaFree(dout));
+  }
+  // copy_floor for `blocks` blocks, `bytes` each, in `pieces`: as one cluster (its blocks on the SMs of one GPC,
+  // as the decoder's), or as blocks the GPU places where it likes (spread over its GPCs).
+  void copy(int blocks, unsigned bytes, int pieces, bool cluster) {
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaFuncSetAttribute(copy_floor, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(copy_floor, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    const size_t words = size_t(blocks) * bytes / 4;
+    std::vector<unsigned> h(words);
+    verify::Rng rng(12345);
+    for (auto& w : h) w = unsigned(rng.next() >> 32);
+    unsigned *dsrc, *dout;
+    CUDA_CHECK(cudaMalloc(&dsrc, words * 4));
+    CUDA_CHECK(cudaMalloc(&dout, size_t(blocks) * 4));
+    CUDA_CHECK(cudaMemcpy(dsrc, h.data(), words * 4, cudaMemcpyHostToDevice));
+    cudaLaunchAttribute attr[1];
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(blocks)), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = bytes;
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(blocks), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr, cfg.numAttrs = cluster ? 1 : 0;
+    auto enqueue = [&](int n) {
+      CUDA_CHECK(cudaMemsetAsync(dout, 0xff, size_t(blocks) * 4, stream));
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, copy_floor, (const unsigned*)dsrc, bytes, pieces, n, dout));
+    };
+    // (copies are long: a quarter of the stages' count)
+    const double t1 = launches(enqueue, iters / 4).median_ms, t2 = launches(enqueue, iters / 2).median_ms;
+    const double us = (t2 - t1) * 1e3 / (iters / 4), gbs = double(bytes) / (us * 1e3);
+    std::vector<unsigned> got(blocks);
+    CUDA_CHECK(cudaMemcpy(got.data(), dout, size_t(blocks) * 4, cudaMemcpyDeviceToHost));
+    std::vector<unsigned> want(blocks, 0u);
+    for (int b = 0; b < blocks; ++b)
+      for (size_t i = 0; i < bytes / 4; ++i) want[b] += h[size_t(b) * bytes / 4 + i];
+    char name[160];
+    std::snprintf(name, sizeof name, "copy %u bytes a block, %d block%s%s, %d piece%s", bytes, blocks,
+                  blocks > 1 ? "s" : "", blocks > 1 ? (cluster ? " (one cluster)" : " (no cluster)") : "", pieces,
+                  pieces > 1 ? "s" : "");
+    size_t bad = 0;
+    for (int b = 0; b < blocks; ++b) bad += got[b] != want[b];
+    res.add(verify::fact(name, bad == 0, "exact", bad ? "a block's words do not sum as the source's" : "",
+                         size_t(blocks), bad));
+    results::Bench bb;
+    bb.name = name, bb.dtype = "none", bb.shape = {blocks, static_cast<long long>(bytes), pieces};
+    bb.ms = us * 1e-3, bb.reps = 7, bb.gbps = gbs;
+    bb.extra = json::Value::object();
+    bb.extra["us_per_copy"] = us, bb.extra["gb_per_s_per_sm"] = gbs, bb.extra["pieces"] = pieces;
+    bb.extra["blocks"] = blocks, bb.extra["bytes"] = double(bytes), bb.extra["cluster"] = cluster;
+    res.add(bb);
+    std::printf("  copy   %7u bytes  %3d blocks%s  %d pieces  %6.3f us  %6.1f GB/s a block, %7.1f GB/s in all\n", bytes,
+                blocks, cluster ? " (cluster)" : "          ", pieces, us, gbs, gbs * blocks);
+    CUDA_CHECK(cudaFree(dsrc));
+    CUDA_CHECK(cudaFree(dout));
+  }
+  // sample_floor: V logits with ties (values on a grid of 1/8), 64 draws; each pick checked against the same
+  // arithmetic on the CPU (the order by value, then index; the weights' exponentials in double; the walk).
+  template <bool kSort>
+  void sample(int V, int top_k) {
+    const double temperature = 0.8;
+    std::vector<float> lg(V);
+    std::vector<double> u(64);
+    verify::Rng rng(777);
+    auto next = [&] { return double(rng.next() >> 11) / 9007199254740992.0; };
+    for (auto& x : lg) x = float(std::floor(next() * 64.0) / 8.0 - 4.0);  // values on a grid of 1/8: many ties
+    for (auto& x : u) x = next();
+    std::vector<double> want(64);
+    for (int j = 0; j < 64; ++j) want[j] = gpt::sample_top_k(lg, temperature, top_k, u[j]);  // the CPU original
+    float* dl;
+    double* du;
+    int* dout;
+    CUDA_CHECK(cudaMalloc(&dl, V * 4));
+    CUDA_CHECK(cudaMalloc(&du, 64 * 8));
+    CUDA_CHECK(cudaMalloc(&dout, 64 * 4));
+    CUDA_CHECK(cudaMemcpy(dl, lg.data(), V * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(du, u.data(), 64 * 8, cudaMemcpyHostToDevice));
+    const size_t smem = k::dec::pad16(size_t(V) * 4) + size_t(V) * 16;
+    auto kern = sample_floor<kSort>;
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    auto enqueue = [&](int n) {
+      CUDA_CHECK(cudaMemsetAsync(dout, 0xff, 64 * 4, stream));
+      kern<<<1, k::dec::kCThreads, smem, stream>>>(dl, V, temperature, top_k, du, n, dout);
+      LAUNCH_CHECK();
+    };
+    const double t1 = launches(enqueue, iters).median_ms, t2 = launches(enqueue, 2 * iters).median_ms;
+    const double us = (t2 - t1) * 1e3 / iters;
+    std::vector<int> got(64);
+    CUDA_CHECK(cudaMemcpy(got.data(), dout, 64 * 4, cudaMemcpyDeviceToHost));
+    std::vector<double> gotd(got.begin(), got.end());
+    char name[160];
+    std::snprintf(name, sizeof name, "sample %s, %d logits, top-%d", kSort ? "by the sort" : "by the ranks", V, top_k);
+    res.add(verify::compare(name, gotd.data(), want.data(), 64, verify::Tol{0, 0, "exact"}));
+    results::Bench b;
+    b.name = name, b.dtype = "fp32", b.shape = {V, top_k};
+    b.ms = us * 1e-3, b.reps = 7;
+    b.extra = json::Value::object();
+    b.extra["us_per_iteration"] = us, b.extra["iters"] = iters;
+    res.add(b);
+    std::printf("  sample %-13s %d logits top-%d  %6.3f us a pick\n", kSort ? "by the sort" : "by the ranks", V, top_k,
+                us);
+    CUDA_CHECK(cudaFree(dl));
+    CUDA_CHECK(cudaFree(du));
+    CUDA_CHECK(cudaFree(dout));
+  }
+  template <class W>
+  void shapes(const char* dtype) {
+    static const Shape kShapes[] = {{"qkv", 72, 384, true},
+                                    {"proj", 24, 384, false},
+                                    {"fc", 96, 384, true},
+                                    {"fc2", 24, 1536, false},
+                                    {"head", 16, 384, true}};
+    for (const Shape& sh : kShapes) {
+      if (sh.stats) {
+        one<W, kGemv, true>(sh, dtype), one<W, kStage, true>(sh, dtype), one<W, kStageCopy, true>(sh, dtype);
+        one<W, kGemvUnrolled, true, 384>(sh, dtype), one<W, kStageUnrolled, true, 384>(sh, dtype);
+      } else {
+        one<W, kGemv, false>(sh, dtype), one<W, kStage, false>(sh, dtype), one<W, kStageCopy, false>(sh, dtype);
+        if (sh.I == 384)
+          one<W, kGemvUnrolled, false, 384>(sh, dtype), one<W, kStageUnrolled, false, 384>(sh, dtype);
+        else
+          one<W, kGemvUnrolled, false, 1536>(sh, dtype), one<W, kStageUnrolled, false, 1536>(sh, dtype);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cli::Args args(argc, argv, "stage_floor", "the cluster decoder's stage, piece by piece, alone (see the file's head)");
+  const int iters = int(args.integer("iters", 2000, 64, 1000000,
+                                     "iterations of the shorter launch (the longer: twice), a multiple of 4"));
+  const std::string json_path = args.str("json", "", "write the results file here ({gpu} = the GPU's slug)");
+  args.finish();
+  // (64 or more: sample writes 64 picks from iters draws; a multiple of 4: the copies run iters / 4 and iters / 2)
+  if (iters % 4 != 0) cli::usage_error("stage_floor", "--iters must be a multiple of 4, got " + std::to_string(iters));
+  if (!json_path.empty()) results::require_writable_json("stage_floor", json_path);
+  results::Results res("day50_gpt", "stage_floor");
+  const int dev = env::require_gpu("stage_floor");
+  res.mode = "bench";
+  res.env = env::collect(dev);
+  env::print(res.env);
+  env::watch_clocks(res, dev);
+  int can = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&can, cudaDevAttrClusterLaunch, dev));
+  if (!can) cli::skip("stage_floor", "this GPU launches no thread-block clusters");
+  res.config["iters"] = iters, res.config["blocks"] = kS, res.config["threads"] = k::dec::kCThreads;
+  Runner run{iters, nullptr, res};
+  CUDA_CHECK(cudaStreamCreate(&run.stream));
+  const Shape none{"none", 24, 384, false};
+  run.one<float, kBarrier, false>(none, "none");
+  run.one<float, kSync, false>(none, "none");
+  for (int R : {16, 24, 72, 96}) {
+    const Shape p{"push", R, 384, false};
+    run.one<float, kPush, false>(p, "fp32");
+  }
+  run.sample<false>(256, 40);
+  run.sample<true>(256, 40);
+  run.sample<false>(256, 256);
+  run.sample<true>(256, 256);
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  for (int pieces : {1, 2, 4, 8}) run.copy(16, 147456u, pieces, true);  // the decoder's: fc's fp32 bundle
+  run.copy(16, 36864u, 1, true);                                        // proj's
+  for (int blocks : {1, 2, 4, 8}) run.copy(blocks, 147456u, 1, true);
+  run.copy(16, 147456u, 1, false);
+  run.copy(sms, 147456u, 1, false);  // a block on every SM
+  run.shapes<float>("fp32");
+  run.shapes<__nv_bfloat16>("bf16");
+  return res.finish("stage_floor", json_path);
+}
