@@ -96,8 +96,10 @@ static void run_verify(results::Results& res, const gpt::Options& o, const train
   verify_dropout_mask(res, seed, 0.1);
   verify_random_batches(res, data, seed + 7);
   verify_training<float>(res, data, seed + 2, f32, small);
-  const bool fp32_only = o.verify_only == "fp32" || o.verify_only == "fp32+flash";
-  if (o.verify_only == "fp32+flash" && (attn == Attn::kAuto || attn == Attn::kCudnn)) {
+  const bool fp32_only = o.verify_only == "fp32" || o.verify_only == "fp32+ours";
+  if (o.verify_only == "fp32+ours" && sm90::available())  // our fused GEMM's own checks: ours and the CPU, no cuBLAS
+    verify_gemm_keep_a(res, seed + 37, false);             // (racecheck: without the step's shape, minutes under it)
+  if (o.verify_only == "fp32+ours" && (attn == Attn::kAuto || attn == Attn::kCudnn)) {
     // Our flash backward alone (cuDNN's forward, our dq/dkv kernels, the qkv bias sums), at the default
     // shape, with no bf16 GEMM before or after: cuBLAS's Hopper bf16 kernels stop racecheck with a hardware
     // exception, and the flash kernels exist only in bf16 (Makefile: RACECHECK_ARGS_gpt).

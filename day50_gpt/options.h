@@ -418,9 +418,9 @@ inline void declare(cli::Args& args, Options& o, std::string& fusion_s, double& 
       "bucket-mb", 25, 0, 1 << 20,
       "data parallel: all-reduce the gradient in buckets of this many MiB during the backward (0: all of it after)");
   o.verify_only = args.str("verify-only", "all",
-                           "with --verify: all | fp32 (skip the bf16 and tf32 checks) | fp32+flash (those, and our "
-                           "bf16 flash backward alone behind cuDNN's forward, with no bf16 GEMM: what racecheck can "
-                           "run, see the Makefile) | tf32 (only the --precision tf32 checks) | cudnn (only the "
+                           "with --verify: all | fp32 (skip the bf16 and tf32 checks) | fp32+ours (those, and our "
+                           "bf16 kernels that run without cuBLAS: our fused GEMM's own checks at small shapes, and our "
+                           "flash backward alone behind cuDNN's forward: what racecheck can run, see the Makefile) | tf32 (only the --precision tf32 checks) | cudnn (only the "
                            "--backend cudnn checks) | dp (only the data-parallel checks: two GPUs or more)");
   o.bench_steps = int(args.integer("bench-steps", o.train.steps, 10, 1000000,
                                    "with --bench: steps of the quality runs (default: --steps for the plays, " +
@@ -521,10 +521,10 @@ inline void check_values(Options& o, const std::string& fusion_s, double bucket_
   if (o.gpus_s != "all" && (!cli::parse_int(o.gpus_s, o.gpus_req) || o.gpus_req < 1))
     cli::usage_error(kProg, "--gpus must be a positive number or 'all', got '" + o.gpus_s + "'");
   o.train.bucket_bytes = size_t(bucket_mb * (1 << 20));
-  if (o.verify_only != "all" && o.verify_only != "fp32" && o.verify_only != "fp32+flash" && o.verify_only != "tf32" &&
+  if (o.verify_only != "all" && o.verify_only != "fp32" && o.verify_only != "fp32+ours" && o.verify_only != "tf32" &&
       o.verify_only != "cudnn" && o.verify_only != "dp")
     cli::usage_error(kProg,
-                     "--verify-only must be all, fp32, fp32+flash, tf32, cudnn or dp, got '" + o.verify_only + "'");
+                     "--verify-only must be all, fp32, fp32+ours, tf32, cudnn or dp, got '" + o.verify_only + "'");
   if (fusion_s != "on" && fusion_s != "off")
     cli::usage_error(kProg, "--fusion must be on or off, got '" + fusion_s + "'");
   o.train.fusion = fusion_s == "on";
