@@ -25,6 +25,11 @@
 # Unpack each call's results.tgz into the tree before the next call: the tree (results/ with it) is copied anew each
 # call, so a file two parts both write (sanitize.json: initcheck in checks, memcheck and racecheck in sanitize) would
 # otherwise come back from the later part with the earlier part's entries as they were before the loan.
+# On a machine with one GPU (ONE=1, set from nvidia-smi) the parts run what one GPU can, one thing after another
+# where a timing could feel the other: checks compiles PyTorch's variants (all of them, untimed: compiling is the
+# processors' work) beside its own steps, which time nothing; bench leaves out the data-parallel checks and
+# make bench-multi, whose files (results/<gpu>x2/) then stay those of the last two-GPU run, and runs make trace
+# before make bench instead of beside it.
 # Exit: 0 done, 1 a step failed, 2 usage, 3 unhealthy.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -73,16 +78,25 @@ warm() {  # warm GPU LOG LIMIT ARGS...
   echo "warm-up rc=$? ($limit s allowed)" >> "$L/$log"
 }
 fail=0
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+ONE=0; [ "$ngpu" -eq 1 ] && ONE=1
+SIDE=1; [ $ONE -eq 1 ] && SIDE=0  # where the untimed side work runs
 health before || { pack; exit 3; }
+say "GPUs: $ngpu$([ $ONE -eq 1 ] && echo ' (one: the data-parallel steps are left out)')"
 if [ "$part" != checks ] && [ -x day50_gpt/build/gpt ]; then
   find day50_gpt/build build -type f -exec touch {} + 2>/dev/null  # the checks part's build, kept on this machine
 fi
 case "$part" in
 checks)
-  (warm 1 warm_max_autotune.log 380 --memory-of max-autotune
-   CUDA_VISIBLE_DEVICES=1 TOOLS=initcheck SANITIZE_TIMEOUT=300 timeout 320 scripts/sanitize.sh day50_gpt \
-     > "$L/sanitize_initcheck.log" 2>&1
-   echo "sanitize rc=$?" >> "$L/sanitize_initcheck.log") &
+  if [ $ONE -eq 0 ]; then
+    (warm 1 warm_max_autotune.log 380 --memory-of max-autotune
+     CUDA_VISIBLE_DEVICES=1 TOOLS=initcheck SANITIZE_TIMEOUT=300 timeout 320 scripts/sanitize.sh day50_gpt \
+       > "$L/sanitize_initcheck.log" 2>&1
+     echo "sanitize rc=$?" >> "$L/sanitize_initcheck.log") &
+  else  # one GPU: every variant compiled beside this part's steps (they time nothing); initcheck after memcheck
+    (warm 0 warm_max_autotune.log 380 --memory-of max-autotune
+     warm 0 warm_others.log $(( CALL_S - 10 - ($(date +%s) - t0) ))) &
+  fi
   side=$!
   if [ -n "${AB_BASE:-}" ]; then  # the base build beside this one (the tree with the base's files over it)
     rm -rf /tmp/ab_base && mkdir -p /tmp/ab_base && cp -r Makefile common day50_gpt /tmp/ab_base/ &&
@@ -139,10 +153,24 @@ checks)
     CUDA_VISIBLE_DEVICES=0 TOOLS="memcheck racecheck" SANITIZE_TIMEOUT=300 timeout "$(left)" scripts/sanitize.sh day50_gpt \
       > "$L/sanitize_memcheck_racecheck.log" 2>&1
     echo "sanitize rc=$?" >> "$L/sanitize_memcheck_racecheck.log"
+    if [ $ONE -eq 1 ]; then  # initcheck after them on the one GPU (it took about 150 s), or left to the part sanitize
+      if [ "$(left)" -ge 170 ]; then
+        CUDA_VISIBLE_DEVICES=0 TOOLS=initcheck SANITIZE_TIMEOUT=300 timeout "$(left)" scripts/sanitize.sh day50_gpt \
+          > "$L/sanitize_initcheck.log" 2>&1
+        echo "sanitize rc=$?" >> "$L/sanitize_initcheck.log"
+      else
+        echo "not run: $(left) s left; run the part sanitize with TOOLS=initcheck" > "$L/sanitize_initcheck.log"
+        echo "sanitize rc=skipped" >> "$L/sanitize_initcheck.log"
+      fi
+    fi
   else
     echo "not run: $(left) s left; run the part sanitize" > "$L/sanitize_memcheck_racecheck.log"
     echo "sanitize rc=skipped" >> "$L/sanitize_memcheck_racecheck.log"
     say "memcheck and racecheck: no time left ($(left) s), run: scripts/rerun_day50.sh sanitize"
+    if [ $ONE -eq 1 ]; then
+      echo "not run: $(left) s left; run the part sanitize with TOOLS=initcheck" > "$L/sanitize_initcheck.log"
+      echo "sanitize rc=skipped" >> "$L/sanitize_initcheck.log"
+    fi
   fi
   wait $side
   for f in sanitize_memcheck_racecheck sanitize_initcheck; do
@@ -150,11 +178,23 @@ checks)
     grep -q "sanitize rc=0\|sanitize rc=skipped" "$L/$f.log" || fail=1
   done
   say "$(tail -1 "$L/warm_max_autotune.log")"
+  [ $ONE -eq 1 ] && say "$(tail -1 "$L/warm_others.log")"
   ;;
 bench)
   make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; pack; exit 1; }
   make tools > "$L/tools_$part.log" 2>&1
   say "build checked"
+  if [ $ONE -eq 1 ]; then
+    (CUDA_VISIBLE_DEVICES=0 timeout 170 make trace > "$L/trace.log" 2>&1; echo "trace rc=$?" >> "$L/trace.log")
+    say "one GPU: no data-parallel checks, no bench-multi; $(tail -1 "$L/trace.log")"
+    CUDA_VISIBLE_DEVICES=0 timeout "$(left)" make -C day50_gpt bench > "$L/bench.log" 2>&1 || fail=1
+    say "bench: $(grep -E '^RESULT' "$L/bench.log" | tr '\n' ' ')"
+    grep -q "trace rc=0" "$L/trace.log" || fail=1
+    health after || fail=1
+    pack
+    say "done, $([ $fail -eq 0 ] && echo all steps passed || echo A STEP FAILED: see the logs)"
+    exit $fail
+  fi
   (cd day50_gpt && timeout 120 ./build/gpt --verify --verify-only dp --json "../results/{gpu}x{gpus}/day50_gpt-verify_dp.json") > "$L/verify_dp.log" 2>&1 || fail=1
   say "verify dp: $(grep -E '^RESULT' "$L/verify_dp.log")"
   timeout 240 make -C day50_gpt bench-multi > "$L/bench_multi.log" 2>&1 || fail=1
@@ -186,11 +226,12 @@ sanitize)
   # The checks part's build, then memcheck and racecheck on GPU 0 (a call of their own when the checks part
   # had no time left for them); sanitize.json comes back with the other results.
   make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; pack; exit 1; }
-  CUDA_VISIBLE_DEVICES=0 TOOLS="memcheck racecheck" SANITIZE_TIMEOUT=300 timeout "$(left)" scripts/sanitize.sh day50_gpt \
-    > "$L/sanitize_memcheck_racecheck.log" 2>&1
-  echo "sanitize rc=$?" >> "$L/sanitize_memcheck_racecheck.log"
-  say "sanitize: $(grep -E '^(PASS|FAIL)' "$L/sanitize_memcheck_racecheck.log" | awk '{print $1, $3}' | tr '\n' ' ')"
-  grep -q "sanitize rc=0" "$L/sanitize_memcheck_racecheck.log" || fail=1
+  tools=${TOOLS:-memcheck racecheck}; log=sanitize_$(echo "$tools" | tr ' ' '_')
+  CUDA_VISIBLE_DEVICES=0 TOOLS="$tools" SANITIZE_TIMEOUT=300 timeout "$(left)" scripts/sanitize.sh day50_gpt \
+    > "$L/$log.log" 2>&1
+  echo "sanitize rc=$?" >> "$L/$log.log"
+  say "sanitize: $(grep -E '^(PASS|FAIL)' "$L/$log.log" | awk '{print $1, $3}' | tr '\n' ' ')"
+  grep -q "sanitize rc=0" "$L/$log.log" || fail=1
   ;;
 traces)
   make tools > "$L/tools_$part.log" 2>&1
