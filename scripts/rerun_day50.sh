@@ -15,6 +15,8 @@
 #           make trace and then compiles PyTorch's other variants (torch_peer.py --quick --skip-ours, untimed)
 #   peer    GPU 0: the full peer run (make peer's command) on warm caches, then, with time left, the
 #           generation-only run; GPU 1 idle
+#   multi   both GPUs: the data-parallel checks and make bench-multi alone (about three minutes): the two-GPU files
+#           of a build whose one-GPU files were measured on a machine of one GPU (the code unchanged since)
 #   traces  GPU 0: make trace-peer (PyTorch's reduce-overhead and max-autotune steps traced kernel by kernel, on
 #           the caches the parts before filled); a part of its own so that nothing runs beside the peer's timings
 # bench, peer and traces reuse the checks part's build (the sources are copied anew each call, so the outputs are touched
@@ -34,7 +36,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 part=${1:-}
-case "$part" in checks|bench|peer|traces|sanitize) ;; *) echo "usage: scripts/rerun_day50.sh checks|bench|peer|traces|sanitize"; exit 2;; esac
+case "$part" in checks|bench|multi|peer|traces|sanitize) ;; *) echo "usage: scripts/rerun_day50.sh checks|bench|multi|peer|traces|sanitize"; exit 2;; esac
 case "${AB_ROUNDS:-0}" in ''|*[!0-9]*) echo "rerun_day50.sh: AB_ROUNDS is a count of runs"; exit 2;; esac
 if [ "${AB_ROUNDS:-0}" -gt 0 ]; then  # checked before any GPU work
   case "${AB_DIR:-}" in results/*/*) ;; *) echo "rerun_day50.sh: AB_DIR names a folder under results/<gpu>/ for the rounds"; exit 2;; esac
@@ -208,6 +210,15 @@ bench)
   wait $side
   say "$(tail -1 "$L/trace.log"); $(tail -1 "$L/warm_others.log")"
   grep -q "trace rc=0" "$L/trace.log" || fail=1
+  ;;
+multi)
+  [ "$ngpu" -ge 2 ] || { say "multi needs two GPUs or more: $ngpu here"; pack; exit 2; }
+  make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; pack; exit 1; }
+  say "built"
+  (cd day50_gpt && timeout 120 ./build/gpt --verify --verify-only dp --json "../results/{gpu}x{gpus}/day50_gpt-verify_dp.json") > "$L/verify_dp.log" 2>&1 || fail=1
+  say "verify dp: $(grep -E '^RESULT' "$L/verify_dp.log")"
+  timeout "$(left)" make -C day50_gpt bench-multi > "$L/bench_multi.log" 2>&1 || fail=1
+  say "bench-multi: $(grep -E '^RESULT' "$L/bench_multi.log")"
   ;;
 peer)
   make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; pack; exit 1; }
