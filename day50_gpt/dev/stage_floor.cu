@@ -27,11 +27,23 @@
 //                the GPU places where it likes: the rate one SM's weight stream gets, and whether the SMs of
 //                one cluster share it
 //   sample       sample_block (decode_stages.cuh) alone on one block, by the ranks and by the sort
+// and, for a decoder spread over several clusters (several GPCs, each with its own way to L2):
+//   meet         K clusters of 16 blocks (K = 1, 2, 4, 8, as many as fit at once), one stage's exchange through
+//                L2 at a time: every block writes its share of an N-float vector (N = 384 or 1536) to global
+//                memory, its cluster meets (cluster.sync()), the cluster's first thread adds 1 to a counter with a
+//                release at GPU scope and spins on it (acquire at GPU scope) until all K clusters have arrived,
+//                the cluster meets again, and every block reads the whole vector back from L2 into its shared
+//                memory: what each stage of such a decoder would pay on top of its work, where one cluster
+//                pays a push (above). "block arrivals": every block adds itself (16 K arrivals a stage, no
+//                cluster barrier), as the persistent kernel's counting barrier does.
+//   copy by K clusters   every block of K clusters of 16 copies fc's fp32 bundle at once: the weight stream K
+//                GPCs get together, against one cluster's
 // Time: a launch of N iterations and one of 2N (copies: N/4 and N/2), each the median of 7 launches
 // (common/timing.cuh); one iteration is their difference over the iterations (the launch and the set-up
 // cancel). Checks, after the timed launches: every GEMV's rows against a CPU sum in double (fp32 tolerances),
-// every push's received numbers, every barrier's count, every copy's words (their sum, exactly) and every
-// pick (the same arithmetic on the CPU, exactly).
+// every push's received numbers, every barrier's count, every copy's words (their sum, exactly), every
+// pick (the same arithmetic on the CPU, exactly), every element every block read at every meeting (its value
+// encodes the stage and the index: a stale read counts) and the meetings' counter.
 //
 //   ./build/stage_floor [--iters N] [--json PATH]
 // Exit 0 pass, 1 a check failed, 2 bad arguments, 77 no GPU (or one that cannot run a cluster of 16).
@@ -201,6 +213,48 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
 #endif
 }
 
+// Several clusters meeting through L2, `iters` stages (see the file's head). vec: two N-float buffers (a stage
+// writes the one of its parity: a cluster still reading stage a's vector is never overwritten, since nobody passes
+// stage a + 1's meeting before it has arrived there); counter: the arrivals so far; abort: set by a spinner that
+// waited past `spin_limit` clocks (a cluster that never arrived: the run fails instead of hanging), which ends
+// every later wait. bad[b]: the elements block b read wrong over all stages.
+__device__ __forceinline__ float meet_code(int a, int i) { return float((a & 1023) * 4096 + i); }  // exact: < 2^22
+template <bool kClusterArrive>
+__global__ void __launch_bounds__(k::dec::kCThreads, 1)
+    meet_floor(float* vec, unsigned* counter, unsigned* abort, int N, int iters, long long spin_limit, unsigned* bad) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) float seen[];
+  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+  const int blocks = int(gridDim.x), b = int(blockIdx.x), tid = threadIdx.x;
+  const int share = (N + blocks - 1) / blocks, lo = min(N, b * share), hi = min(N, lo + share);
+  const unsigned per_stage = kClusterArrive ? unsigned(blocks / kS) : unsigned(blocks);
+  const bool leader = tid == 0 && (!kClusterArrive || cl.block_rank() == 0);
+  unsigned wrong = 0;
+  for (int a = 0; a < iters; ++a) {
+    float* v = vec + size_t(a & 1) * N;
+    for (int i = lo + tid; i < hi; i += k::dec::kCThreads) v[i] = meet_code(a, i);
+    if (kClusterArrive) cl.sync(); else __syncthreads();  // the block's (cluster's) writes before its arrival
+    if (leader) {
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+      const unsigned want = per_stage * unsigned(a + 1);
+      const long long t0 = clock64();
+      unsigned now = 0, stop = 0;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(counter) : "memory");
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(stop) : "l"(abort) : "memory");
+        if (now < want && !stop && clock64() - t0 > spin_limit) atomicExch(abort, 1u), stop = 1;
+      } while (now < want && !stop);
+    }
+    if (kClusterArrive) cl.sync(); else __syncthreads();  // the leader's acquire before anyone reads
+    for (int i = tid; i < N; i += k::dec::kCThreads) seen[i] = __ldcg(v + i);  // from L2: L1 could hold a stale line
+    __syncthreads();  // every thread may read any element now (a GEMV's input): checked by another thread
+    for (int i = tid; i < N; i += k::dec::kCThreads) wrong += seen[N - 1 - i] != meet_code(a, N - 1 - i);
+    __syncthreads();  // the reads done before the next stage's loads overwrite `seen`
+  }
+  if (wrong) atomicAdd(bad + b, wrong);
+#endif
+}
+
 // sample_block (decode_stages.cuh) alone, as layer 0's qkv stage runs it on every block: the top-k pick from
 // V logits in this block's shared memory, `iters` times, by the ranks (kSort false) or by the sort; draw a % 64
 // of u each time, its pick to out[a % 64].
@@ -342,7 +396,8 @@ struct Runner {
   }
   // copy_floor for `blocks` blocks, `bytes` each, in `pieces`: as one cluster (its blocks on the SMs of one GPC,
   // as the decoder's), or as blocks the GPU places where it likes (spread over its GPCs).
-  void copy(int blocks, unsigned bytes, int pieces, bool cluster) {
+  void copy(int blocks, unsigned bytes, int pieces, bool cluster, int cluster_size = 0) {
+    if (cluster_size == 0) cluster_size = blocks;  // the whole grid one cluster (the decoder's), or K of this size
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaFuncSetAttribute(copy_floor, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
@@ -360,7 +415,7 @@ struct Runner {
     cfg.gridDim = dim3(unsigned(blocks)), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = bytes;
     cfg.stream = stream;
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = unsigned(blocks), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    attr[0].val.clusterDim.x = unsigned(cluster_size), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr, cfg.numAttrs = cluster ? 1 : 0;
     auto enqueue = [&](int n) {
       CUDA_CHECK(cudaMemsetAsync(dout, 0xff, size_t(blocks) * 4, stream));
@@ -375,9 +430,12 @@ struct Runner {
     for (int b = 0; b < blocks; ++b)
       for (size_t i = 0; i < bytes / 4; ++i) want[b] += h[size_t(b) * bytes / 4 + i];
     char name[160];
+    char how[48] = "";
+    if (blocks > 1 && !cluster) std::snprintf(how, sizeof how, " (no cluster)");
+    else if (blocks > 1 && cluster_size == blocks) std::snprintf(how, sizeof how, " (one cluster)");
+    else if (blocks > 1) std::snprintf(how, sizeof how, " (%d clusters of %d)", blocks / cluster_size, cluster_size);
     std::snprintf(name, sizeof name, "copy %u bytes a block, %d block%s%s, %d piece%s", bytes, blocks,
-                  blocks > 1 ? "s" : "", blocks > 1 ? (cluster ? " (one cluster)" : " (no cluster)") : "", pieces,
-                  pieces > 1 ? "s" : "");
+                  blocks > 1 ? "s" : "", how, pieces, pieces > 1 ? "s" : "");
     size_t bad = 0;
     for (int b = 0; b < blocks; ++b) bad += got[b] != want[b];
     res.add(verify::fact(name, bad == 0, "exact", bad ? "a block's words do not sum as the source's" : "",
@@ -388,11 +446,95 @@ struct Runner {
     bb.extra = json::Value::object();
     bb.extra["us_per_copy"] = us, bb.extra["gb_per_s_per_sm"] = gbs, bb.extra["pieces"] = pieces;
     bb.extra["blocks"] = blocks, bb.extra["bytes"] = double(bytes), bb.extra["cluster"] = cluster;
+    bb.extra["cluster_size"] = cluster ? cluster_size : 1;
+    if (cluster && cluster_size < blocks) {  // K clusters: how many fit at once (fewer: the rest ran after them)
+      int fit = 0;
+      if (cudaOccupancyMaxActiveClusters(&fit, copy_floor, &cfg) != cudaSuccess) (void)cudaGetLastError(), fit = -1;
+      bb.extra["clusters_resident_at_once"] = fit;
+    }
     res.add(bb);
     std::printf("  copy   %7u bytes  %3d blocks%s  %d pieces  %6.3f us  %6.1f GB/s a block, %7.1f GB/s in all\n", bytes,
                 blocks, cluster ? " (cluster)" : "          ", pieces, us, gbs, gbs * blocks);
     CUDA_CHECK(cudaFree(dsrc));
     CUDA_CHECK(cudaFree(dout));
+  }
+  // meet_floor for K clusters of 16 (kClusterArrive) or 16 K blocks arriving one by one, an N-float vector.
+  // Every cluster must be resident at once (the spinners wait for each other): K is run only where
+  // cudaOccupancyMaxActiveClusters says K clusters of 16 fit.
+  template <bool kClusterArrive>
+  void meet(int K, int N) {
+    const int blocks = K * kS;
+    auto kern = meet_floor<kClusterArrive>;
+    const size_t smem = size_t(N) * 4;
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cudaLaunchAttribute attr[1];
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(blocks)), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kS, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr, cfg.numAttrs = 1;  // "block arrivals" too: its blocks placed as the clustered run's
+    int fit = 0;
+    const cudaError_t oe = cudaOccupancyMaxActiveClusters(&fit, kern, &cfg);
+    char name[160];
+    std::snprintf(name, sizeof name, "meet %d cluster%s of %d, %s, %d floats", K, K > 1 ? "s" : "", kS,
+                  kClusterArrive ? "cluster arrivals" : "block arrivals", N);
+    if (oe != cudaSuccess || fit < K) {
+      (void)cudaGetLastError();
+      std::printf("  %-48s not run: %d clusters of %d fit at once\n", name, fit, kS);
+      return;
+    }
+    float* dvec;
+    unsigned *dcnt, *dabort, *dbad;
+    CUDA_CHECK(cudaMalloc(&dvec, size_t(2) * N * 4));
+    CUDA_CHECK(cudaMalloc(&dcnt, 4));
+    CUDA_CHECK(cudaMalloc(&dabort, 4));
+    CUDA_CHECK(cudaMalloc(&dbad, size_t(blocks) * 4));
+    CUDA_CHECK(cudaMemset(dbad, 0, size_t(blocks) * 4));
+    int dev = 0, khz = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+    const long long spin_limit = 200LL * khz;  // 200 ms of clocks: a stage takes microseconds
+    size_t stages = 0;  // over all launches: what every block read
+    int last_n = 0;     // the last launch's: what the counter holds
+    auto enqueue = [&](int n) {
+      CUDA_CHECK(cudaMemsetAsync(dvec, 0xff, size_t(2) * N * 4, stream));  // NaN: a read of nothing written fails
+      CUDA_CHECK(cudaMemsetAsync(dcnt, 0, 4, stream));
+      CUDA_CHECK(cudaMemsetAsync(dabort, 0, 4, stream));
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, dvec, dcnt, dabort, N, n, spin_limit, dbad));
+      stages += size_t(n), last_n = n;
+    };
+    const timing::Stats s1 = launches(enqueue, iters), s2 = launches(enqueue, 2 * iters);
+    const double us = (s2.median_ms - s1.median_ms) * 1e3 / iters;
+    unsigned cnt = 0, aborted = 0;
+    std::vector<unsigned> bad(blocks);
+    CUDA_CHECK(cudaMemcpy(&cnt, dcnt, 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&aborted, dabort, 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(bad.data(), dbad, size_t(blocks) * 4, cudaMemcpyDeviceToHost));
+    size_t wrong = 0;
+    for (unsigned w : bad) wrong += w;
+    const unsigned per_stage = kClusterArrive ? unsigned(K) : unsigned(blocks);
+    const bool ok_count = !aborted && cnt == per_stage * unsigned(last_n);
+    res.add(verify::fact(std::string(name) + ": every element read at every stage", wrong == 0, "exact",
+                         wrong ? "a block read a value its stage did not write" : "",
+                         stages * size_t(blocks) * size_t(N), wrong));
+    res.add(verify::fact(std::string(name) + ": every arrival counted, no wait timed out", ok_count, "exact",
+                         aborted ? "a wait timed out" : ok_count ? "" : "the counter does not hold the arrivals", 1,
+                         ok_count ? 0 : 1));
+    results::Bench bb;
+    bb.name = name, bb.dtype = "fp32", bb.shape = {K, kS, N};
+    bb.ms = us * 1e-3, bb.min_ms = (s2.min_ms - s1.max_ms) / iters, bb.max_ms = (s2.max_ms - s1.min_ms) / iters;
+    bb.reps = 7;
+    bb.extra = json::Value::object();
+    bb.extra["us_per_iteration"] = us, bb.extra["clusters"] = K, bb.extra["floats"] = N;
+    bb.extra["arrivals_per_stage"] = double(per_stage), bb.extra["iters"] = iters;
+    res.add(bb);
+    std::printf("  %-48s %6.3f us a stage%s\n", name, us, wrong || !ok_count ? "  (its check FAILED)" : "");
+    CUDA_CHECK(cudaFree(dvec));
+    CUDA_CHECK(cudaFree(dcnt));
+    CUDA_CHECK(cudaFree(dabort));
+    CUDA_CHECK(cudaFree(dbad));
   }
   // sample_floor: V logits with ties (values on a grid of 1/8), 64 draws; each pick checked against the same
   // arithmetic on the CPU (the order by value, then index; the weights' exponentials in double; the walk).
@@ -506,6 +648,9 @@ int main(int argc, char** argv) {
   for (int blocks : {1, 2, 4, 8}) run.copy(blocks, 147456u, 1, true);
   run.copy(16, 147456u, 1, false);
   run.copy(sms, 147456u, 1, false);  // a block on every SM
+  for (int K : {2, 4, 8}) run.copy(K * kS, 147456u, 1, true, kS);  // K clusters of 16: K GPCs' ways to L2?
+  for (int N : {384, 1536})
+    for (int K : {1, 2, 4, 8}) run.meet<true>(K, N), run.meet<false>(K, N);
   run.shapes<float>("fp32");
   run.shapes<__nv_bfloat16>("bf16");
   return res.finish("stage_floor", json_path);
