@@ -492,6 +492,7 @@ struct Runner {
     CUDA_CHECK(cudaMalloc(&dabort, 4));
     CUDA_CHECK(cudaMalloc(&dbad, size_t(blocks) * 4));
     CUDA_CHECK(cudaMemset(dbad, 0, size_t(blocks) * 4));
+    CUDA_CHECK(cudaMemset(dabort, 0, 4));  // once: a wait that timed out in any launch fails the check
     int dev = 0, khz = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
@@ -501,7 +502,6 @@ struct Runner {
     auto enqueue = [&](int n) {
       CUDA_CHECK(cudaMemsetAsync(dvec, 0xff, size_t(2) * N * 4, stream));  // NaN: a read of nothing written fails
       CUDA_CHECK(cudaMemsetAsync(dcnt, 0, 4, stream));
-      CUDA_CHECK(cudaMemsetAsync(dabort, 0, 4, stream));
       CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, dvec, dcnt, dabort, N, n, spin_limit, dbad));
       stages += size_t(n), last_n = n;
     };
