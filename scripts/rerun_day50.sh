@@ -15,8 +15,11 @@
 #           make trace and then compiles PyTorch's other variants (torch_peer.py --quick --skip-ours, untimed)
 #   peer    GPU 0: the full peer run (make peer's command) on warm caches, then, with time left, the
 #           generation-only run; GPU 1 idle
-#   multi   both GPUs: the data-parallel checks and make bench-multi alone (about three minutes): the two-GPU files
-#           of a build whose one-GPU files were measured on a machine of one GPU (the code unchanged since)
+#   multi   every GPU of the host (results/<gpu>x<N>/): the data-parallel checks and make bench-multi alone (about
+#           three minutes): the multi-GPU files of a build whose one-GPU files were measured on a machine of one GPU
+#           (the code unchanged since); skipped (77) with fewer than two GPUs
+#   warm    one GPU only, before bench: PyTorch's variants compiled with nothing else on the GPU, max-autotune's
+#           memory probe first, then the others (untimed: it fills Inductor's caches for the part peer)
 #   traces  GPU 0: make trace-peer (PyTorch's reduce-overhead and max-autotune steps traced kernel by kernel, on
 #           the caches the parts before filled); a part of its own so that nothing runs beside the peer's timings
 # bench, peer and traces reuse the checks part's build (the sources are copied anew each call, so the outputs are touched
@@ -27,16 +30,18 @@
 # Unpack each call's results.tgz into the tree before the next call: the tree (results/ with it) is copied anew each
 # call, so a file two parts both write (sanitize.json: initcheck in checks, memcheck and racecheck in sanitize) would
 # otherwise come back from the later part with the earlier part's entries as they were before the loan.
-# On a machine with one GPU (ONE=1, set from nvidia-smi) the parts run what one GPU can, one thing after another
-# where a timing could feel the other: checks compiles PyTorch's variants (all of them, untimed: compiling is the
-# processors' work) beside its own steps, which time nothing; bench leaves out the data-parallel checks and
-# make bench-multi, whose files (results/<gpu>x2/) then stay those of the last two-GPU run, and runs make trace
-# before make bench instead of beside it.
-# Exit: 0 done, 1 a step failed, 2 usage, 3 unhealthy.
+# On a machine with one GPU (ONE=1, set from nvidia-smi) the parts run what one GPU can, one thing after another:
+# checks compiles nothing of PyTorch's beside its steps (max-autotune picks its kernels by timing candidates on the
+# GPU, and the A/B rounds are timed) and runs initcheck after memcheck and racecheck; the part warm compiles
+# PyTorch's variants alone, in a call of its own before bench; bench leaves out the data-parallel checks and
+# make bench-multi, whose files (results/<gpu>x2/) then stay those of the last two-GPU run (the part multi, on a
+# later loan of two), and runs make trace before make bench instead of beside it. (A loan of one GPU in this mode
+# before the part warm existed compiled PyTorch's variants beside the checks: 2026-12-01, build d68f0e1.)
+# Exit: 0 done, 1 a step failed, 2 usage, 3 unhealthy, 77 a part that this machine cannot run.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 part=${1:-}
-case "$part" in checks|bench|multi|peer|traces|sanitize) ;; *) echo "usage: scripts/rerun_day50.sh checks|bench|multi|peer|traces|sanitize"; exit 2;; esac
+case "$part" in checks|bench|multi|warm|peer|traces|sanitize) ;; *) echo "usage: scripts/rerun_day50.sh checks|bench|multi|warm|peer|traces|sanitize"; exit 2;; esac
 case "${AB_ROUNDS:-0}" in ''|*[!0-9]*) echo "rerun_day50.sh: AB_ROUNDS is a count of runs"; exit 2;; esac
 if [ "${AB_ROUNDS:-0}" -gt 0 ]; then  # checked before any GPU work
   case "${AB_DIR:-}" in results/*/*) ;; *) echo "rerun_day50.sh: AB_DIR names a folder under results/<gpu>/ for the rounds"; exit 2;; esac
@@ -60,9 +65,10 @@ mkdir -p "$L"
 touch "$OUT/.t0"
 t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-left() { echo $(( CALL_S - ($(date +%s) - t0) )); }
+left() { local l=$(( CALL_S - ($(date +%s) - t0) )); echo $(( l > 1 ? l : 1 )); }  # (timeout 0 would mean no limit)
+killtree() { local c; for c in $(pgrep -P "$1"); do killtree "$c"; done; kill "$1" 2>/dev/null; }  # a side job and what it started
 health() {
-  nvidia-smi -q -d PERFORMANCE > "$L/health_$1.txt" 2>&1
+  nvidia-smi -q -d PERFORMANCE > "$L/health_$1.txt" 2>&1 || { say "health $1: nvidia-smi failed"; return 1; }
   if grep -E "HW Slowdown|HW Power Brake|HW Thermal|SW Thermal" "$L/health_$1.txt" | grep -v "Not Active" | grep -q Active; then
     say "health $1: SLOWDOWN ACTIVE"; return 1
   fi
@@ -82,7 +88,6 @@ warm() {  # warm GPU LOG LIMIT ARGS...
 fail=0
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 ONE=0; [ "$ngpu" -eq 1 ] && ONE=1
-SIDE=1; [ $ONE -eq 1 ] && SIDE=0  # where the untimed side work runs
 health before || { pack; exit 3; }
 say "GPUs: $ngpu$([ $ONE -eq 1 ] && echo ' (one: the data-parallel steps are left out)')"
 if [ "$part" != checks ] && [ -x day50_gpt/build/gpt ]; then
@@ -90,28 +95,26 @@ if [ "$part" != checks ] && [ -x day50_gpt/build/gpt ]; then
 fi
 case "$part" in
 checks)
+  side=
   if [ $ONE -eq 0 ]; then
     (warm 1 warm_max_autotune.log 380 --memory-of max-autotune
      CUDA_VISIBLE_DEVICES=1 TOOLS=initcheck SANITIZE_TIMEOUT=300 timeout 320 scripts/sanitize.sh day50_gpt \
        > "$L/sanitize_initcheck.log" 2>&1
      echo "sanitize rc=$?" >> "$L/sanitize_initcheck.log") &
-  else  # one GPU: every variant compiled beside this part's steps (they time nothing); initcheck after memcheck
-    (warm 0 warm_max_autotune.log 380 --memory-of max-autotune
-     warm 0 warm_others.log $(( CALL_S - 10 - ($(date +%s) - t0) ))) &
-  fi
-  side=$!
+    side=$!
+  fi  # one GPU: nothing beside this part's steps (PyTorch's compiles: the part warm); initcheck after memcheck
   if [ -n "${AB_BASE:-}" ]; then  # the base build beside this one (the tree with the base's files over it)
     rm -rf /tmp/ab_base && mkdir -p /tmp/ab_base && cp -r Makefile common day50_gpt /tmp/ab_base/ &&
       rm -rf /tmp/ab_base/day50_gpt/build && cp -r "$AB_BASE"/. /tmp/ab_base/
     (make -C /tmp/ab_base/day50_gpt -j"$(nproc)" build/gpt > "$L/build_base.log" 2>&1; echo "rc=$?" >> "$L/build_base.log") &
     base_build=$!
   fi
-  make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; tail -20 "$L/build_$part.log"; kill $side; wait; pack; exit 1; }
+  make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; tail -20 "$L/build_$part.log"; [ -n "$side" ] && killtree $side; wait; pack; exit 1; }
   make tools > "$L/tools_$part.log" 2>&1
   say "built"
   (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 200 ./build/gpt --verify --json "../results/{gpu}/day50_gpt-verify.json") > "$L/verify.log" 2>&1
   rc=$?; say "verify rc=$rc: $(grep -E '^RESULT' "$L/verify.log")"
-  if [ $rc -ne 0 ]; then grep FAIL "$L/verify.log" | head; kill $side 2>/dev/null; wait; pack; exit 1; fi
+  if [ $rc -ne 0 ]; then grep FAIL "$L/verify.log" | head; [ -n "$side" ] && killtree $side; wait; pack; exit 1; fi
   (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 150 python3 torch_oracle.py) > "$L/oracle.log" 2>&1 || fail=1
   say "oracle: $(tail -1 "$L/oracle.log")"
   (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 60 bash dev/initcheck_probe.sh) > "$L/initcheck_probe.log" 2>&1 || fail=1
@@ -174,13 +177,21 @@ checks)
       echo "sanitize rc=skipped" >> "$L/sanitize_initcheck.log"
     fi
   fi
-  wait $side
+  [ -n "$side" ] && wait $side
   for f in sanitize_memcheck_racecheck sanitize_initcheck; do
     say "$f: $(grep -E '^(PASS|FAIL)' "$L/$f.log" | awk '{print $1, $3}' | tr '\n' ' ')$(tail -1 "$L/$f.log")"
     grep -q "sanitize rc=0\|sanitize rc=skipped" "$L/$f.log" || fail=1
   done
+  [ $ONE -eq 0 ] && say "$(tail -1 "$L/warm_max_autotune.log")"
+  [ $ONE -eq 1 ] && say "one GPU: PyTorch's variants not compiled here; run the part warm before bench"
+  ;;
+warm)
+  [ $ONE -eq 1 ] || { say "warm is the one-GPU machines' part (with two, checks and bench compile on the second GPU)"; pack; exit 77; }
+  warm 0 warm_max_autotune.log 380 --memory-of max-autotune
   say "$(tail -1 "$L/warm_max_autotune.log")"
-  [ $ONE -eq 1 ] && say "$(tail -1 "$L/warm_others.log")"
+  rest=$(( $(left) - 10 ))
+  if [ $rest -gt 30 ]; then warm 0 warm_others.log $rest; else echo "no time for the warm-up" > "$L/warm_others.log"; fi
+  say "$(tail -1 "$L/warm_others.log")"
   ;;
 bench)
   make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; pack; exit 1; }
@@ -192,27 +203,24 @@ bench)
     CUDA_VISIBLE_DEVICES=0 timeout "$(left)" make -C day50_gpt bench > "$L/bench.log" 2>&1 || fail=1
     say "bench: $(grep -E '^RESULT' "$L/bench.log" | tr '\n' ' ')"
     grep -q "trace rc=0" "$L/trace.log" || fail=1
-    health after || fail=1
-    pack
-    say "done, $([ $fail -eq 0 ] && echo all steps passed || echo A STEP FAILED: see the logs)"
-    exit $fail
+  else
+    (cd day50_gpt && timeout 120 ./build/gpt --verify --verify-only dp --json "../results/{gpu}x{gpus}/day50_gpt-verify_dp.json") > "$L/verify_dp.log" 2>&1 || fail=1
+    say "verify dp: $(grep -E '^RESULT' "$L/verify_dp.log")"
+    timeout 240 make -C day50_gpt bench-multi > "$L/bench_multi.log" 2>&1 || fail=1
+    say "bench-multi: $(grep -E '^RESULT' "$L/bench_multi.log")"
+    (CUDA_VISIBLE_DEVICES=1 timeout 170 make trace > "$L/trace.log" 2>&1; echo "trace rc=$?" >> "$L/trace.log"
+     rest=$(( $(left) - 10 ))
+     if [ $rest -gt 30 ]; then warm 1 warm_others.log $rest; else echo "no time for the warm-up" > "$L/warm_others.log"; fi) &
+    side=$!
+    CUDA_VISIBLE_DEVICES=0 timeout "$(left)" make -C day50_gpt bench > "$L/bench.log" 2>&1 || fail=1
+    say "bench: $(grep -E '^RESULT' "$L/bench.log" | tr '\n' ' ')"
+    wait $side
+    say "$(tail -1 "$L/trace.log"); $(tail -1 "$L/warm_others.log")"
+    grep -q "trace rc=0" "$L/trace.log" || fail=1
   fi
-  (cd day50_gpt && timeout 120 ./build/gpt --verify --verify-only dp --json "../results/{gpu}x{gpus}/day50_gpt-verify_dp.json") > "$L/verify_dp.log" 2>&1 || fail=1
-  say "verify dp: $(grep -E '^RESULT' "$L/verify_dp.log")"
-  timeout 240 make -C day50_gpt bench-multi > "$L/bench_multi.log" 2>&1 || fail=1
-  say "bench-multi: $(grep -E '^RESULT' "$L/bench_multi.log")"
-  (CUDA_VISIBLE_DEVICES=1 timeout 170 make trace > "$L/trace.log" 2>&1; echo "trace rc=$?" >> "$L/trace.log"
-   rest=$(( $(left) - 10 ))
-   if [ $rest -gt 30 ]; then warm 1 warm_others.log $rest; else echo "no time for the warm-up" > "$L/warm_others.log"; fi) &
-  side=$!
-  CUDA_VISIBLE_DEVICES=0 timeout "$(left)" make -C day50_gpt bench > "$L/bench.log" 2>&1 || fail=1
-  say "bench: $(grep -E '^RESULT' "$L/bench.log" | tr '\n' ' ')"
-  wait $side
-  say "$(tail -1 "$L/trace.log"); $(tail -1 "$L/warm_others.log")"
-  grep -q "trace rc=0" "$L/trace.log" || fail=1
   ;;
 multi)
-  [ "$ngpu" -ge 2 ] || { say "multi needs two GPUs or more: $ngpu here"; pack; exit 2; }
+  [ "$ngpu" -ge 2 ] || { say "multi needs two GPUs or more: $ngpu here (skipped)"; pack; exit 77; }
   make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; pack; exit 1; }
   say "built"
   (cd day50_gpt && timeout 120 ./build/gpt --verify --verify-only dp --json "../results/{gpu}x{gpus}/day50_gpt-verify_dp.json") > "$L/verify_dp.log" 2>&1 || fail=1
