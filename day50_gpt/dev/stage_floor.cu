@@ -28,14 +28,17 @@
 //                one cluster share it
 //   sample       sample_block (decode_stages.cuh) alone on one block, by the ranks and by the sort
 // and, for a decoder spread over several clusters (several GPCs, each with its own way to L2):
-//   meet         K clusters of 16 blocks (K = 1, 2, 4, 8, as many as fit at once), one stage's exchange through
+//   meet         K clusters of 16 blocks (K = 1, 2, 4, 6, 8, as many as fit at once), one stage's exchange through
 //                L2 at a time: every block writes its share of an N-float vector (N = 384 or 1536) to global
 //                memory, its cluster meets (cluster.sync()), the cluster's first thread adds 1 to a counter with a
 //                release at GPU scope and spins on it (acquire at GPU scope) until all K clusters have arrived,
 //                the cluster meets again, and every block reads the whole vector back from L2 into its shared
 //                memory: what each stage of such a decoder would pay on top of its work, where one cluster
 //                pays a push (above). "block arrivals": every block adds itself (16 K arrivals a stage, no
-//                cluster barrier), as the persistent kernel's counting barrier does.
+//                cluster barrier), as the persistent kernel's counting barrier does. "flagged words": no counter, no
+//                fence, no barrier; every element goes out with the stage's tag in one 8-byte word, and readers poll
+//                the words themselves (meet_flagged). K = 6: a cluster for each of the model's 6 heads.
+//   gemv x/4     the GEMVs of a decoder split as today's over four clusters (a quarter of each stage's rows a block)
 //   copy by K clusters   every block of K clusters of 16 copies fc's fp32 bundle at once: the weight stream K
 //                GPCs get together, against one cluster's
 // Time: a launch of N iterations and one of 2N (copies: N/4 and N/2), each the median of 7 launches
@@ -274,6 +277,57 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
 #endif
 }
 
+// The same exchange with no counter, no fence and no cluster barrier: every element travels with the stage's
+// tag in one 8-byte word (value in the low half, tag a + 1 in the high half; NCCL's "LL" protocol does the same
+// between GPUs). A block writes its share as relaxed 8-byte stores at GPU scope, and every reader polls each
+// element it needs with relaxed 8-byte loads at GPU scope until the word carries this stage's tag: an aligned
+// 8-byte access is single-copy atomic, so the value read with the right tag is the value written with it, and
+// no other ordering is needed. Two buffers by the stage's parity, as above (a writer is at most one stage ahead
+// of any reader: to write stage a + 1 it read every block's stage-a words, written after their writers read
+// stage a - 1's). A word with a newer tag than the reader's stage (impossible) counts as a wrong read.
+__device__ __forceinline__ void st_flagged(unsigned long long* p, unsigned long long w) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_flagged(const unsigned long long* p) {
+  unsigned long long w;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
+  return w;
+}
+__global__ void __launch_bounds__(k::dec::kCThreads, 1)
+    meet_flagged(unsigned long long* vec, unsigned* abort, int N, int iters, long long spin_limit, unsigned* bad) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) float seen[];
+  const int blocks = int(gridDim.x), b = int(blockIdx.x), tid = threadIdx.x;
+  const int share = (N + blocks - 1) / blocks, lo = min(N, b * share), hi = min(N, lo + share);
+  unsigned wrong = 0;
+  for (int a = 0; a < iters; ++a) {
+    unsigned long long* v = vec + size_t(a & 1) * N;
+    const unsigned tag = unsigned(a) + 1u;
+    for (int i = lo + tid; i < hi; i += k::dec::kCThreads)
+      st_flagged(v + i, (static_cast<unsigned long long>(tag) << 32) | __float_as_uint(meet_code(a, i)));
+    for (int i = tid; i < N; i += k::dec::kCThreads) {
+      unsigned long long w = ld_flagged(v + i);
+      if (unsigned(w >> 32) != tag) {  // not there yet: poll (the clock and the abort flag only on this path)
+        const long long t0 = clock64();
+        unsigned stop = 0;
+        do {
+          w = ld_flagged(v + i);
+          if (unsigned(w >> 32) == tag) break;
+          asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(stop) : "l"(abort) : "memory");
+          if (!stop && clock64() - t0 > spin_limit) atomicExch(abort, 1u), stop = 1;
+        } while (!stop);
+      }
+      wrong += unsigned(w >> 32) != tag;  // (an aborted wait: its element counts as wrong)
+      seen[i] = __uint_as_float(unsigned(w));
+    }
+    __syncthreads();  // every thread may read any element now (a GEMV's input): checked by another thread
+    for (int i = tid; i < N; i += k::dec::kCThreads) wrong += seen[N - 1 - i] != meet_code(a, N - 1 - i);
+    __syncthreads();  // the reads done before the next stage's words overwrite `seen`
+  }
+  if (wrong) atomicAdd(bad + b, wrong);
+#endif
+}
+
 // sample_block (decode_stages.cuh) alone, as layer 0's qkv stage runs it on every block: the top-k pick from
 // V logits in this block's shared memory, `iters` times, by the ranks (kSort false) or by the sort; draw a % 64
 // of u each time, its pick to out[a % 64].
@@ -496,13 +550,17 @@ struct Runner {
     CUDA_CHECK(cudaFree(dsrc));
     CUDA_CHECK(cudaFree(dout));
   }
-  // meet_floor for K clusters of 16 (kClusterArrive) or 16 K blocks arriving one by one, an N-float vector.
+  // One exchange of an N-float vector between K clusters of 16, `kind` of them: meet_floor with the clusters
+  // arriving (kCluster) or the 16 K blocks arriving one by one (kBlock), or meet_flagged (kFlagged: no counter).
   // Every cluster must be resident at once (the spinners wait for each other): K is run only where
   // cudaOccupancyMaxActiveClusters says K clusters of 16 fit.
-  template <bool kClusterArrive>
+  enum MeetKind { kCluster, kBlock, kFlagged };
+  template <int kKind>
   void meet(int K, int N) {
     const int blocks = K * kS;
-    auto kern = meet_floor<kClusterArrive>;
+    const bool flagged = kKind == kFlagged;
+    void (*kern_counted)(float*, unsigned*, unsigned*, int, int, long long, unsigned*) = meet_floor<kKind == kCluster>;
+    const void* kern = flagged ? reinterpret_cast<const void*>(meet_flagged) : reinterpret_cast<const void*>(kern_counted);
     const size_t smem = size_t(N) * 4;
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -512,25 +570,27 @@ struct Runner {
     cfg.stream = stream;
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = kS, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;  // "block arrivals" too: its blocks placed as the clustered run's
+    cfg.attrs = attr, cfg.numAttrs = 1;  // block arrivals and flagged words too: their blocks placed as the clustered run's
     int fit = 0;
     const cudaError_t oe = cudaOccupancyMaxActiveClusters(&fit, kern, &cfg);
     char name[160];
     std::snprintf(name, sizeof name, "meet %d cluster%s of %d, %s, %d floats", K, K > 1 ? "s" : "", kS,
-                  kClusterArrive ? "cluster arrivals" : "block arrivals", N);
+                  kKind == kCluster ? "cluster arrivals" : kKind == kBlock ? "block arrivals" : "flagged words", N);
     if (oe != cudaSuccess || fit < K) {
       (void)cudaGetLastError();
       std::printf("  %-48s not run: %d clusters of %d fit at once\n", name, fit, kS);
       res.config["meet_not_run"].push(json::Value(std::string(name)));  // in the file too, not only on the console
       return;
     }
-    float* dvec;
+    void* dvec;  // two N-element buffers: floats (counted) or 8-byte words (flagged)
     unsigned *dcnt, *dabort, *dbad;
-    CUDA_CHECK(cudaMalloc(&dvec, size_t(2) * N * 4));
+    const size_t vec_bytes = size_t(2) * N * (flagged ? 8 : 4);
+    CUDA_CHECK(cudaMalloc(&dvec, vec_bytes));
     CUDA_CHECK(cudaMalloc(&dcnt, 4));
     CUDA_CHECK(cudaMalloc(&dabort, 4));
     CUDA_CHECK(cudaMalloc(&dbad, size_t(blocks) * 4));
     CUDA_CHECK(cudaMemset(dbad, 0, size_t(blocks) * 4));
+    CUDA_CHECK(cudaMemset(dcnt, 0, 4));
     CUDA_CHECK(cudaMemset(dabort, 0, 4));  // once: a wait that timed out in any launch fails the check
     int dev = 0, khz = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
@@ -539,9 +599,16 @@ struct Runner {
     size_t stages = 0;  // over all launches: what every block read
     int last_n = 0;     // the last launch's: what the counter holds
     auto enqueue = [&](int n) {
-      CUDA_CHECK(cudaMemsetAsync(dvec, 0xff, size_t(2) * N * 4, stream));  // NaN: a read of nothing written fails
-      CUDA_CHECK(cudaMemsetAsync(dcnt, 0, 4, stream));
-      CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, dvec, dcnt, dabort, N, n, spin_limit, dbad));
+      // NaN floats, or words whose tag (0xffffffff) no stage carries: a read of nothing written fails
+      CUDA_CHECK(cudaMemsetAsync(dvec, 0xff, vec_bytes, stream));
+      if (flagged) {
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, meet_flagged, static_cast<unsigned long long*>(dvec), dabort, N, n,
+                                      spin_limit, dbad));
+      } else {
+        CUDA_CHECK(cudaMemsetAsync(dcnt, 0, 4, stream));
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern_counted, static_cast<float*>(dvec), dcnt, dabort, N, n, spin_limit,
+                                      dbad));
+      }
       stages += size_t(n), last_n = n;
     };
     const timing::Stats s1 = launches(enqueue, iters), s2 = launches(enqueue, 2 * iters);
@@ -553,12 +620,13 @@ struct Runner {
     CUDA_CHECK(cudaMemcpy(bad.data(), dbad, size_t(blocks) * 4, cudaMemcpyDeviceToHost));
     size_t wrong = 0;
     for (unsigned w : bad) wrong += w;
-    const unsigned per_stage = kClusterArrive ? unsigned(K) : unsigned(blocks);
-    const bool ok_count = !aborted && cnt == per_stage * unsigned(last_n);
+    const unsigned per_stage = kKind == kCluster ? unsigned(K) : kKind == kBlock ? unsigned(blocks) : 0u;
+    const bool ok_count = !aborted && cnt == per_stage * unsigned(last_n);  // flagged: no counter, it stays 0
     res.add(verify::fact(std::string(name) + ": every element read at every stage", wrong == 0, "exact",
                          wrong ? "a block read a value its stage did not write" : "",
                          stages * size_t(blocks) * size_t(N), wrong));
-    res.add(verify::fact(std::string(name) + ": every arrival counted, no wait timed out", ok_count, "exact",
+    res.add(verify::fact(std::string(name) + (flagged ? ": no wait timed out" : ": every arrival counted, no wait timed out"),
+                         ok_count, "exact",
                          aborted ? "a wait timed out" : ok_count ? "" : "the counter does not hold the arrivals", 1,
                          ok_count ? 0 : 1));
     results::Bench bb;
@@ -568,6 +636,7 @@ struct Runner {
     bb.extra = json::Value::object();
     bb.extra["us_per_iteration"] = us, bb.extra["clusters"] = K, bb.extra["floats"] = N;
     bb.extra["arrivals_per_stage"] = double(per_stage), bb.extra["iters"] = iters;
+    bb.extra["kind"] = std::string(kKind == kCluster ? "cluster arrivals" : kKind == kBlock ? "block arrivals" : "flagged words");
     res.add(bb);
     std::printf("  %-48s %6.3f us a stage%s\n", name, us, wrong || !ok_count ? "  (its check FAILED)" : "");
     CUDA_CHECK(cudaFree(dvec));
@@ -644,6 +713,22 @@ struct Runner {
       }
     }
   }
+  // The GEMVs of a decoder split as today's over four clusters of 16 (64 blocks: a quarter of each stage's rows a
+  // block, rounded up to a multiple of 2): qkv 18, proj 6, fc 24, fc2 6, the head 4 rows. Beside a meeting's
+  // cost (meet ... flagged words), what such a stage's own work would take at least.
+  void shapes_four_clusters() {
+    static const Shape kShapes[] = {{"qkv/4", 18, 384, true},
+                                    {"proj/4", 6, 384, false},
+                                    {"fc/4", 24, 384, true},
+                                    {"fc2/4", 6, 1536, false},
+                                    {"head/4", 4, 384, true}};
+    for (const Shape& sh : kShapes) {
+      if (sh.stats)
+        one<float, kGemv, true>(sh, "fp32");
+      else
+        one<float, kGemv, false>(sh, "fp32");
+    }
+  }
 };
 
 }  // namespace
@@ -689,8 +774,10 @@ int main(int argc, char** argv) {
   run.copy(sms, 147456u, 1, false);  // a block on every SM
   for (int K : {2, 4, 8}) run.copy(K * kS, 147456u, 1, true, kS);  // K clusters of 16: K GPCs' ways to L2?
   for (int N : {384, 1536})
-    for (int K : {1, 2, 4, 8}) run.meet<true>(K, N), run.meet<false>(K, N);
+    for (int K : {1, 2, 4, 6, 8})
+      run.meet<Runner::kCluster>(K, N), run.meet<Runner::kBlock>(K, N), run.meet<Runner::kFlagged>(K, N);
   run.shapes<float>("fp32");
   run.shapes<__nv_bfloat16>("bf16");
+  run.shapes_four_clusters();
   return res.finish("stage_floor", json_path);
 }
