@@ -38,7 +38,8 @@
 //                cluster barrier), as the persistent kernel's counting barrier does. "flagged words": no counter, no
 //                fence, no barrier; every element goes out with the stage's tag in one 8-byte word, and readers poll
 //                the words themselves (meet_flagged). K = 6: a cluster for each of the model's 6 heads.
-//   gemv x/4     the GEMVs of a decoder split as today's over four clusters (a quarter of each stage's rows a block)
+//   gemv x/4, x/h  the GEMVs of a decoder split as today's over four clusters (a quarter of each stage's rows a
+//                block), and of one with a cluster for each head (Runner::shapes_split)
 //   copy by K clusters   every block of K clusters of 16 copies fc's fp32 bundle at once: the weight stream K
 //                GPCs get together, against one cluster's
 // Time: a launch of N iterations and one of 2N (copies: N/4 and N/2), each the median of 7 launches
@@ -55,6 +56,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -285,40 +287,75 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
 // no other ordering is needed. Two buffers by the stage's parity, as above (a writer is at most one stage ahead
 // of any reader: to write stage a + 1 it read every block's stage-a words, written after their writers read
 // stage a - 1's). A word with a newer tag than the reader's stage (impossible) counts as a wrong read.
-__device__ __forceinline__ void st_flagged(unsigned long long* p, unsigned long long w) {
-  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
+// Two words at once (16 bytes): each 8-byte element of a vector access is single-copy atomic on its own, and
+// each carries its own tag, so a pair may be seen half old, half new: the reader waits on each half.
+__device__ __forceinline__ void st_flagged2(unsigned long long* p, unsigned long long w0, unsigned long long w1) {
+  asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(w0), "l"(w1) : "memory");
 }
-__device__ __forceinline__ unsigned long long ld_flagged(const unsigned long long* p) {
-  unsigned long long w;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
-  return w;
+__device__ __forceinline__ void ld_flagged2(const unsigned long long* p, unsigned long long& w0, unsigned long long& w1) {
+  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(w0), "=l"(w1) : "l"(p) : "memory");
 }
+constexpr int kFlagPairs = 4;  // pairs of words a thread reads at most: N <= 2 x 4 x 512 = 4096
+__host__ __device__ inline unsigned long long flag_word(unsigned tag, float v) {
+#ifdef __CUDA_ARCH__
+  return (static_cast<unsigned long long>(tag) << 32) | __float_as_uint(v);
+#else
+  unsigned u;
+  std::memcpy(&u, &v, 4);
+  return (static_cast<unsigned long long>(tag) << 32) | u;
+#endif
+}
+// A block's share is a whole number of pairs (N even). A reader first loads every pair it needs (up to kFlagPairs
+// a thread, all in flight at once: one trip to L2 for all of them), then reloads only the pairs not yet there.
 __global__ void __launch_bounds__(k::dec::kCThreads, 1)
     meet_flagged(unsigned long long* vec, unsigned* abort, int N, int iters, long long spin_limit, unsigned* bad) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) float seen[];
-  const int blocks = int(gridDim.x), b = int(blockIdx.x), tid = threadIdx.x;
-  const int share = (N + blocks - 1) / blocks, lo = min(N, b * share), hi = min(N, lo + share);
+  const int blocks = int(gridDim.x), b = int(blockIdx.x), tid = threadIdx.x, pairs = N / 2;
+  const int share = (pairs + blocks - 1) / blocks, lo = min(pairs, b * share), hi = min(pairs, lo + share);
   unsigned wrong = 0;
   for (int a = 0; a < iters; ++a) {
     unsigned long long* v = vec + size_t(a & 1) * N;
     const unsigned tag = unsigned(a) + 1u;
     for (int i = lo + tid; i < hi; i += k::dec::kCThreads)
-      st_flagged(v + i, (static_cast<unsigned long long>(tag) << 32) | __float_as_uint(meet_code(a, i)));
-    for (int i = tid; i < N; i += k::dec::kCThreads) {
-      unsigned long long w = ld_flagged(v + i);
-      if (unsigned(w >> 32) != tag) {  // not there yet: poll (the clock and the abort flag only on this path)
-        const long long t0 = clock64();
-        unsigned stop = 0;
-        do {
-          w = ld_flagged(v + i);
-          if (unsigned(w >> 32) == tag) break;
-          asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(stop) : "l"(abort) : "memory");
-          if (!stop && clock64() - t0 > spin_limit) atomicExch(abort, 1u), stop = 1;
-        } while (!stop);
-      }
-      wrong += unsigned(w >> 32) != tag;  // (an aborted wait: its element counts as wrong)
-      seen[i] = __uint_as_float(unsigned(w));
+      st_flagged2(v + 2 * i, flag_word(tag, meet_code(a, 2 * i)), flag_word(tag, meet_code(a, 2 * i + 1)));
+    unsigned long long w[kFlagPairs][2];
+#pragma unroll
+    for (int q = 0; q < kFlagPairs; ++q) {
+      const int i = tid + q * k::dec::kCThreads;
+      if (i < pairs) ld_flagged2(v + 2 * i, w[q][0], w[q][1]);
+    }
+    auto missing = [&] {
+      bool m = false;
+#pragma unroll
+      for (int q = 0; q < kFlagPairs; ++q)
+        if (tid + q * k::dec::kCThreads < pairs) m |= unsigned(w[q][0] >> 32) != tag || unsigned(w[q][1] >> 32) != tag;
+      return m;
+    };
+    if (missing()) {  // not all there yet: poll (the clock and the abort flag only on this path)
+      const long long t0 = clock64();
+      unsigned stop = 0;
+      do {
+#pragma unroll
+        for (int q = 0; q < kFlagPairs; ++q) {
+          const int i = tid + q * k::dec::kCThreads;
+          if (i < pairs && (unsigned(w[q][0] >> 32) != tag || unsigned(w[q][1] >> 32) != tag))
+            ld_flagged2(v + 2 * i, w[q][0], w[q][1]);
+        }
+        if (!missing()) break;
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(stop) : "l"(abort) : "memory");
+        if (!stop && clock64() - t0 > spin_limit) atomicExch(abort, 1u), stop = 1;
+      } while (!stop);
+    }
+#pragma unroll
+    for (int q = 0; q < kFlagPairs; ++q) {
+      const int i = tid + q * k::dec::kCThreads;
+      if (i < pairs)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          wrong += unsigned(w[q][e] >> 32) != tag;  // (an aborted wait: its element counts as wrong)
+          seen[2 * i + e] = __uint_as_float(unsigned(w[q][e]));
+        }
     }
     __syncthreads();  // every thread may read any element now (a GEMV's input): checked by another thread
     for (int i = tid; i < N; i += k::dec::kCThreads) wrong += seen[N - 1 - i] != meet_code(a, N - 1 - i);
@@ -350,6 +387,46 @@ struct Shape {
   int R, I;
   bool stats;
 };
+
+// The decoder's attention stage (cstage_attention) and the merge of its parts that begins the projection stage
+// (cstage_proj_merge), on one cluster of 16 with nothing else around: H heads of 64 over the cached positions
+// 0..t of a cache in global memory ([T][C], as the decoder's), `iters` times; each iteration's partials pushed
+// (st.async) to every block, the relaxed barrier, the wait for them, then the merge. H = 6 is today's decoder
+// (2 parts of the positions a head, 12 blocks busy); H = 1 is one head's attention on its own cluster of 16 (16
+// parts). out: block 0's merged output of the last iteration (C numbers), checked against the CPU in double.
+__global__ void __launch_bounds__(k::dec::kCThreads, 1)
+    attn_floor(k::dec::Net<float> n, k::dec::ClusterPlan p, const float* qg, int t, int iters, float* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using namespace k::dec;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ unsigned long long got[2];
+  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+  const int rank = int(cl.block_rank());
+  float* q = at_<float>(smem, p.q);
+  for (int i = threadIdx.x; i < n.C; i += kCThreads) q[i] = qg[i];
+  for (int i = threadIdx.x; i < n.H * p.G * p.wstride; i += kCThreads) at_<float>(smem, p.attp)[i] = NAN;
+  if (threadIdx.x == 0) {
+    k::mbar_init(got), k::mbar_init(got + 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  cl.sync();
+  auto nosub = [](int) {};
+  for (int a = 0; a < iters; ++a) {
+    if (threadIdx.x == 0) k::mbar_expect(got + (a & 1), unsigned(n.H * p.G * 2 + n.C * p.G) * 4u);
+    cstage_attention(n, p, cl, 0, t, smem, rank, got + (a & 1), nosub);
+    cluster_sync_relaxed();
+    k::mbar_wait<true>(got + (a & 1), unsigned(a >> 1) & 1u);
+    cstage_proj_merge(n, p, smem);  // ends with a __syncthreads(): the partials read before the next pushes land
+    // (the next iteration's pushes may land in attp before a slower block has merged: each block's merge reads its
+    // own copy, which only its own next wait's pushes overwrite, after this block's merge; as in the decoder,
+    // where a qkv stage's full barrier stands between them)
+  }
+  cl.sync();
+  if (rank == 0)
+    for (int i = threadIdx.x; i < n.C; i += kCThreads) out[i] = at_<float>(smem, p.xn)[i];
+#endif
+}
 
 template <class W>
 float to_float(W v) {
@@ -559,9 +636,17 @@ struct Runner {
   void meet(int K, int N) {
     const int blocks = K * kS;
     const bool flagged = kKind == kFlagged;
+    if (flagged && (N % 2 != 0 || N > 2 * kFlagPairs * k::dec::kCThreads)) {  // meet_flagged's pairs a thread
+      std::fprintf(stderr, "stage_floor: meet_flagged takes an even N up to %d, not %d\n",
+                   2 * kFlagPairs * k::dec::kCThreads, N);
+      std::exit(1);
+    }
     void (*kern_counted)(float*, unsigned*, unsigned*, int, int, long long, unsigned*) = meet_floor<kKind == kCluster>;
     const void* kern = flagged ? reinterpret_cast<const void*>(meet_flagged) : reinterpret_cast<const void*>(kern_counted);
-    const size_t smem = size_t(N) * 4;
+    // One block an SM, as the decoder's (its weight area takes most of the shared memory): a kernel this small
+    // could otherwise run two blocks of a cluster on one SM (a first run of the flagged kind fitted 8 clusters
+    // of 16 where the counted kinds fitted 7).
+    const size_t smem = std::max(size_t(N) * 4, size_t(120) << 10);
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     cudaLaunchAttribute attr[1];
@@ -644,6 +729,81 @@ struct Runner {
     CUDA_CHECK(cudaFree(dabort));
     CUDA_CHECK(cudaFree(dbad));
   }
+  // attn_floor: H heads of hs = 64 (C = 64 H) at position t, T = 256 cached positions of random k and v.
+  void attention(int H, int t) {
+    const int hs = 64, C = H * hs, T = 256;
+    int dev = 0, optin = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    k::dec::ClusterPlan p = k::dec::make_cluster_plan(C, H, 256, kS, 4, size_t(optin));
+    const size_t smem = std::max(size_t(p.wts), size_t(120) << 10);  // the vectors only; one block an SM
+    std::vector<float> kc(size_t(T) * C), vc(size_t(T) * C), q(C);
+    verify::Rng rng(4242);
+    auto next = [&] { return float(double(rng.next() >> 11) / 9007199254740992.0 * 2.0 - 1.0); };
+    for (auto& x : kc) x = next();
+    for (auto& x : vc) x = next();
+    for (auto& x : q) x = 2.f * next();
+    float *dk, *dv, *dq, *dout;
+    CUDA_CHECK(cudaMalloc(&dk, kc.size() * 4));
+    CUDA_CHECK(cudaMalloc(&dv, vc.size() * 4));
+    CUDA_CHECK(cudaMalloc(&dq, C * 4));
+    CUDA_CHECK(cudaMalloc(&dout, C * 4));
+    CUDA_CHECK(cudaMemcpy(dk, kc.data(), kc.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dv, vc.data(), vc.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dq, q.data(), C * 4, cudaMemcpyHostToDevice));
+    k::dec::Net<float> n{};
+    n.kc = dk, n.vc = dv, n.L = 1, n.C = C, n.H = H, n.T = T, n.V = 256;
+    CUDA_CHECK(cudaFuncSetAttribute(attn_floor, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_floor, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cudaLaunchAttribute attr[1];
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(kS)), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kS, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    auto enqueue = [&](int it) {
+      CUDA_CHECK(cudaMemsetAsync(dout, 0xff, C * 4, stream));  // NaN: an output not written fails
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, attn_floor, n, p, static_cast<const float*>(dq), t, it, dout));
+    };
+    const timing::Stats s1 = launches(enqueue, iters), s2 = launches(enqueue, 2 * iters);
+    const double us = (s2.median_ms - s1.median_ms) * 1e3 / iters;
+    std::vector<float> got(C);
+    CUDA_CHECK(cudaMemcpy(got.data(), dout, C * 4, cudaMemcpyDeviceToHost));
+    std::vector<double> want(C);
+    for (int h = 0; h < H; ++h) {  // softmax(q k / sqrt(hs)) v over positions 0..t, in double
+      std::vector<double> sc(t + 1);
+      double m = -1e300, l = 0;
+      for (int s = 0; s <= t; ++s) {
+        double d = 0;
+        for (int i = 0; i < hs; ++i) d += double(q[h * hs + i]) * kc[size_t(s) * C + h * hs + i];
+        sc[s] = d / std::sqrt(double(hs)), m = std::max(m, sc[s]);
+      }
+      for (int s = 0; s <= t; ++s) l += std::exp(sc[s] - m);
+      for (int i = 0; i < hs; ++i) {
+        double o = 0;
+        for (int s = 0; s <= t; ++s) o += std::exp(sc[s] - m) * vc[size_t(s) * C + h * hs + i];
+        want[h * hs + i] = o / l;
+      }
+    }
+    char name[160];
+    std::snprintf(name, sizeof name, "attention %d head%s of 64 on one cluster of %d, position %d", H, H > 1 ? "s" : "",
+                  kS, t);
+    res.add(verify::compare(name, got.data(), want.data(), size_t(C), verify::kFp32));
+    results::Bench bb;
+    bb.name = name, bb.dtype = "fp32", bb.shape = {H, hs, t + 1};
+    bb.ms = us * 1e-3, bb.min_ms = (s2.min_ms - s1.max_ms) / iters, bb.max_ms = (s2.max_ms - s1.min_ms) / iters;
+    bb.reps = 7;
+    bb.extra = json::Value::object();
+    bb.extra["us_per_iteration"] = us, bb.extra["heads"] = H, bb.extra["parts_a_head"] = p.G;
+    bb.extra["positions"] = t + 1, bb.extra["iters"] = iters;
+    res.add(bb);
+    std::printf("  %-56s %6.3f us a stage (attention, push, barrier, merge)\n", name, us);
+    CUDA_CHECK(cudaFree(dk));
+    CUDA_CHECK(cudaFree(dv));
+    CUDA_CHECK(cudaFree(dq));
+    CUDA_CHECK(cudaFree(dout));
+  }
   // sample_floor: V logits with ties (values on a grid of 1/8), 64 draws; each pick checked against the same
   // arithmetic on the CPU (the order by value, then index; the weights' exponentials in double; the walk).
   template <bool kSort>
@@ -713,15 +873,17 @@ struct Runner {
       }
     }
   }
-  // The GEMVs of a decoder split as today's over four clusters of 16 (64 blocks: a quarter of each stage's rows a
-  // block, rounded up to a multiple of 2): qkv 18, proj 6, fc 24, fc2 6, the head 4 rows. Beside a meeting's
-  // cost (meet ... flagged words), what such a stage's own work would take at least.
-  void shapes_four_clusters() {
-    static const Shape kShapes[] = {{"qkv/4", 18, 384, true},
-                                    {"proj/4", 6, 384, false},
-                                    {"fc/4", 24, 384, true},
-                                    {"fc2/4", 6, 1536, false},
-                                    {"head/4", 4, 384, true}};
+  // The GEMVs of two decoders spread over several clusters of 16, fp32, beside the meetings (meet ... flagged words):
+  // what such a stage's own work would take at least.
+  //   /4  split as today's over four clusters (64 blocks: a quarter of each stage's rows a block, rounded up to a
+  //       multiple of 2): qkv 18, proj 6, fc 24, fc2 6, the head 4 rows;
+  //   /h  a cluster a head (6 clusters): qkv the head's 3 x 64 rows (12 a block), the projection's partial sum over the
+  //       head's 64 inputs (all 384 rows, 24 a block), fc a sixth of its rows (16 a block), fc2's partial sum over
+  //       that sixth of its inputs (384 rows of 256, 24 a block); the partial sums meet through L2 (6 x 384 numbers).
+  void shapes_split() {
+    static const Shape kShapes[] = {{"qkv/4", 18, 384, true}, {"proj/4", 6, 384, false}, {"fc/4", 24, 384, true},
+                                    {"fc2/4", 6, 1536, false}, {"head/4", 4, 384, true}, {"qkv/h", 12, 384, true},
+                                    {"proj/h", 24, 64, false},  {"fc/h", 16, 384, true},  {"fc2/h", 24, 256, false}};
     for (const Shape& sh : kShapes) {
       if (sh.stats)
         one<float, kGemv, true>(sh, "fp32");
@@ -776,8 +938,11 @@ int main(int argc, char** argv) {
   for (int N : {384, 1536})
     for (int K : {1, 2, 4, 6, 8})
       run.meet<Runner::kCluster>(K, N), run.meet<Runner::kBlock>(K, N), run.meet<Runner::kFlagged>(K, N);
+  run.meet<Runner::kBlock>(6, 2304), run.meet<Runner::kFlagged>(6, 2304);  // a cluster a head: 6 partial sums of 384
   run.shapes<float>("fp32");
   run.shapes<__nv_bfloat16>("bf16");
-  run.shapes_four_clusters();
+  run.shapes_split();
+  for (int H : {6, 1})
+    for (int t : {127, 255}) run.attention(H, t);
   return res.finish("stage_floor", json_path);
 }
