@@ -394,8 +394,14 @@ struct Shape {
 // (st.async) to every block, the relaxed barrier, the wait for them, then the merge. H = 6 is today's decoder
 // (2 parts of the positions a head, 12 blocks busy); H = 1 is one head's attention on its own cluster of 16 (16
 // parts). out: block 0's merged output of the last iteration (C numbers), checked against the CPU in double.
+// kStamp (an untimed launch): block b's thread 0 adds up, over the iterations, the clocks of five phases into
+// phases[b * 5 + ..]: its warps' partials done (cstage_attention's point A), the block's merge (A to B), the push
+// and the relaxed barrier (B to C), the wait for every block's partials (C to D), the merge of the parts (D to E).
+// A block with no attention item stamps nothing inside the stage: its first two phases read 0.
+template <bool kStamp>
 __global__ void __launch_bounds__(k::dec::kCThreads, 1)
-    attn_floor(k::dec::Net<float> n, k::dec::ClusterPlan p, const float* qg, int t, int iters, float* out) {
+    attn_floor(k::dec::Net<float> n, k::dec::ClusterPlan p, const float* qg, int t, int iters, float* out,
+               unsigned long long* phases) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace k::dec;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -411,13 +417,29 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
   }
   __syncthreads();
   cl.sync();
-  auto nosub = [](int) {};
+  long long acc[5] = {}, st[6];
+  auto clock = [&](int k) {
+    if (kStamp && threadIdx.x == 0) st[k] = clock64();
+  };
+  auto sub = [&](int point) {  // cstage_attention's points A (partials done) and B (the block's merge done)
+    if (point == kSubA) clock(1);
+    if (point == kSubB) clock(2);
+  };
+  const long long c_begin = clock64();
+  const unsigned long long ns_begin = k::dec::global_ns();
   for (int a = 0; a < iters; ++a) {
+    clock(0), clock(1), clock(2);  // (a block with no item: A and B stay at the stage's start)
     if (threadIdx.x == 0) k::mbar_expect(got + (a & 1), unsigned(n.H * p.G * 2 + n.C * p.G) * 4u);
-    cstage_attention(n, p, cl, 0, t, smem, rank, got + (a & 1), nosub);
+    cstage_attention(n, p, cl, 0, t, smem, rank, got + (a & 1), sub);
+    if (n.H * p.G <= rank) clock(1), clock(2);
     cluster_sync_relaxed();
+    clock(3);
     k::mbar_wait<true>(got + (a & 1), unsigned(a >> 1) & 1u);
+    clock(4);
     cstage_proj_merge(n, p, smem);  // ends with a __syncthreads(): the partials read before the next pushes land
+    clock(5);
+    if (kStamp && threadIdx.x == 0)
+      for (int k = 0; k < 5; ++k) acc[k] += st[k + 1] - st[k];
     // (the next iteration's pushes may land in attp before a slower block has merged: each block's merge reads its
     // own copy, which only its own next wait's pushes overwrite, after this block's merge; as in the decoder,
     // where a qkv stage's full barrier stands between them)
@@ -425,6 +447,10 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
   cl.sync();
   if (rank == 0)
     for (int i = threadIdx.x; i < n.C; i += kCThreads) out[i] = at_<float>(smem, p.xn)[i];
+  if (kStamp && threadIdx.x == 0) {
+    for (int k = 0; k < 5; ++k) phases[rank * 5 + k] = (unsigned long long)acc[k];
+    if (rank == 0) phases[kS * 5] = (unsigned long long)(clock64() - c_begin), phases[kS * 5 + 1] = k::dec::global_ns() - ns_begin;
+  }
 #endif
 }
 
@@ -753,8 +779,12 @@ struct Runner {
     CUDA_CHECK(cudaMemcpy(dq, q.data(), C * 4, cudaMemcpyHostToDevice));
     k::dec::Net<float> n{};
     n.kc = dk, n.vc = dv, n.L = 1, n.C = C, n.H = H, n.T = T, n.V = 256;
-    CUDA_CHECK(cudaFuncSetAttribute(attn_floor, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_floor, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    for (auto kern : {attn_floor<false>, attn_floor<true>}) {
+      CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    }
+    unsigned long long* dph;
+    CUDA_CHECK(cudaMalloc(&dph, (size_t(kS) * 5 + 2) * 8));
     cudaLaunchAttribute attr[1];
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(unsigned(kS)), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = smem;
@@ -764,10 +794,27 @@ struct Runner {
     cfg.attrs = attr, cfg.numAttrs = 1;
     auto enqueue = [&](int it) {
       CUDA_CHECK(cudaMemsetAsync(dout, 0xff, C * 4, stream));  // NaN: an output not written fails
-      CUDA_CHECK(cudaLaunchKernelEx(&cfg, attn_floor, n, p, static_cast<const float*>(dq), t, it, dout));
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, attn_floor<false>, n, p, static_cast<const float*>(dq), t, it, dout,
+                                    static_cast<unsigned long long*>(nullptr)));
     };
     const timing::Stats s1 = launches(enqueue, iters), s2 = launches(enqueue, 2 * iters);
     const double us = (s2.median_ms - s1.median_ms) * 1e3 / iters;
+    // The phases, from one more (stamped, untimed) launch: each block's mean clocks an iteration, in microseconds
+    // at the SM clock of the moment; the latest block's (the stage waits for it) and the mean over the blocks.
+    CUDA_CHECK(cudaMemsetAsync(dph, 0, (size_t(kS) * 5 + 2) * 8, stream));
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, attn_floor<true>, n, p, static_cast<const float*>(dq), t, iters, dout, dph));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<unsigned long long> ph(size_t(kS) * 5 + 2);
+    CUDA_CHECK(cudaMemcpy(ph.data(), dph, ph.size() * 8, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(dph));
+    // clocks to microseconds: block 0 also stamped its whole loop in clocks and in the global timer's ns
+    const double mhz = double(ph[size_t(kS) * 5]) / double(std::max(1ull, ph[size_t(kS) * 5 + 1])) * 1e3;
+    double late[5] = {}, mean[5] = {};
+    for (int b = 0; b < kS; ++b)
+      for (int k = 0; k < 5; ++k) {
+        const double u = double(ph[size_t(b) * 5 + k]) / iters / mhz;
+        late[k] = std::max(late[k], u), mean[k] += u / kS;
+      }
     std::vector<float> got(C);
     CUDA_CHECK(cudaMemcpy(got.data(), dout, C * 4, cudaMemcpyDeviceToHost));
     std::vector<double> want(C);
@@ -797,8 +844,14 @@ struct Runner {
     bb.extra = json::Value::object();
     bb.extra["us_per_iteration"] = us, bb.extra["heads"] = H, bb.extra["parts_a_head"] = p.G;
     bb.extra["positions"] = t + 1, bb.extra["iters"] = iters;
+    static const char* kPhase[5] = {"partials", "block_merge", "push_and_barrier", "wait", "parts_merge"};
+    json::Value jl = json::Value::object(), jm = json::Value::object();
+    for (int k = 0; k < 5; ++k) jl[kPhase[k]] = late[k], jm[kPhase[k]] = mean[k];
+    bb.extra["phase_us_latest_block"] = jl, bb.extra["phase_us_mean"] = jm, bb.extra["stamp_clock_mhz"] = mhz;
     res.add(bb);
     std::printf("  %-56s %6.3f us a stage (attention, push, barrier, merge)\n", name, us);
+    std::printf("    phases, latest block (us): partials %.3f, block merge %.3f, push+barrier %.3f, wait %.3f, parts merge %.3f"
+                " (clock %.0f MHz)\n", late[0], late[1], late[2], late[3], late[4], mhz);
     CUDA_CHECK(cudaFree(dk));
     CUDA_CHECK(cudaFree(dv));
     CUDA_CHECK(cudaFree(dq));
