@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(k::dec::kCThreads, 1)
     // A word is missing while it does not carry this stage's tag. A newer stage's tag (impossible, by the argument
     // above) would keep its reader polling until the spin limit: the run then fails on the timed-out wait and on the
     // element, as for a word that never came. (A version that ended the wait at once on a newer tag, two tests a
-    // word, made every flagged meeting 0.2-0.5 us slower in a run on the H200: the reads are on the stage's path.)
+    // word, made every flagged meeting slower in a development run on the H200: the reads are on the stage's path.)
     auto early = [&](unsigned long long word) { return unsigned(word >> 32) != tag; };
     auto missing = [&] {
       bool m = false;
