@@ -485,6 +485,17 @@ struct Runner {
   int iters;
   cudaStream_t stream;
   results::Results& res;
+  // A launch of `blocks` blocks of the decoder's 512 threads, in clusters of `cluster` (0: no cluster), with `smem`
+  // bytes of dynamic shared memory, on this stream; attr: its one attribute's storage.
+  cudaLaunchConfig_t launch_cfg(int blocks, int cluster, size_t smem, cudaLaunchAttribute* attr) const {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(blocks)), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(std::max(cluster, 1)), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr, cfg.numAttrs = cluster > 0 ? 1 : 0;
+    return cfg;
+  }
   // Launches of n iterations timed by common/timing.cuh: the median of 7 after a warm-up, L2 not flushed (the
   // decoder finds its weights in L2). enqueue(n) poisons the output and launches. A caller times n and 2n and
   // takes the difference over n: one iteration, without the launch and the set-up.
@@ -532,12 +543,7 @@ struct Runner {
     CUDA_CHECK(cudaMemcpy(dx, hx.data(), I * 4, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dg, hg.data(), I * 4, cudaMemcpyHostToDevice));
     cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(kS), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = lay.total,
-    cfg.stream = stream;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kS, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;
+    const cudaLaunchConfig_t cfg = launch_cfg(kS, kS, lay.total, attr);
     int fit = 0;
     const cudaError_t oe = cudaOccupancyMaxActiveClusters(&fit, kern, &cfg);
     if (oe != cudaSuccess || fit < 1) {  // the decoder's cluster does not fit this GPU: nothing here to time
@@ -622,12 +628,7 @@ struct Runner {
     CUDA_CHECK(cudaMalloc(&dout, size_t(blocks) * 4));
     CUDA_CHECK(cudaMemcpy(dsrc, h.data(), words * 4, cudaMemcpyHostToDevice));
     cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(blocks)), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = bytes;
-    cfg.stream = stream;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = unsigned(cluster_size), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = cluster ? 1 : 0;
+    const cudaLaunchConfig_t cfg = launch_cfg(blocks, cluster ? cluster_size : 0, bytes, attr);
     auto enqueue = [&](int n) {
       CUDA_CHECK(cudaMemsetAsync(dout, 0xff, size_t(blocks) * 4, stream));
       CUDA_CHECK(cudaLaunchKernelEx(&cfg, copy_floor, (const unsigned*)dsrc, bytes, pieces, n, dout));
@@ -695,13 +696,8 @@ struct Runner {
     const size_t smem = std::max(size_t(N) * 4, size_t(120) << 10);
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(blocks)), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kS, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;  // block arrivals and flagged words too: their blocks placed as the clustered run's
+    cudaLaunchAttribute attr[1];  // block arrivals and flagged words in clusters too: their blocks placed as the clustered run's
+    const cudaLaunchConfig_t cfg = launch_cfg(blocks, kS, smem, attr);
     int fit = 0;
     const cudaError_t oe = cudaOccupancyMaxActiveClusters(&fit, kern, &cfg);
     char name[160];
@@ -796,12 +792,7 @@ struct Runner {
       CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     }
     cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(kS)), cfg.blockDim = dim3(k::dec::kCThreads), cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kS, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;
+    const cudaLaunchConfig_t cfg = launch_cfg(kS, kS, smem, attr);
     int fit = 0;
     if (cudaOccupancyMaxActiveClusters(&fit, attn_floor<false>, &cfg) != cudaSuccess || fit < 1) {
       (void)cudaGetLastError();
