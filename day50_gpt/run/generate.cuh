@@ -583,11 +583,11 @@ struct FastDecoder {
     if (!cluster_ok) throw std::runtime_error("FastDecoder: this GPU or build cannot run the cluster decoder");
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = cluster_launch(plan.S, plan.total, stream, attr);
-    // The build without stamps where nothing is stamped; except in fp32, where in development it ran ~2%
-    // slower than the build with them (stamping nothing: n.trace null), in every one of 3 interleaved runs
-    // (bf16 ~6% faster): ptxas places the two builds' registers otherwise (results/nvidia-h200/day50_decode/,
-    // its README).
-    if (n.trace || std::is_same<W, float>::value)
+    // The build without stamps where nothing is stamped. (Before the merges without tests, fp32 launched the
+    // stamped build here too: the plain one ran ~2% slower in development, in every one of 3 interleaved runs,
+    // ptxas placing the two builds' registers otherwise; results/nvidia-h200/day50_decode/, its README. With them
+    // the stamped fp32 build spills more: wip/attn-merge2 times the plain one.)
+    if (n.trace)
       CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_cluster<W, true>, n, plan, start, count0, steps));
     else
       CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_cluster<W, false>, n, plan, start, count0, steps));
