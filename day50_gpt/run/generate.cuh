@@ -583,10 +583,11 @@ struct FastDecoder {
     if (!cluster_ok) throw std::runtime_error("FastDecoder: this GPU or build cannot run the cluster decoder");
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = cluster_launch(plan.S, plan.total, stream, attr);
-    // The build without stamps where nothing is stamped. (Before the merges without tests, fp32 launched the
-    // stamped build here too: the plain one ran ~2% slower in development, in every one of 3 interleaved runs,
-    // ptxas placing the two builds' registers otherwise; results/nvidia-h200/day50_decode/, its README. With them
-    // the stamped fp32 build spills more: wip/attn-merge2 times the plain one.)
+    // The build without stamps where nothing is stamped, in both precisions. (fp32 used to launch the stamped
+    // build here too: after step 7 its plain one ran ~2% slower in development, ptxas placing the two builds'
+    // registers otherwise. The decoder has changed since: in results/nvidia-h200/day50_decode/step19_dev/ the plain
+    // fp32 build of main's decoder ran 3% faster than its stamped one, a call apart on one H200, and with the
+    // merges without tests its stamped build spills more.)
     if (n.trace)
       CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_cluster<W, true>, n, plan, start, count0, steps));
     else
