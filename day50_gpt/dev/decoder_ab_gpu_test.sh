@@ -29,6 +29,7 @@ if [ "${SUB:-0}" = 1 ]; then
 fi
 targets="build/gpt"
 [ "${FLOOR:-0}" = 1 ] && targets="$targets build/stage_floor"
+rm -f day50_gpt/build/gpt.o  # rebuilt, so that ptxas prints the decoder's lines (an up-to-date object prints none)
 NVCCFLAGS="-Xptxas -v" make -C day50_gpt -j8 $targets > "$L/build.txt" 2>&1 || { say "build failed"; tail -30 "$L/build.txt"; fin 1; }
 wait
 if [ -n "${AB_BASE:-}" ]; then grep -q "rc=0" "$L/build_base.txt" || { say "base build failed"; tail -30 "$L/build_base.txt"; fin 1; }; fi
@@ -48,7 +49,7 @@ fi
 fail=0
 if [ "${FLOOR:-0}" = 1 ]; then
   (cd day50_gpt && timeout 200 ./build/stage_floor --json "$OUT/stage_floor.json") > "$L/floor.txt" 2>&1
-  rc=$?; say "stage_floor rc=$rc"; [ $rc -eq 0 ] || fail=1
+  rc=$?; say "stage_floor rc=$rc"; [ $rc -eq 0 ] || [ $rc -eq 77 ] || fail=1  # (77: no cluster of 16 here, skipped)
 fi
 (cd day50_gpt && timeout 330 ./build/gpt --verify --json "$OUT/verify.json") > "$L/verify.txt" 2>&1
 rc=$?; say "verify rc=$rc"; [ $rc -eq 0 ] || fail=1
@@ -63,7 +64,7 @@ for i in $(seq 1 "$ROUNDS"); do
   fi
 done
 [ "${SUB:-0}" = 1 ] && gen $V build/sub sub
-health after || fail=3
+health after || { [ $fail -eq 0 ] && fail=3; }  # (a failed step's 1 stands)
 [ "${FLOOR:-0}" = 1 ] && grep -E "us a|GB/s|FAIL" "$L/floor.txt" | head -60
 [ "${SUB:-0}" = 1 ] && grep -h -A9 "sub-stamps" "$L/gen_sub.txt" | head -24
 summary

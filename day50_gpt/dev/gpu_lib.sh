@@ -17,7 +17,7 @@ health() {
 }
 fin() {  # (the loose files are removed only once the archive holds them)
   wait  # no build left running in the background
-  (cd "$OUT" && tar czf results.tgz logs ./*.json 2>/dev/null && rm -rf logs ./*.json)
+  (cd "$OUT" && shopt -s nullglob && set -- logs ./*.json && tar czf results.tgz "$@" && rm -rf "$@")  # (no JSON: logs alone)
   exit "$1"
 }
 # gen DIR BUILD NAME: `--bench --bench-part generate` of DIR/BUILD/gpt into $OUT/gen_NAME.json (the data named

@@ -23,12 +23,12 @@ echo "rc=$?" >> "$L/build_sub.txt"
 say "built"
 fail=0
 (cd day50_gpt && timeout 200 ./build/stage_floor --json "$OUT/stage_floor.json") > "$L/floor.txt" 2>&1
-rc=$?; say "stage_floor rc=$rc"; [ $rc -eq 0 ] || fail=1
+rc=$?; say "stage_floor rc=$rc"; [ $rc -eq 0 ] || [ $rc -eq 77 ] || fail=1  # (77: no cluster of 16 here, skipped)
 for i in $(seq 1 "$ROUNDS"); do
   if [ $((i % 2)) -eq 1 ]; then gen day50_gpt build "${i}_plain"; gen day50_gpt build/sub "${i}_sub"
   else gen day50_gpt build/sub "${i}_sub"; gen day50_gpt build "${i}_plain"; fi
 done
-health after || fail=3
+health after || { [ $fail -eq 0 ] && fail=3; }  # (a failed step's 1 stands)
 grep -E "us a stage|GB/s|FAIL" "$L/floor.txt"
 grep -h -A8 "one cluster of 16\|sub-stamps" "$L"/gen_1_sub.txt | head -40
 summary

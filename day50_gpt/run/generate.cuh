@@ -583,11 +583,12 @@ struct FastDecoder {
     if (!cluster_ok) throw std::runtime_error("FastDecoder: this GPU or build cannot run the cluster decoder");
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = cluster_launch(plan.S, plan.total, stream, attr);
-    // The build without stamps where nothing is stamped; except in fp32, where in development it ran ~2%
-    // slower than the build with them (stamping nothing: n.trace null), in every one of 3 interleaved runs
-    // (bf16 ~6% faster): ptxas places the two builds' registers otherwise (results/nvidia-h200/day50_decode/,
-    // its README).
-    if (n.trace || std::is_same<W, float>::value)
+    // The build without stamps where nothing is stamped, in both precisions. (fp32 used to launch the stamped
+    // build here too: after step 7 its plain one ran ~2% slower in development, ptxas placing the two builds'
+    // registers otherwise. The decoder has changed since: in results/nvidia-h200/day50_decode/step19_dev/ the plain
+    // fp32 build of main's decoder ran 3% faster than its stamped one, a call apart on one H200, and with the
+    // merges without tests its stamped build spills more.)
+    if (n.trace)
       CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_cluster<W, true>, n, plan, start, count0, steps));
     else
       CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_cluster<W, false>, n, plan, start, count0, steps));

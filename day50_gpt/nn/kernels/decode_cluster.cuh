@@ -414,15 +414,23 @@ __device__ void cstage_attention(const Net<W>& n, const ClusterPlan& p, cooperat
     // staging slot (after the warps' partials); then push_to_all sends the hs + 2 numbers (with 16 blocks,
     // every warp to one block). (A first version had each of the hs + 2 threads send its number to the S blocks itself:
     // S stores one after another on each of 3 warps while the other 13 waited.)
+    // No test inside the loops: a warp without positions wrote m = -inf (and zeros), and __expf(-inf) is 0, so its
+    // weight is 0 without a branch. (A test on each warp's m, as a first version had, put a branch between every
+    // warp's loads and the next's: the merge took ~0.4-0.6 us of the stage in stage_floor's phase stamps,
+    // results/nvidia-h200/day50_decode/step17_dev.) Only a part with no positions at all has M = -inf, and
+    // -inf - -inf would be NaN: its M is taken as 0 in the exponent, every weight then 0 as before.
     float* merged = wpart + kCWarps * p.wstride;
     for (int d = threadIdx.x; d < hs + 2; d += kCThreads) {
       float M = -INFINITY;
+#pragma unroll
       for (int w = 0; w < kCWarps; ++w) M = fmaxf(M, wpart[w * p.wstride + hs]);
+      const float Mx = M == -INFINITY ? 0.f : M;
+      const int dd = min(d, hs - 1);
       float L = 0.f, o = 0.f;
+#pragma unroll
       for (int w = 0; w < kCWarps; ++w) {
-        const float* ww = wpart + w * p.wstride;
-        const float e = ww[hs] == -INFINITY ? 0.f : __expf(ww[hs] - M);
-        L += e * ww[hs + 1], o += e * ww[min(d, hs - 1)];
+        const float e = __expf(wpart[w * p.wstride + hs] - Mx);
+        L += e * wpart[w * p.wstride + hs + 1], o += e * wpart[w * p.wstride + dd];
       }
       merged[d] = d < hs ? o : d == hs ? M : L;
     }
@@ -441,12 +449,13 @@ __device__ void cstage_proj_merge(const Net<W>& n, const ClusterPlan& p, unsigne
   const float* attp = at_<float>(smem, p.attp);
   for (int i = threadIdx.x; i < C; i += kCThreads) {
     const int h = i / hs, d = i % hs;
+    const float* ph = attp + h * p.G * p.wstride;  // the head's G parts
     float M = -INFINITY;
-    for (int g = 0; g < p.G; ++g) M = fmaxf(M, attp[(h * p.G + g) * p.wstride + hs]);  // part 0 is never empty
+    for (int g = 0; g < p.G; ++g) M = fmaxf(M, ph[g * p.wstride + hs]);  // part 0 is never empty: M is finite
     float L = 0.f, o = 0.f;
-    for (int g = 0; g < p.G; ++g) {
-      const float* pp = attp + (h * p.G + g) * p.wstride;
-      const float e = pp[hs] == -INFINITY ? 0.f : __expf(pp[hs] - M);
+    for (int g = 0; g < p.G; ++g) {  // an empty part's m is -inf: its weight 0 without a test (as the warps' merge)
+      const float* pp = ph + g * p.wstride;
+      const float e = __expf(pp[hs] - M);
       L += e * pp[hs + 1], o += e * pp[d];
     }
     xn[i] = o / L;
