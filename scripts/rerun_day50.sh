@@ -15,6 +15,7 @@
 #           make trace and then compiles PyTorch's other variants (torch_peer.py --quick --skip-ours, untimed)
 #   peer    GPU 0: the full peer run (make peer's command) on warm caches, then, with time left, the
 #           generation-only run; GPU 1 idle
+#   gen     GPU 0: the generation-only run alone (for a call where the part peer had no time left for it)
 #   multi   every GPU of the host (results/<gpu>x<N>/): the data-parallel checks and make bench-multi alone (about
 #           three minutes): the multi-GPU files of a build whose one-GPU files were measured on a machine of one GPU
 #           (the code unchanged since); skipped (77) with fewer than two GPUs
@@ -32,7 +33,8 @@
 # otherwise come back from the later part with the earlier part's entries as they were before the loan.
 # On a machine with one GPU (ONE=1, set from nvidia-smi) the parts run what one GPU can, one thing after another:
 # checks compiles nothing of PyTorch's beside its steps (max-autotune picks its kernels by timing candidates on the
-# GPU, and the A/B rounds are timed) and runs initcheck after memcheck and racecheck; the part warm compiles
+# GPU, and the A/B rounds are timed), and runs memcheck, racecheck and initcheck at once beside its checks (nothing
+# in it is timed) or, with A/B rounds, after them, one after another; the part warm compiles
 # PyTorch's variants alone, in a call of its own before bench; bench leaves out the data-parallel checks and
 # make bench-multi, whose files (results/<gpu>x2/) then stay those of the last two-GPU run (the part multi, on a
 # later loan of two), and runs make trace before make bench instead of beside it. (A loan of one GPU in this mode
@@ -41,7 +43,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 part=${1:-}
-case "$part" in checks|bench|multi|warm|peer|traces|sanitize) ;; *) echo "usage: scripts/rerun_day50.sh checks|bench|multi|warm|peer|traces|sanitize"; exit 2;; esac
+case "$part" in checks|bench|multi|warm|peer|gen|traces|sanitize) ;; *) echo "usage: scripts/rerun_day50.sh checks|bench|multi|warm|peer|gen|traces|sanitize"; exit 2;; esac
 case "${AB_ROUNDS:-0}" in ''|*[!0-9]*) echo "rerun_day50.sh: AB_ROUNDS is a count of runs"; exit 2;; esac
 if [ "${AB_ROUNDS:-0}" -gt 0 ]; then  # checked before any GPU work
   case "${AB_DIR:-}" in results/*/*) ;; *) echo "rerun_day50.sh: AB_DIR names a folder under results/<gpu>/ for the rounds"; exit 2;; esac
@@ -112,12 +114,31 @@ checks)
   make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; tail -20 "$L/build_$part.log"; [ -n "$side" ] && killtree $side; wait; pack; exit 1; }
   make tools > "$L/tools_$part.log" 2>&1
   say "built"
-  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 200 ./build/gpt --verify --json "../results/{gpu}/day50_gpt-verify.json") > "$L/verify.log" 2>&1
+  # One GPU and no A/B rounds: nothing in this part is timed, so the three sanitizers (each a process of its own,
+  # merging into sanitize.json under sanitize.sh's lock) run beside the checks below, which saves the call most
+  # of their sum (memcheck 193 s, racecheck 71 s, initcheck about 150 s alone at f0d2f32). PyTorch compiles
+  # nothing here: even its default mode times candidate configurations, so it stays for the part warm, alone.
+  together=0; sides=()
+  if [ $ONE -eq 1 ] && [ "${AB_ROUNDS:-0}" -eq 0 ]; then
+    together=1
+    for t in memcheck racecheck initcheck; do
+      (CUDA_VISIBLE_DEVICES=0 TOOLS=$t SANITIZE_TIMEOUT=300 timeout "$(left)" scripts/sanitize.sh day50_gpt \
+         > "$L/sanitize_$t.log" 2>&1
+       echo "sanitize rc=$?" >> "$L/sanitize_$t.log") &
+      sides+=($!)
+    done
+    say "memcheck, racecheck and initcheck started beside the checks"
+  fi
+  slow=1; [ $together -eq 1 ] && slow=2  # the GPU shared with the sanitizers: the limits doubled
+  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout $((200 * slow)) ./build/gpt --verify --json "../results/{gpu}/day50_gpt-verify.json") > "$L/verify.log" 2>&1
   rc=$?; say "verify rc=$rc: $(grep -E '^RESULT' "$L/verify.log")"
-  if [ $rc -ne 0 ]; then grep FAIL "$L/verify.log" | head; [ -n "$side" ] && killtree $side; wait; pack; exit 1; fi
-  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 150 python3 torch_oracle.py) > "$L/oracle.log" 2>&1 || fail=1
+  if [ $rc -ne 0 ]; then
+    grep FAIL "$L/verify.log" | head; [ -n "$side" ] && killtree $side
+    for j in ${sides[@]+"${sides[@]}"}; do killtree "$j"; done; wait; pack; exit 1
+  fi
+  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout $((150 * slow)) python3 torch_oracle.py) > "$L/oracle.log" 2>&1 || fail=1
   say "oracle: $(tail -1 "$L/oracle.log")"
-  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout 60 bash dev/initcheck_probe.sh) > "$L/initcheck_probe.log" 2>&1 || fail=1
+  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 timeout $((60 * slow)) bash dev/initcheck_probe.sh) > "$L/initcheck_probe.log" 2>&1 || fail=1
   # AB_ROUNDS=N AB_DIR=results/<gpu>/<folder>: N runs of the bf16 step's rows (about 19 s each on an H200), read
   # with scripts/ab_rows.py; before the sanitizers, so that GPU 0 runs nothing else meanwhile. Paths relative to the
   # repository (the script runs from its root), so that the logs and ab_rows.json committed with them name no machine.
@@ -154,7 +175,9 @@ checks)
   fi
   # memcheck and racecheck took 193 + 71 s at f0d2f32; with six A/B rounds on a fresh machine (its build and
   # cold caches) they ran out of the call, so with too little time left they are left to the part `sanitize`.
-  if [ "$(left)" -ge 280 ]; then
+  if [ $together -eq 1 ]; then
+    for j in ${sides[@]+"${sides[@]}"}; do wait "$j"; done
+  elif [ "$(left)" -ge 280 ]; then
     CUDA_VISIBLE_DEVICES=0 TOOLS="memcheck racecheck" SANITIZE_TIMEOUT=300 timeout "$(left)" scripts/sanitize.sh day50_gpt \
       > "$L/sanitize_memcheck_racecheck.log" 2>&1
     echo "sanitize rc=$?" >> "$L/sanitize_memcheck_racecheck.log"
@@ -178,7 +201,8 @@ checks)
     fi
   fi
   [ -n "$side" ] && wait $side
-  for f in sanitize_memcheck_racecheck sanitize_initcheck; do
+  logs="sanitize_memcheck_racecheck sanitize_initcheck"; [ $together -eq 1 ] && logs="sanitize_memcheck sanitize_racecheck sanitize_initcheck"
+  for f in $logs; do
     say "$f: $(grep -E '^(PASS|FAIL)' "$L/$f.log" | awk '{print $1, $3}' | tr '\n' ' ')$(tail -1 "$L/$f.log")"
     grep -q "sanitize rc=0\|sanitize rc=skipped" "$L/$f.log" || fail=1
   done
@@ -238,8 +262,15 @@ peer)
       > "$L/peer_gen.log" 2>&1 || fail=1
     say "generation-only: $(tail -1 "$L/peer_gen.log")"
   else
-    say "no time for the generation-only run ($(left) s left): its file stays the last one"
+    say "no time for the generation-only run ($(left) s left): run the part gen, or its file stays the last one"
   fi
+  ;;
+gen)
+  make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; pack; exit 1; }
+  say "build checked"
+  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1 timeout "$(left)" python3 torch_peer.py --generation-only) \
+    > "$L/peer_gen.log" 2>&1 || fail=1
+  say "generation-only: $(tail -1 "$L/peer_gen.log")"
   ;;
 sanitize)
   # The checks part's build, then memcheck and racecheck on GPU 0 (a call of their own when the checks part

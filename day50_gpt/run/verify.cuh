@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "../checkpoint.h"
 #include "../gpt_ref.h"
 #include "generate.cuh"
@@ -208,9 +210,10 @@ void verify_training(results::Results& res, const train::Corpus& data, uint64_t 
   fell.max_abs_err = full[0] - tail;
   fell.tol.rtol = 0.65;
   if (!small) res.add(fell);  // --small (for compute-sanitizer) runs too few steps to judge
-  // Interrupted at the half, resumed from the checkpoint file.
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("gpt_verify_" + std::to_string(seed) + ".ckpt")).string();
+  // Interrupted at the half, resumed from the checkpoint file: one file a process (the pid), since the sanitizers'
+  // runs and a plain --verify may run at once on one machine (scripts/rerun_day50.sh checks, one GPU).
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("gpt_verify_" + std::to_string(getpid()) + "_" + std::to_string(seed) + ".ckpt")).string();
   std::vector<float> resumed;
   {
     Trainer<T> b(c, o, data, attn, seed);
