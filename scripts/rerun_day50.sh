@@ -118,11 +118,14 @@ checks)
   # merging into sanitize.json under sanitize.sh's lock) run beside the checks below, which saves the call most
   # of their sum (memcheck 193 s, racecheck 71 s, initcheck about 150 s alone at f0d2f32). PyTorch compiles
   # nothing here: even its default mode times candidate configurations, so it stays for the part warm, alone.
+  # Sharing the GPU slows them: at db5a91a, beside --verify, the oracle and the probe, racecheck took 109 s, and
+  # memcheck and initcheck ran past the 300 s they were given then (alone together, later: 351 and 333 s), so
+  # each gets the rest of the call.
   together=0; sides=()
   if [ $ONE -eq 1 ] && [ "${AB_ROUNDS:-0}" -eq 0 ]; then
     together=1
     for t in memcheck racecheck initcheck; do
-      (CUDA_VISIBLE_DEVICES=0 TOOLS=$t SANITIZE_TIMEOUT=300 timeout "$(left)" scripts/sanitize.sh day50_gpt \
+      (CUDA_VISIBLE_DEVICES=0 TOOLS=$t SANITIZE_TIMEOUT=$(( $(left) - 15 )) timeout "$(left)" scripts/sanitize.sh day50_gpt \
          > "$L/sanitize_$t.log" 2>&1
        echo "sanitize rc=$?" >> "$L/sanitize_$t.log") &
       sides+=($!)
