@@ -92,6 +92,12 @@ warm() {  # warm GPU LOG LIMIT ARGS...
     > "$L/$log" 2>&1
   echo "warm-up rc=$? ($limit s allowed)" >> "$L/$log"
 }
+# The generation-only peer run on GPU 0 with what is left of the call (the parts peer and gen).
+gen_only() {
+  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1 timeout "$(left)" python3 torch_peer.py --generation-only) \
+    > "$L/peer_gen.log" 2>&1 || fail=1
+  say "generation-only: $(tail -1 "$L/peer_gen.log")"
+}
 fail=0
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 ONE=0; [ "$ngpu" -eq 1 ] && ONE=1
@@ -130,7 +136,7 @@ checks)
   if [ $ONE -eq 1 ] && [ "${AB_ROUNDS:-0}" -eq 0 ]; then
     together=1
     for t in memcheck racecheck initcheck; do
-      (CUDA_VISIBLE_DEVICES=0 TOOLS=$t SANITIZE_TIMEOUT=$(( $(left) - 15 )) timeout "$(left)" scripts/sanitize.sh day50_gpt \
+      (CUDA_VISIBLE_DEVICES=0 TOOLS=$t SANITIZE_TIMEOUT=$(( $(left) > 30 ? $(left) - 15 : 15 )) timeout "$(left)" scripts/sanitize.sh day50_gpt \
          > "$L/sanitize_$t.log" 2>&1
        echo "sanitize rc=$?" >> "$L/sanitize_$t.log") &
       sides+=($!)
@@ -266,9 +272,7 @@ peer)
   (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1 timeout "$(left)" python3 torch_peer.py) > "$L/peer.log" 2>&1 || fail=1
   say "peer: $(tail -1 "$L/peer.log")"
   if [ "$(left)" -gt 160 ]; then  # the generation-only run took 139 s on one loan and 95 s on another (its config.seconds)
-    (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1 timeout "$(left)" python3 torch_peer.py --generation-only) \
-      > "$L/peer_gen.log" 2>&1 || fail=1
-    say "generation-only: $(tail -1 "$L/peer_gen.log")"
+    gen_only
   else
     say "no time for the generation-only run ($(left) s left): run the part gen, or its file stays the last one"
   fi
@@ -276,9 +280,7 @@ peer)
 gen)
   make -C day50_gpt -j"$(nproc)" > "$L/build_$part.log" 2>&1 || { say "build failed"; pack; exit 1; }
   say "build checked"
-  (cd day50_gpt && CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1 timeout "$(left)" python3 torch_peer.py --generation-only) \
-    > "$L/peer_gen.log" 2>&1 || fail=1
-  say "generation-only: $(tail -1 "$L/peer_gen.log")"
+  gen_only
   ;;
 sanitize)
   # The checks part's build, then memcheck and racecheck on GPU 0 (a call of their own when the checks part
