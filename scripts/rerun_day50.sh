@@ -42,8 +42,10 @@
 # What the parts took on one H200 at db5a91a (2026-12-01, one machine, back to back; plan a loan's device time by them,
 # about 1,800 s a session with about 70 s to start a machine): checks 415 s (its build 113), memcheck and initcheck alone
 # together 352, bench 140, gen 138 (PyTorch's decoders compiled cold in it), warm's max-autotune probe 318, traces 189;
-# the full peer run took 309 s on warm caches at d68f0e1. All of them do not fit one session: checks, warm, bench and
-# peer come first; the rest can follow on a later loan while the day50 code stays as it is.
+# the full peer run took 309 s on warm caches at d68f0e1, and 441 s at edfc621 (a fresh machine: a build of 95 s, then warm,
+# whose quick run of the other four variants, given 108 s after the 322 s probe, stopped in their memory probes, so the
+# timed run compiled them; no time left in its call for the generation-only run). All of them do not fit one session:
+# checks, warm, bench and peer come first; the rest can follow on a later loan while the day50 code stays as it is.
 # Exit: 0 done, 1 a step failed, 2 usage, 3 unhealthy, 77 a part that this machine cannot run.
 set -u
 cd "$(dirname "$0")/.." || exit 2
