@@ -13,8 +13,8 @@
 #   sanitize GPU 0: compute-sanitizer's memcheck and racecheck alone, sanitize.json packed with the results
 #   bench   both GPUs: the data-parallel checks and make bench-multi; then GPU 0: make bench, while GPU 1 runs
 #           make trace and then compiles PyTorch's other variants (torch_peer.py --quick --skip-ours, untimed)
-#   peer    GPU 0: the full peer run (make peer's command) on warm caches, then, with time left, the
-#           generation-only run; GPU 1 idle
+#   peer    GPU 0: the full peer run (make peer's command) on the caches the parts before filled (at edfc621 only
+#           max-autotune's: it compiled the other four itself), then, with time left, the generation-only run; GPU 1 idle
 #   gen     GPU 0: the generation-only run alone (for a call where the part peer had no time left for it)
 #   multi   every GPU of the host (results/<gpu>x<N>/): the data-parallel checks and make bench-multi alone (about
 #           three minutes): the multi-GPU files of a build whose one-GPU files were measured on a machine of one GPU
@@ -42,9 +42,10 @@
 # What the parts took on one H200 at db5a91a (2026-12-01, one machine, back to back; plan a loan's device time by them,
 # about 1,800 s a session with about 70 s to start a machine): checks 415 s (its build 113), memcheck and initcheck alone
 # together 352, bench 140, gen 138 (PyTorch's decoders compiled cold in it), warm's max-autotune probe 318, traces 189;
-# the full peer run took 309 s on warm caches at d68f0e1, and 441 s at edfc621 (a fresh machine: a build of 95 s, then warm,
-# whose quick run of the other four variants, given 108 s after the 322 s probe, stopped in their memory probes, so the
-# timed run compiled them; no time left in its call for the generation-only run). All of them do not fit one session:
+# the full peer run took 309 s on warm caches at d68f0e1 (its config.seconds), and 429 s at edfc621 (441 s of its call): the
+# call before it, on the fresh machine, built the code (95 s) and ran warm, whose quick run of the other four variants,
+# given 108 s after the 322 s probe, stopped in their memory probes, so the timed run compiled them; no time was left in
+# its call for the generation-only run. All of them do not fit one session:
 # checks, warm, bench and peer come first; the rest can follow on a later loan while the day50 code stays as it is.
 # Exit: 0 done, 1 a step failed, 2 usage, 3 unhealthy, 77 a part that this machine cannot run.
 set -u
