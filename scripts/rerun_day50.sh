@@ -45,7 +45,9 @@
 # the full peer run took 309 s on warm caches at d68f0e1 (its config.seconds), and 429 s at edfc621 (441 s of its call): the
 # call before it, on the fresh machine, built the code (95 s) and ran warm, whose quick run of the other four variants,
 # given 108 s after the 322 s probe, stopped in their memory probes, so the timed run compiled them; no time was left in
-# its call for the generation-only run. All of them do not fit one session:
+# its call for the generation-only run.
+# Outside these parts, on a fresh H200 at 3387e05: `bash scripts/run_all.sh day50_gpt` (the build, the host tests,
+# --verify, the bad arguments) took 306 s and `make -C day50_gpt bench` after it 122 s. All of them do not fit one session:
 # checks, warm, bench and peer come first; the rest can follow on a later loan while the day50 code stays as it is.
 # Exit: 0 done, 1 a step failed, 2 usage, 3 unhealthy, 77 a part that this machine cannot run.
 set -u
