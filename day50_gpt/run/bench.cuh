@@ -261,6 +261,7 @@ struct GenTiming {
   size_t weight_bytes = 0;
   int blocks = 0;
   json::Value stage_us;  // persistent kernel: mean microseconds per stage of each kind (barrier included)
+  bool gave_up = false;  // a wait (a meeting, a count, the hand-written barrier) gave up in the last launch
   double resident_kb = 0;  // weights in shared memory: KiB of them a block holds (block 0's, the most)
   // The cluster decoder's stamped run is another build of the kernel (decode_cluster<W, true>): how many of
   // its bytes differ from the timed run's (-1: no stamped run).
@@ -389,6 +390,7 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   GenTiming g;
   if (v.resident && !d.set_resident()) return g;  // does not fit on this GPU: no row
   if (v.path == DecodePath::kCluster && !d.use_cluster(v.cluster)) return g;  // no such cluster here: no row
+  if (v.path == DecodePath::kHeads && !d.heads_ok) return g;                   // nor H clusters of 16: no row
   d.prepare(u, temperature, top_k);
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
@@ -409,7 +411,8 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   g.text = prompt;
   for (int t : d.bytes(n)) g.text.push_back(char(t));
   g.weight_bytes = d.weight_bytes(), g.blocks = d.blocks, g.resident_kb = d.resident ? d.resident_bytes() / 1024.0 : 0;
-  if (v.path != DecodePath::kStages && !v.per_token) {
+  g.gave_up = d.gave_up();
+  if (v.path != DecodePath::kStages && v.path != DecodePath::kHeads && !v.per_token) {
     const std::vector<int> timed = d.bytes(n);
     // poisoned first, so that a stamped run that wrote nothing cannot pass on the timed run's bytes
     CUDA_CHECK(cudaMemsetAsync(d.out.as(), 0xff, size_t(n) * sizeof(int), d.stream));
@@ -633,6 +636,10 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
        k::dec::kChunk, false, false, false, 8},
       {"generate fp32, batch 1, one cluster of 16 SMs", false, DecodePath::kCluster, false, 1, false, false, false, 1,
        k::dec::kChunk, false, false, false, 16},
+      // A cluster of 16 SMs a head (nn/kernels/decode_heads.cuh): six clusters, the KV cache in shared memory,
+      // the two partial sums of a layer meeting through L2.
+      {"generate fp32, batch 1, a cluster of 16 SMs a head", false, DecodePath::kHeads, false, 1, false, false},
+      {"generate bf16, batch 1, a cluster of 16 SMs a head", true, DecodePath::kHeads, false, 1, false, false},
   };
   std::printf("%-66s %10s %9s %8s %7s  %s\n", "generator", "tokens/s", "ms/token", "% floor", "blocks", "bytes");
   double best_bf16 = 0;
@@ -641,7 +648,8 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
                              : time_fast_generation<float>(cfg, params, prompt, n, temperature, top_k, seed, v, reps);
     if (g.ms_per_token.empty()) {
       std::printf("%-66s (%s here: not run)\n", v.name,
-                  v.path == DecodePath::kCluster ? "no such cluster, or --clusters off" : "the weights do not fit in shared memory");
+                  v.path == DecodePath::kCluster || v.path == DecodePath::kHeads ? "no such cluster, or --clusters off"
+                                                                                 : "the weights do not fit in shared memory");
       continue;
     }
     results::Bench row = generation_row(cfg, v.name, v.bf ? "bf16" : "fp32", g.ms_per_token, g.weight_bytes, gbps, n);
@@ -657,6 +665,8 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
     if (!v.bf)
       res.add(verify::fact(std::string(v.name) + ": the current generator's bytes", g.text == s.text, "exact", "",
                            size_t(n), size_t(n) - same));
+    if (v.path == DecodePath::kHeads)
+      res.add(verify::fact(std::string(v.name) + ": every meeting's wait ended by its tags, none gave up", !g.gave_up));
     if (v.path == DecodePath::kCluster && g.stamped_bytes_differ >= 0)  // the same draws, the same decoder
       res.add(verify::fact(std::string(v.name) + ": the stamped run's bytes equal the timed run's",
                            g.stamped_bytes_differ == 0, "exact", "", size_t(n), size_t(g.stamped_bytes_differ)));

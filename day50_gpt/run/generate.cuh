@@ -18,6 +18,7 @@
 #include "../gpt_ref.h"
 #include "../nn/kernels/decode.cuh"
 #include "../nn/kernels/decode_cluster.cuh"
+#include "../nn/kernels/decode_heads.cuh"
 #include "../nn/kernels/decode_persistent.cuh"
 #include "../nn/kernels/layernorm.cuh"
 #include "../nn/model.cuh"
@@ -278,10 +279,12 @@ inline Sampled generate(const gpt::Config& cfg, const std::vector<float>& params
 //                (nn/kernels/decode_cluster.cuh): every vector in each block's shared memory, pushed
 //                between blocks through distributed shared memory, cluster barriers, the weights
 //                streamed in one stage ahead (per_token: one launch per token; use_cluster(s): s blocks)
+//   kHeads       H clusters of 16 SMs, cluster c for head c (nn/kernels/decode_heads.cuh): the KV cache in
+//                shared memory, the two partial sums of a layer meeting through L2 (per_token as above)
 // The sampled bytes use the same draws u[i] (verify::Rng on the host, uploaded before the clock starts)
 // and the same ranking and double arithmetic as k::sample_top_k, so with fp32 weights the bytes are
 // the current generator's. Only inside the context: past it, Generator's sliding window (above).
-enum class DecodePath { kStages, kPersistent, kCluster };
+enum class DecodePath { kStages, kPersistent, kCluster, kHeads };
 // --clusters off: no decoder of this process plans a cluster (kCluster then runs nowhere, as on a GPU
 // without clusters). Set once by main, before any decoder is made.
 inline bool& clusters_enabled() {
@@ -396,6 +399,7 @@ struct FastDecoder {
     // The cooperative launch needs every block resident at once: at most occ per SM.
     blocks = sms * std::max(1, std::min(occ, blocks_per_sm));
     if (path == DecodePath::kCluster) plan_cluster(0);
+    if (path == DecodePath::kHeads) plan_heads();
     // The poisoning and the zeroing ran on the legacy stream, which `stream` (non-blocking) does not wait for.
     CUDA_CHECK(cudaDeviceSynchronize());
     if (path == DecodePath::kStages) feed_graph = cuda_graph::capture(stream, [&] { enqueue_token(net); });
@@ -450,7 +454,8 @@ struct FastDecoder {
     mat.alloc(m.size() * sizeof(W)), vec.alloc(v.size() * 4), wpe.alloc(size_t(c.context) * C * 4);
     to_device(mat.as<W>(), m);
     to_device(vec.as<float>(), v);
-    if (path == DecodePath::kCluster) host_mat = std::move(m), host_vec = std::move(v);  // pack_bundles' source
+    if (path == DecodePath::kCluster || path == DecodePath::kHeads)  // pack_bundles' and pack_heads' source
+      host_mat = std::move(m), host_vec = std::move(v);
     to_device(wpe.as<float>(),
               std::vector<float>(p.begin() + long(lay.wpe), p.begin() + long(lay.wpe + c.context * C)));
   }
@@ -593,9 +598,107 @@ struct FastDecoder {
     else
       CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_cluster<W, false>, n, plan, start, count0, steps));
   }
-  // One launch of the persistent or the cluster kernel.
+  // kHeads (nn/kernels/decode_heads.cuh): H clusters of 16 blocks, cluster c working for head c. heads_ok:
+  // whether it runs here (an sm_90 build and GPU; the plan's limits, k::dec::HeadsPlan::valid; H clusters of
+  // 16 resident at once, which their meetings through L2 need: a cluster that waited for one not yet placed
+  // would wait forever). Packs the bundles once.
+  k::dec::HeadsPlan hplan{};
+  bool heads_ok = false;
+  DeviceBuffer meet_words, meet_flag;
+  unsigned meet_tag = 0;  // the last meeting's tag (every launch's tags follow the last one's: none is reused)
+  cudaLaunchConfig_t heads_launch(cudaLaunchAttribute* attr) const {
+    cudaLaunchConfig_t cfg = cluster_launch(hplan.S, hplan.total, stream, attr);
+    cfg.gridDim = dim3(unsigned(hplan.S * hplan.K));
+    return cfg;
+  }
+  bool plan_heads() {
+    heads_ok = false;
+    const int C = c.width, H = c.heads;
+    if (path != DecodePath::kHeads || !clusters_enabled() || C % H != 0 || (4 * C) % H != 0) return false;
+    const void* fn = reinterpret_cast<const void*>(&k::dec::decode_heads<W>);
+    cudaFuncAttributes fa{};
+    if (!cluster_runnable(fn, fa)) return false;
+    int dev = 0, optin = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const k::dec::HeadsPlan pl =
+        k::dec::make_heads_plan(C, H, c.vocab, c.context, c.layers, 16, int(sizeof(W)));
+    if (!pl.valid(size_t(optin) - fa.sharedSizeBytes)) return false;
+    CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.total)));
+    CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    hplan = pl;
+    cudaLaunchAttribute attr[1];
+    if (clusters_that_fit(k::dec::decode_heads<W>, heads_launch(attr)) < H) return false;
+    pack_heads(hplan);
+    meet_words.alloc(size_t(2) * H * C * 8), meet_flag.alloc(4);
+    CUDA_CHECK(cudaMemset(meet_words.as(), 0, meet_words.bytes()));  // tag 0: no meeting's
+    CUDA_CHECK(cudaMemset(meet_flag.as(), 0, 4));
+    heads_ok = true, blocks = pl.S * pl.K, smem = pl.total;
+    return true;
+  }
+  // Bundle j of block b of cluster c (k::dec::HeadsPlan): that block's rows of the cluster's share of the
+  // matrix (qkv: head c's q, k and v rows; proj: head c's columns; fc: hidden units [cF, cF + F); fc2: those
+  // columns; the head: all of it), then as pack_bundles: after a LayerNorm its gain and the rows' sums of
+  // weights times gain; then the biases (with the LayerNorm's bias carried through the matrix; proj's and
+  // fc2's own bias in cluster 0's bundles only, zeros elsewhere: each partial sum meets the others once).
+  void pack_heads(k::dec::HeadsPlan& pl) {
+    const int C = c.width, L = c.layers, J = 4 * L + 1, hs = pl.hs, F = pl.F;
+    size_t stride = 0;
+    for (int kk = 0; kk < 5; ++kk) stride = std::max(stride, pl.bytes(kk));
+    std::vector<unsigned char> img(size_t(J) * pl.K * pl.S * stride, 0);
+    std::vector<float> sums, bias;
+    std::vector<W> rowbuf;
+    for (int j = 0; j < J; ++j) {
+      const int kind = k::dec::HeadsPlan::kind_of(j, L), l = j / 4, R = pl.R(kind), O = pl.O(kind), I = pl.I(kind);
+      const Placed src = placed(kind, size_t(l), size_t(C), size_t(L));
+      const int Ifull = kind == 3 ? 4 * C : C;  // the source matrix's row length
+      const float* g = pl.ln(kind) ? host_vec.data() + src.ln : nullptr;
+      for (int cl = 0; cl < pl.K; ++cl)
+        for (int b = 0; b < pl.S; ++b) {
+          unsigned char* at = img.data() + ((size_t(j) * pl.K + cl) * pl.S + b) * stride;
+          const int r0 = b * R, rows = std::max(0, std::min(R, O - r0));
+          sums.assign(size_t(rows), 0.f), bias.assign(size_t(rows), 0.f);
+          for (int r = 0; r < rows; ++r) {
+            const int o = r0 + r;
+            // the source row and first column of local row o
+            const int srow = kind == 0 ? (o / hs) * C + cl * hs + o % hs : kind == 2 ? cl * F + o : o;
+            const int scol = kind == 1 ? cl * hs : kind == 3 ? cl * F : 0;
+            const W* w = host_mat.data() + src.mat + size_t(srow) * Ifull + scol;
+            std::memcpy(at + size_t(r) * I * sizeof(W), w, size_t(I) * sizeof(W));
+            double S = 0, cb = 0;
+            if (kind == 0 || kind == 2) cb = double(host_vec[src.bias + size_t(srow)]);
+            if ((kind == 1 || kind == 3) && cl == 0) cb = double(host_vec[src.bias + size_t(srow)]);
+            for (int i = 0; g && i < I; ++i)
+              S += double(to_float(w[i])) * g[i], cb += double(to_float(w[i])) * g[C + i];
+            sums[size_t(r)] = float(S), bias[size_t(r)] = float(cb);
+          }
+          unsigned char* tail = at + pl.w_bytes(kind);
+          if (g) {
+            std::memcpy(tail, g, size_t(C) * 4);
+            std::memcpy(tail + pl.gain_bytes(), sums.data(), sums.size() * 4);
+            tail += pl.gain_bytes() + pl.row_bytes(kind);
+          }
+          std::memcpy(tail, bias.data(), bias.size() * 4);
+        }
+    }
+    bundles.alloc(img.size());
+    CUDA_CHECK(cudaMemcpyAsync(bundles.as(), img.data(), img.size(), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    pl.pack = static_cast<const unsigned char*>(bundles.as()), pl.stride = stride;
+  }
+  void launch_heads(const k::dec::Net<W>& n, int start, int count0, int steps) {
+    if (!heads_ok) throw std::runtime_error("FastDecoder: this GPU or build cannot run the decoder with a cluster a head");
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = heads_launch(attr);
+    const k::dec::Meet m{meet_words.as<unsigned long long>(), meet_flag.as<unsigned>(), meet_tag + 1};
+    meet_tag += unsigned(2 * c.layers * steps);
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_heads<W>, n, hplan, m, start, count0, steps));
+  }
+  // One launch of the persistent or a cluster kernel.
   void launch(const k::dec::Net<W>& n, int start, int count0, int steps) {
-    if (path == DecodePath::kCluster)
+    if (path == DecodePath::kHeads)
+      launch_heads(n, start, count0, steps);
+    else if (path == DecodePath::kCluster)
       launch_cluster(n, start, count0, steps);
     else
       launch_persistent(n, start, count0, steps);
@@ -607,7 +710,8 @@ struct FastDecoder {
   bool gave_up() {
     CUDA_CHECK(cudaStreamSynchronize(stream));
     return (merge && to_host(ready.as<unsigned>() + c.heads, 1)[0] != 0) ||
-           (own_barrier && to_host(bar.as<unsigned>() + 2, 1)[0] != 0);
+           (own_barrier && to_host(bar.as<unsigned>() + 2, 1)[0] != 0) ||
+           (heads_ok && to_host(meet_flag.as<unsigned>(), 1)[0] != 0);
   }
   void enable_trace(int steps) {  // kCluster: three more stamps a stage (decode_cluster)
     trace.alloc((size_t(steps) * (c.layers * k::dec::kStagesPerLayer + 1) * (path == DecodePath::kCluster ? 4 : 1) +

@@ -120,7 +120,7 @@ void verify_decode_forced(results::Results& res, const std::string& tag, const g
       std::printf("  (%s: the weights do not fit in shared memory at this size: not checked)\n", name.c_str());
       return;
     }
-    if (way.path == DecodePath::kCluster && !d.use_cluster(way.blocks)) {
+    if ((way.path == DecodePath::kCluster && !d.use_cluster(way.blocks)) || (way.path == DecodePath::kHeads && !d.heads_ok)) {
       std::printf("  (%s: no such cluster on this GPU, build or shape, or --clusters off: not checked)\n", name.c_str());
       return;
     }
@@ -132,6 +132,8 @@ void verify_decode_forced(results::Results& res, const std::string& tag, const g
       got.insert(got.end(), l.begin(), l.end());
       gave_up = gave_up || d.gave_up();
     }
+    if (way.path == DecodePath::kHeads)
+      res.add(verify::fact(name + ": every meeting's wait ended by its tags, none gave up", !gave_up));
     if (way.merge || way.own_barrier)
       res.add(verify::fact(name + ": every wait (" + (way.merge ? "for a head's qkv rows" : "") +
                                (way.merge && way.own_barrier ? ", " : "") + (way.own_barrier ? "at the barrier" : "") +
@@ -192,7 +194,9 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
         Way{DecodePath::kPersistent, true, false, false, 33, "persistent kernel, one launch per token, 33 blocks, "
             "weights in shared memory", k::dec::kChunk, false, true},
         Way{DecodePath::kCluster, false, false, false, 16, "cluster of 16 SMs, one launch"},
-        Way{DecodePath::kCluster, true, false, false, 16, "cluster of 16 SMs, one launch per token"}}) {
+        Way{DecodePath::kCluster, true, false, false, 16, "cluster of 16 SMs, one launch per token"},
+        Way{DecodePath::kHeads, false, false, false, 0, "a cluster of 16 SMs a head, one launch"},
+        Way{DecodePath::kHeads, true, false, false, 0, "a cluster of 16 SMs a head, one launch per token"}}) {
     FastDecoder<float> d(c, p, n, w.path);
     d.per_token = w.per_token, d.merge = w.merge, d.own_barrier = w.own_barrier, d.count_barrier = w.count_barrier;
     if (w.blocks > 0) d.use_blocks(w.blocks);
@@ -202,7 +206,7 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
                   w.name, tag.c_str());
       continue;
     }
-    if (w.path == DecodePath::kCluster && !d.use_cluster(w.blocks)) {
+    if ((w.path == DecodePath::kCluster && !d.use_cluster(w.blocks)) || (w.path == DecodePath::kHeads && !d.heads_ok)) {
       std::printf("  (decode fp32 %s (%s): no such cluster on this GPU, build or shape, or --clusters off: not checked)\n", w.name,
                   tag.c_str());
       continue;
@@ -211,6 +215,9 @@ inline void verify_decode_sampling(results::Results& res, const std::string& tag
     d.prepare(u, temperature, top_k);
     d.generate(n);
     const std::vector<int> got = d.bytes(n);
+    if (w.path == DecodePath::kHeads)
+      res.add(verify::fact("decode fp32 " + std::string(w.name) + " (" + tag + "): every meeting's wait ended by its tags",
+                           !d.gave_up()));
     size_t differ = 0;
     for (int i = 0; i < n; ++i) differ += got[size_t(i)] != want[size_t(i)];
     res.add(verify::fact("decode fp32 " + std::string(w.name) + " (" + tag + "): " + std::to_string(n) +
@@ -277,7 +284,9 @@ inline void verify_decode_config(results::Results& res, uint64_t seed, const gpt
         // and land in two parts), and 8 (twice the rows a block: in bf16 the same two land in two parts; in
         // fp32 the largest stage does not fit, so it is not run). Both ways of copying are checked.
         DecodeWay{DecodePath::kCluster, false, false, 16, K, "cluster of 16 SMs"},
-        DecodeWay{DecodePath::kCluster, false, false, 8, K, "cluster of 8 SMs"}}) {
+        DecodeWay{DecodePath::kCluster, false, false, 8, K, "cluster of 8 SMs"},
+        // A cluster of 16 SMs a head (decode_heads.cuh): each sequence fed in one launch.
+        DecodeWay{DecodePath::kHeads, false, false, 0, K, "a cluster of 16 SMs a head"}}) {
     verify_decode_forced<float>(res, tag, c, p, seqs, ref, w);
     verify_decode_forced<bf16>(res, tag, c, p, seqs, ref_bf, w);
   }

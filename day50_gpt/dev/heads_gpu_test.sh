@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# day50_gpt/dev/heads_gpu_test.sh: the decoder with a cluster a head (nn/kernels/decode_heads.cuh) on the GPU, in
+# one device call: health, build, `--bench --bench-part generate` (every generator; the fp32 rows must write the
+# current generator's bytes), then `gpt --verify` (every decoder's logits at every position against the current
+# generator's, the sampled bytes), health again. Run from day50_gpt/: OUT=$OUT bash dev/heads_gpu_test.sh
+# Files: $OUT/gen_1.json, $OUT/verify.json, logs/ (packed into $OUT/results.tgz).
+cd "$(dirname "$0")/.." || exit 2
+source dev/gpu_lib.sh
+fail=0
+health before || fin 3
+say "build"
+make -j16 build/gpt > "$L/build.txt" 2>&1 || { say "build failed"; tail -30 "$L/build.txt"; fin 1; }
+say "built"
+gen . build 1
+(timeout "${VERIFY_S:-300}" ./build/gpt --data ./data/shakespeare.txt --verify --json "$OUT/verify.json") > "$L/verify.txt" 2>&1
+rc=$?; say "verify rc=$rc"; [ $rc -eq 0 ] || fail=1
+health after || fail=1
+grep -E "a head|FAIL" "$L/gen_1.txt" | head -20
+grep -E "FAIL" "$L/verify.txt" | head -20
+grep -E "a head" "$L/verify.txt" | head -10
+python3 - "$OUT" <<'PY'
+import glob, json, os, sys
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "gen_*.json"))):
+    d = json.load(open(f))
+    for b in d["bench"]:
+        if "cluster" in b["name"] and b.get("tokens_per_s"):
+            print(f"{b['name']:60s} {b['tokens_per_s']:9.0f} tok/s  equal {b.get('extra', {}).get('bytes_equal_to_current')}")
+    print("passed", d["passed"], [c["name"] for c in d["checks"] if not c["passed"]][:5])
+PY
+fin $fail

@@ -1,0 +1,308 @@
+// day50_gpt/nn/kernels/decode_heads.cuh: the whole generation on H thread-block clusters of 16 blocks, one
+// cluster a head (sm_90): decode_cluster.cuh's stages, split so that 6 clusters share each token's work and
+// meet through L2 only twice a layer.
+//
+// Why. The one-cluster decoder reads every weight through the 16 SMs of one cluster, and what those SMs get
+// from L2 bounds it: fp32's 43 MB at the copy engine's rate into one cluster (dev/stage_floor.cu's "copy"
+// rows) take most of the time a token may take for 3x the compiled PyTorch decoder. More SMs get more of L2,
+// but every stage of that decoder ends with each block needing every other block's rows: across clusters
+// that exchange goes through L2 at every stage. Split by head instead, and most of a layer stays inside a
+// cluster:
+//   - qkv: cluster c computes head c's q, k and v (its 3 hs rows, LayerNorm 1 folded in as in
+//     decode_cluster.cuh); q goes to every block of the cluster, row t of k and v to the block that keeps
+//     position t (below);
+//   - attention: the cluster's KV cache lives in its blocks' shared memory (position s in block s % 16),
+//     written there by qkv's st.async and never read from L2 (only a new launch loads the positions
+//     before it from global memory, where qkv also writes them); each block scores its positions and sends
+//     its (o, m, l) to every block, which merges the 16 into the head's output y;
+//   - proj: the projection is linear in y, so cluster c multiplies its head's hs columns of W_proj by y:
+//     a partial sum of all C outputs, each block 1/16 of them. The H partial sums MEET through L2 (the
+//     first of two meetings a layer), and every block of every cluster adds them, in the same order, to the
+//     residual stream: every block holds the same x1, bit for bit;
+//   - fc: cluster c computes its F = 4C / H hidden units (LayerNorm 2 folded), sent to every block of the
+//     cluster; fc2 is then again a partial sum over those F columns, the second meeting;
+//   - head: every cluster computes all V logits itself (same inputs, same order: the same bits) and samples
+//     the same byte from the same draw, so no meeting is needed to agree on the token.
+// The meeting carries a tag in every word (dev/stage_floor.cu's "flagged words"): each value is written
+// with the meeting's number in the high half of one 8-byte word, and a reader reloads a word until it
+// carries the number it waits for. No counter, no fence: a value and its tag arrive together. Two buffers
+// by parity: a block writes meeting m + 2's words only after it read meeting m + 1's, which every block
+// wrote after reading meeting m's.
+// The weights stream through a ring of kHRing slots, kHRing - 1 bundles ahead of the one in use: a
+// block's share of a layer is ~77 KB in fp32 (1/96 of it), so the copies run well ahead of the stages.
+#pragma once
+#include <cooperative_groups.h>
+
+#include "../heads_plan.h"
+#include "decode_cluster.cuh"  // gemv_local, st_async, cluster_addr, cluster_sync_relaxed
+
+namespace k {
+namespace dec {
+
+// What a launch needs beyond Net: the meeting buffers ([2][H][C] tagged words), the flag a wait that gives
+// up sets, and the tag of the launch's first meeting (each launch's tags follow the last one's).
+struct Meet {
+  unsigned long long* words;
+  unsigned* gave_up;
+  unsigned tag0;
+};
+// One tagged word: the tag in the high half, the float's bits in the low one.
+__device__ __forceinline__ void meet_put(unsigned long long* w, unsigned tag, float v) {
+  const unsigned long long word = (static_cast<unsigned long long>(tag) << 32) | __float_as_uint(v);
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(w), "l"(word) : "memory");
+}
+__device__ __forceinline__ unsigned long long meet_get(const unsigned long long* w) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(w) : "memory");
+  return v;
+}
+// Thread i < C: out[i] = base[i] + the H clusters' words for output i, added in cluster order (the same
+// sum in every block). Each thread loads its H words at once and reloads those without the tag. A wait
+// past ~2^24 rounds (seconds) gives up, sets the flag (the host fails the run) and goes on with what it has.
+__device__ __forceinline__ void meet_sum(const HeadsPlan& p, const Meet& m, unsigned tag, const float* base,
+                                         float* out) {
+  const unsigned long long* words = m.words + size_t(tag & 1u) * p.K * p.C;
+  for (int i = threadIdx.x; i < p.C; i += kCThreads) {
+    float s = base[i];
+    for (int c0 = 0; c0 < p.K; c0 += 8) {  // up to 8 words in flight a thread
+      unsigned long long w[8];
+      const int n = min(8, p.K - c0);
+#pragma unroll
+      for (int c = 0; c < 8; ++c)
+        if (c < n) w[c] = meet_get(words + size_t(c0 + c) * p.C + i);
+      for (int c = 0; c < n; ++c) {
+        unsigned spins = 0;
+        while (unsigned(w[c] >> 32) != tag) {
+          if (++spins > (1u << 24)) {
+            atomicExch(m.gave_up, 1u);
+            break;
+          }
+          w[c] = meet_get(words + size_t(c0 + c) * p.C + i);
+        }
+        s += __uint_as_float(unsigned(w[c]));
+      }
+    }
+    out[i] = s;
+  }
+  __syncthreads();
+}
+
+// Block `rank` of cluster `c`: bundle g of the launch (bundle g % J of a token) into ring slot g % kHRing.
+__device__ __forceinline__ void heads_issue(const HeadsPlan& p, unsigned g, int J, int c, int rank,
+                                            unsigned char* smem, unsigned long long* bar) {
+  if (threadIdx.x != 0) return;
+  const int j = int(g % unsigned(J)), kind = HeadsPlan::kind_of(j, p.L), s = int(g % kHRing);
+  mbar_expect(bar + s, unsigned(p.bytes(kind)));
+  bulk_copy(smem + p.ring + size_t(s) * p.slot, p.pack + ((size_t(j) * p.K + c) * p.S + rank) * p.stride,
+            unsigned(p.bytes(kind)), bar + s);
+}
+// The bundle in slot g % kHRing as this block sees it (decode_cluster.cuh's View).
+template <class W>
+__device__ __forceinline__ View<W> heads_view(const HeadsPlan& p, int kind, unsigned g, unsigned char* smem,
+                                              int rank) {
+  View<W> v;
+  v.I = p.I(kind);
+  v.r0 = rank * p.R(kind);
+  v.rows = max(0, min(p.R(kind), p.O(kind) - v.r0));
+  unsigned char* w = smem + p.ring + size_t(g % kHRing) * p.slot;
+  unsigned char* at = w + p.w_bytes(kind);
+  v.w = reinterpret_cast<W*>(w);
+  v.g = p.ln(kind) ? reinterpret_cast<float*>(at) : nullptr;
+  v.sum = p.ln(kind) ? reinterpret_cast<float*>(at + p.gain_bytes()) : nullptr;
+  v.bias = reinterpret_cast<float*>(at + (p.ln(kind) ? p.gain_bytes() + p.row_bytes(kind) : 0));
+  v.outs = nullptr;
+  return v;
+}
+// src[0, n) to dst[0, n) in every block of the cluster by st.async, each counting its bytes off the
+// receiver's mbarrier `got`.
+__device__ __forceinline__ void heads_push(float* dst, const float* src, int n, int S, unsigned long long* got) {
+  for (int e = threadIdx.x; e < n * S; e += kCThreads) {
+    const int b = e / n, i = e - b * n;
+    st_async(cluster_addr(dst + i, unsigned(b)), src[i], cluster_addr(got, unsigned(b)));
+  }
+}
+
+// Tokens at positions start .. start + steps - 1, draws count0 .. (as decode_cluster). H clusters of S blocks.
+template <class W>
+__global__ void __launch_bounds__(kCThreads, 1)
+    decode_heads(Net<W> n, HeadsPlan p, Meet m, int start, int count0, int steps) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ unsigned long long bar[kHRing];  // one mbarrier a ring slot
+  __shared__ unsigned long long got[2];       // the pushed stages' inputs: push stage a waits on got[a & 1]
+  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+  const int rank = int(cl.block_rank()), c = int(blockIdx.x) / p.S, L = n.L, C = n.C, hs = p.hs, S = p.S;
+  const int J = 4 * L + 1, tid = threadIdx.x, warp = tid / kWarp, lane = tid % kWarp;
+  const unsigned total = unsigned(steps) * unsigned(J);
+  float *x = at_<float>(smem, p.x), *x1 = at_<float>(smem, p.x1), *y = at_<float>(smem, p.y);
+  float *logits = at_<float>(smem, p.logits), *sc = at_<float>(smem, p.sc);
+  if (tid == 0) {
+    for (int s = 0; s < kHRing; ++s) mbar_init(bar + s);
+    mbar_init(got), mbar_init(got + 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  // This block's cached positions before `start` (an earlier launch's), every layer, from global memory.
+  for (int l = 0; l < L; ++l)
+    for (int s = rank; s < start; s += S) {
+      float* kv = at_<float>(smem, p.kv_at(l, s / S));
+      const size_t row = (size_t(l) * n.T + s) * C + size_t(c) * hs;
+      for (int i = tid; i < 2 * hs; i += kCThreads) kv[i] = i < hs ? __ldcg(n.kc + row + i) : __ldcg(n.vc + row + i - hs);
+    }
+  if (!n.forced)  // the first sampling of this launch reads the logits the last launch left
+    for (int i = tid; i < n.V; i += kCThreads) logits[i] = __ldcg(n.logits + i);
+  cl.sync();  // the barriers are set up, and every block of the cluster runs before any writes into another's memory
+  for (unsigned g = 0; g < min(total, unsigned(kHRing - 1)); ++g) heads_issue(p, g, J, c, rank, smem, bar);
+  unsigned g = 0, a = 0, meet = 0;  // bundles begun; pushed stages; meetings
+  // Bundle g's weights: the copy of bundle g + kHRing - 1 handed over first (its slot was last read by
+  // bundle g - 1's stage, which every thread of this block finished before the barrier behind us).
+  auto weights = [&](int kind) {
+    if (g + kHRing - 1 < total) heads_issue(p, g + kHRing - 1, J, c, rank, smem, bar);
+    mbar_wait(bar + g % kHRing, (g / kHRing) & 1u);
+    const View<W> v = heads_view<W>(p, kind, g, smem, rank);
+    ++g;
+    return v;
+  };
+  auto expect = [&](int floats) {
+    if (tid == 0) mbar_expect(got + (a & 1), unsigned(floats) * 4u);
+  };
+  auto end_push = [&] {  // every block done with the stage; then this block's inputs landed
+    __syncthreads();     // (the staging a stage sent from is not rewritten across a relaxed barrier alone)
+    cluster_sync_relaxed();
+    mbar_wait<true>(got + (a & 1), (a >> 1) & 1u);
+    ++a;
+  };
+  const float scale = rsqrtf(float(hs));
+  for (int i = 0; i < steps; ++i) {
+    const int t = start + i, count = count0 + i, owner = t % S;
+    for (int l = 0; l < L; ++l) {
+      float *q = at_<float>(smem, p.q) + (l & 1) * hs, *attp = at_<float>(smem, p.attp) + (l & 1) * S * p.wst;
+      float* hb = at_<float>(smem, p.hb) + (l & 1) * p.F;
+      // ---- qkv: the head's q, k, v rows of LayerNorm 1's output (folded in)
+      {
+        const View<W> v = weights(0);
+        if (l == 0) {  // the token at position t, embedded
+          int tok;
+          if (n.forced) {
+            tok = n.forced[t];
+          } else {
+            tok = sample_block<true>(logits, n.V, n.temperature, n.top_k, n.u[count], smem + p.samp);
+            if (c == 0 && rank == 0 && tid == 0) n.out[count] = tok;
+          }
+          const W* e = n.head_w() + size_t(tok) * C;
+          for (int k = tid; k < C; k += kCThreads) x[k] = ld(e[k]) + n.wpe[size_t(t) * C + k];
+          __syncthreads();
+        }
+        expect(hs + (rank == owner ? 2 * hs : 0));
+        float* oq = at_<float>(smem, p.oq);
+        const size_t row = (size_t(l) * n.T + t) * C + size_t(c) * hs;
+        gemv_local<kCRowGroup - 2, true>(v.w, x, v.g, C, v.rows, [&](int r, float s, float2 st) {
+          s = st.y * (s - st.x * v.sum[r]) + v.bias[r];
+          oq[r] = s;
+          const int o = v.r0 + r;
+          if (o >= hs) (o < 2 * hs ? n.kc : n.vc)[row + (o < 2 * hs ? o - hs : o - 2 * hs)] = s;  // later launches'
+        });
+        __syncthreads();
+        float* kvt = at_<float>(smem, p.kv_at(l, t / S));
+        for (int e = tid; e < v.rows * S; e += kCThreads) {
+          const int r = e / S, b = e - r * S, o = v.r0 + r;
+          if (o < hs)
+            st_async(cluster_addr(q + o, unsigned(b)), oq[r], cluster_addr(got + (a & 1), unsigned(b)));
+          else if (b == owner)
+            st_async(cluster_addr(kvt + (o - hs), unsigned(b)), oq[r], cluster_addr(got + (a & 1), unsigned(b)));
+        }
+        end_push();
+      }
+      // ---- attention: this block's positions s = rank, rank + S, ... <= t; (o, m, l) to every block
+      {
+        expect(S * (hs + 2));
+        const int nb = rank <= t ? (t - rank) / S + 1 : 0;
+        for (int w = warp; w < nb; w += kCWarps) {
+          const float* kr = at_<float>(smem, p.kv_at(l, w));
+          float d = 0.f;
+          for (int k = lane; k < hs; k += kWarp) d = fmaf(q[k], kr[k], d);
+          d = warp_sum(d);
+          if (lane == 0) sc[w] = d * scale;
+        }
+        __syncthreads();
+        float* oa = at_<float>(smem, p.oa);
+        for (int d = tid; d < hs + 2; d += kCThreads) {
+          float M = -INFINITY;
+          for (int w = 0; w < nb; ++w) M = fmaxf(M, sc[w]);
+          float Lsum = 0.f, o = 0.f;
+          for (int w = 0; w < nb; ++w) {
+            const float e = __expf(sc[w] - M);
+            Lsum += e;
+            if (d < hs) o = fmaf(e, at_<float>(smem, p.kv_at(l, w))[hs + d], o);
+          }
+          oa[d] = d < hs ? o : d == hs ? M : Lsum;  // no positions: o = 0, m = -inf, l = 0
+        }
+        __syncthreads();
+        heads_push(attp + rank * p.wst, oa, hs + 2, S, got + (a & 1));
+        end_push();
+      }
+      // ---- proj: merge the S parts into y; this cluster's partial sum of proj(y); the first meeting
+      {
+        const View<W> v = weights(1);
+        for (int d = tid; d < hs; d += kCThreads) {
+          float M = -INFINITY;
+          for (int b = 0; b < S; ++b) M = fmaxf(M, attp[b * p.wst + hs]);  // block 0 holds position 0: finite
+          float Lsum = 0.f, o = 0.f;
+          for (int b = 0; b < S; ++b) {  // an empty part's m is -inf: its weight 0
+            const float e = __expf(attp[b * p.wst + hs] - M);
+            Lsum += e * attp[b * p.wst + hs + 1], o += e * attp[b * p.wst + d];
+          }
+          y[d] = o / Lsum;
+        }
+        __syncthreads();
+        const unsigned tag = m.tag0 + meet++;
+        unsigned long long* words = m.words + (size_t(tag & 1u) * p.K + c) * C;
+        gemv_local<kCRowGroup - 2, false>(v.w, y, nullptr, hs, v.rows,
+                                          [&](int r, float s, float2) { meet_put(words + v.r0 + r, tag, s + v.bias[r]); });
+        meet_sum(p, m, tag, x, x1);
+      }
+      // ---- fc: the cluster's F hidden units of LayerNorm 2's output (folded in), to every block
+      {
+        const View<W> v = weights(2);
+        expect(p.F);
+        float* of = at_<float>(smem, p.of);
+        gemv_local<kCRowGroup - 2, true>(v.w, x1, v.g, C, v.rows, [&](int r, float s, float2 st) {
+          of[r] = gelu(st.y * (s - st.x * v.sum[r]) + v.bias[r]);
+        });
+        __syncthreads();
+        heads_push(hb + v.r0, of, v.rows, S, got + (a & 1));
+        end_push();
+      }
+      // ---- fc2: this cluster's partial sum over its F columns; the second meeting
+      {
+        const View<W> v = weights(3);
+        const unsigned tag = m.tag0 + meet++;
+        unsigned long long* words = m.words + (size_t(tag & 1u) * p.K + c) * C;
+        gemv_local<kCRowGroup - 2, false>(v.w, hb, nullptr, p.F, v.rows,
+                                          [&](int r, float s, float2) { meet_put(words + v.r0 + r, tag, s + v.bias[r]); });
+        meet_sum(p, m, tag, x1, x);
+      }
+    }
+    // ---- head: all V logits in every cluster (the final LayerNorm folded in), to every block of the cluster
+    {
+      const View<W> v = weights(4);
+      expect(n.V);
+      float* oh = at_<float>(smem, p.oh);
+      gemv_local<kCRowGroup - 2, true>(v.w, x, v.g, C, v.rows, [&](int r, float s, float2 st) {
+        s = st.y * (s - st.x * v.sum[r]) + v.bias[r];
+        oh[r] = s;
+        if (c == 0) {
+          n.logits[v.r0 + r] = s;
+          if (n.logits_all) n.logits_all[size_t(t) * n.V + v.r0 + r] = s;
+        }
+      });
+      __syncthreads();
+      heads_push(logits + v.r0, oh, v.rows, S, got + (a & 1));
+      end_push();
+    }
+  }
+  cl.sync();  // no block leaves while another may still write into its shared memory
+#endif
+}
+
+}  // namespace dec
+}  // namespace k
