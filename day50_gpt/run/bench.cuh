@@ -375,6 +375,48 @@ json::Value stage_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, i
 #endif
   return v;
 }
+// The decoder with a cluster a head (kHeads): one more run with its stamps on (decode_heads<W, true>): for the
+// first block of cluster 0 and the last block of the last cluster, the mean microseconds of each kind of stage
+// (layer 0's qkv apart, with the sampling and the embedding in its work) spent waiting for its weights, working
+// and exchanging (the pushes within the cluster and their barrier, or the meeting through L2).
+template <class W>
+json::Value heads_breakdown(FastDecoder<W>& d, const std::vector<int>& prompt, int n) {
+  const int L = d.c.layers, S = 5 * L + 1;
+  const size_t per = size_t(3) * S, most = std::max<size_t>(size_t(n), prompt.size());
+  DeviceBuffer buf((1 + 2 * most * per) * 8);
+  d.net.trace = buf.as<unsigned long long>();
+  d.reset();
+  d.feed(prompt);
+  d.generate(n);
+  CUDA_CHECK(cudaStreamSynchronize(d.stream));
+  d.net.trace = nullptr;
+  const std::vector<unsigned long long> tr = to_host(buf.as<unsigned long long>(), 1 + 2 * size_t(n) * per);
+  static const char* kKind[] = {"qkv0", "qkv", "attention", "proj", "fc", "fc2", "head"};
+  static const char* kPart[] = {"weights", "work", "exchange"};
+  json::Value v = json::Value::object();
+  for (int b = 0; b < 2; ++b) {
+    const size_t base = 1 + size_t(b) * size_t(n) * per;
+    double sum[7][3] = {}, cnt[7] = {};
+    for (int i = 0; i < n; ++i)
+      for (int st = 0; st < S; ++st) {
+        const size_t k = size_t(i) * S + size_t(st);
+        if (b == 1 && k == 0) continue;  // the last block has no launch-start stamp
+        const int kind = st == S - 1 ? 6 : st % 5 == 0 ? (st == 0 ? 0 : 1) : st % 5 + 1;
+        const double prev = double(k == 0 ? tr[0] : tr[base + 3 * (k - 1) + 2]);
+        const double w = double(tr[base + 3 * k]), dn = double(tr[base + 3 * k + 1]), e = double(tr[base + 3 * k + 2]);
+        sum[kind][0] += (w - prev) * 1e-3, sum[kind][1] += (dn - w) * 1e-3, sum[kind][2] += (e - dn) * 1e-3;
+        cnt[kind] += 1;
+      }
+    json::Value blk = json::Value::object();
+    for (int kk = 0; kk < 7; ++kk)
+      for (int q = 0; q < 3; ++q)
+        blk[std::string(kKind[kk]) + " " + kPart[q]] = cnt[kk] > 0 ? sum[kk][q] / cnt[kk] : 0.0;
+    v[b == 0 ? "first block" : "last block"] = blk;
+  }
+  v["token"] = double(tr[size_t(n) * per] - tr[0]) * 1e-3 / n;  // block 0's last stamp
+  return v;
+}
+
 template <class W>
 GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>& params, const std::string& prompt,
                                int n, double temperature, int top_k, uint64_t seed, const GenVariant& v, int reps) {
@@ -412,11 +454,12 @@ GenTiming time_fast_generation(const gpt::Config& cfg, const std::vector<float>&
   for (int t : d.bytes(n)) g.text.push_back(char(t));
   g.weight_bytes = d.weight_bytes(), g.blocks = d.blocks, g.resident_kb = d.resident ? d.resident_bytes() / 1024.0 : 0;
   g.gave_up = d.gave_up();
-  if (v.path != DecodePath::kStages && v.path != DecodePath::kHeads && !v.per_token) {
+  if (v.path != DecodePath::kStages && !v.per_token) {
     const std::vector<int> timed = d.bytes(n);
     // poisoned first, so that a stamped run that wrote nothing cannot pass on the timed run's bytes
     CUDA_CHECK(cudaMemsetAsync(d.out.as(), 0xff, size_t(n) * sizeof(int), d.stream));
-    g.stage_us = stage_breakdown(d, pr, n);
+    g.stage_us = v.path == DecodePath::kHeads ? heads_breakdown(d, pr, n) : stage_breakdown(d, pr, n);
+    g.gave_up = g.gave_up || d.gave_up();
     const std::vector<int> stamped = d.bytes(n);
     g.stamped_bytes_differ = 0;
     for (size_t i = 0; i < timed.size(); ++i) g.stamped_bytes_differ += stamped[i] != timed[i];
@@ -667,13 +710,25 @@ inline void bench_generation(results::Results& res, const gpt::Config& cfg, cons
                            size_t(n), size_t(n) - same));
     if (v.path == DecodePath::kHeads)
       res.add(verify::fact(std::string(v.name) + ": every meeting's wait ended by its tags, none gave up", !g.gave_up));
-    if (v.path == DecodePath::kCluster && g.stamped_bytes_differ >= 0)  // the same draws, the same decoder
+    if ((v.path == DecodePath::kCluster || v.path == DecodePath::kHeads) && g.stamped_bytes_differ >= 0)  // the same draws, the same decoder
       res.add(verify::fact(std::string(v.name) + ": the stamped run's bytes equal the timed run's",
                            g.stamped_bytes_differ == 0, "exact", "", size_t(n), size_t(g.stamped_bytes_differ)));
     std::printf("%-66s %10.0f %9.4f %7.1f%% %7d  %s\n", v.name, row.tokens_per_s, row.ms,
                 row.extra.find("pct_of_memory_floor")->number(), g.blocks,
                 g.text == s.text ? "= current" : (std::to_string(same) + " equal, then differ").c_str());
-    if (g.stage_us.kind() != json::Value::Null) {
+    if (v.path == DecodePath::kHeads && g.stage_us.kind() != json::Value::Null) {
+      for (const char* b : {"first block", "last block"}) {
+        std::printf("    %s, us waiting for weights / working / exchanging:", b);
+        for (const char* kk : {"qkv0", "qkv", "attention", "proj", "fc", "fc2", "head"}) {
+          const std::string k(kk);
+          const json::Value* bl = g.stage_us.find(b);
+          std::printf(" %s %.2f/%.2f/%.2f", kk, bl->find(k + " weights")->number(), bl->find(k + " work")->number(),
+                      bl->find(k + " exchange")->number());
+        }
+        std::printf("\n");
+      }
+      std::printf("    stamped token %.2f us\n", g.stage_us.find("token")->number());
+    } else if (g.stage_us.kind() != json::Value::Null) {
       std::printf("    us per stage (work + barrier):");
       for (const char* kk : {"qkv", "attention", "proj", "fc", "fc2", "head", "token"})
         std::printf(" %s %.2f", kk, g.stage_us.find(kk)->number());

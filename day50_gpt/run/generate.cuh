@@ -615,20 +615,26 @@ struct FastDecoder {
     heads_ok = false;
     const int C = c.width, H = c.heads;
     if (path != DecodePath::kHeads || !clusters_enabled() || C % H != 0 || (4 * C) % H != 0) return false;
-    const void* fn = reinterpret_cast<const void*>(&k::dec::decode_heads<W>);
-    cudaFuncAttributes fa{};
-    if (!cluster_runnable(fn, fa)) return false;
+    const void* fn = reinterpret_cast<const void*>(&k::dec::decode_heads<W, false>);
+    const void* fn_traced = reinterpret_cast<const void*>(&k::dec::decode_heads<W, true>);
+    cudaFuncAttributes fa{}, fa_traced{};
+    if (!cluster_runnable(fn, fa) || !cluster_runnable(fn_traced, fa_traced)) return false;
+    fa.sharedSizeBytes = std::max(fa.sharedSizeBytes, fa_traced.sharedSizeBytes);  // the plan fits both builds
     int dev = 0, optin = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     const k::dec::HeadsPlan pl =
         k::dec::make_heads_plan(C, H, c.vocab, c.context, c.layers, 16, int(sizeof(W)));
     if (!pl.valid(size_t(optin) - fa.sharedSizeBytes)) return false;
-    CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.total)));
-    CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    for (const void* f : {fn, fn_traced}) {
+      CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.total)));
+      CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    }
     hplan = pl;
     cudaLaunchAttribute attr[1];
-    if (clusters_that_fit(k::dec::decode_heads<W>, heads_launch(attr)) < H) return false;
+    if (clusters_that_fit(k::dec::decode_heads<W, false>, heads_launch(attr)) < H ||
+        clusters_that_fit(k::dec::decode_heads<W, true>, heads_launch(attr)) < H)
+      return false;
     pack_heads(hplan);
     meet_words.alloc(size_t(2) * H * C * 8), meet_flag.alloc(4);
     CUDA_CHECK(cudaMemset(meet_words.as(), 0, meet_words.bytes()));  // tag 0: no meeting's
@@ -692,7 +698,10 @@ struct FastDecoder {
     const cudaLaunchConfig_t cfg = heads_launch(attr);
     const k::dec::Meet m{meet_words.as<unsigned long long>(), meet_flag.as<unsigned>(), meet_tag + 1};
     meet_tag += unsigned(2 * c.layers * steps);
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_heads<W>, n, hplan, m, start, count0, steps));
+    if (n.trace)  // the bench's breakdown (heads_breakdown): the build with stamps
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_heads<W, true>, n, hplan, m, start, count0, steps));
+    else
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, k::dec::decode_heads<W, false>, n, hplan, m, start, count0, steps));
   }
   // One launch of the persistent or a cluster kernel.
   void launch(const k::dec::Net<W>& n, int start, int count0, int steps) {

@@ -123,7 +123,11 @@ __device__ __forceinline__ void heads_push(float* dst, const float* src, int n, 
 }
 
 // Tokens at positions start .. start + steps - 1, draws count0 .. (as decode_cluster). H clusters of S blocks.
-template <class W>
+// kTrace (the bench's breakdown, never its timed runs): two blocks, cluster 0's first and the last cluster's
+// last, stamp the global timer at three points of every stage (weights there, work done, stage over) into
+// n.trace: block 0's at [1 + 3 k + point] for stage k of the launch, the other's after those (3 (5L + 1) steps
+// further), trace[0] the launch's start.
+template <class W, bool kTrace = false>
 __global__ void __launch_bounds__(kCThreads, 1)
     decode_heads(Net<W> n, HeadsPlan p, Meet m, int start, int count0, int steps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -134,6 +138,18 @@ __global__ void __launch_bounds__(kCThreads, 1)
   const int rank = int(cl.block_rank()), c = int(blockIdx.x) / p.S, L = n.L, C = n.C, hs = p.hs, S = p.S;
   const int J = 4 * L + 1, tid = threadIdx.x, warp = tid / kWarp, lane = tid % kWarp;
   const unsigned total = unsigned(steps) * unsigned(J);
+  unsigned long long* tr = nullptr;
+  if constexpr (kTrace)
+    if (n.trace && tid == 0 && ((c == 0 && rank == 0) || (c == p.K - 1 && rank == S - 1)))
+      tr = n.trace + (c == 0 && rank == 0 ? 0 : 3 * size_t(total / unsigned(J)) * (5 * L + 1));
+  unsigned stamp_k = 0;
+  auto stamp = [&](int point) {
+    if constexpr (kTrace)
+      if (tr) tr[1 + 3 * size_t(stamp_k) + point] = global_ns();
+    if (point == 2) ++stamp_k;
+  };
+  if constexpr (kTrace)
+    if (tr == n.trace && tr) tr[0] = global_ns();
   float *x = at_<float>(smem, p.x), *x1 = at_<float>(smem, p.x1), *y = at_<float>(smem, p.y);
   float *logits = at_<float>(smem, p.logits), *sc = at_<float>(smem, p.sc);
   if (tid == 0) {
@@ -158,6 +174,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
   auto weights = [&](int kind) {
     if (g + kHRing - 1 < total) heads_issue(p, g + kHRing - 1, J, c, rank, smem, bar);
     mbar_wait(bar + g % kHRing, (g / kHRing) & 1u);
+    stamp(0);
     const View<W> v = heads_view<W>(p, kind, g, smem, rank);
     ++g;
     return v;
@@ -170,6 +187,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
     cluster_sync_relaxed();
     mbar_wait<true>(got + (a & 1), (a >> 1) & 1u);
     ++a;
+    stamp(2);
   };
   const float scale = rsqrtf(float(hs));
   for (int i = 0; i < steps; ++i) {
@@ -202,6 +220,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
           if (o >= hs) (o < 2 * hs ? n.kc : n.vc)[row + (o < 2 * hs ? o - hs : o - 2 * hs)] = s;  // later launches'
         });
         __syncthreads();
+        stamp(1);
         float* kvt = at_<float>(smem, p.kv_at(l, t / S));
         for (int e = tid; e < v.rows * S; e += kCThreads) {
           const int r = e / S, b = e - r * S, o = v.r0 + r;
@@ -214,6 +233,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
       }
       // ---- attention: this block's positions s = rank, rank + S, ... <= t; (o, m, l) to every block
       {
+        stamp(0);
         expect(S * (hs + 2));
         const int nb = rank <= t ? (t - rank) / S + 1 : 0;
         for (int w = warp; w < nb; w += kCWarps) {
@@ -237,6 +257,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
           oa[d] = d < hs ? o : d == hs ? M : Lsum;  // no positions: o = 0, m = -inf, l = 0
         }
         __syncthreads();
+        stamp(1);
         heads_push(attp + rank * p.wst, oa, hs + 2, S, got + (a & 1));
         end_push();
       }
@@ -258,7 +279,9 @@ __global__ void __launch_bounds__(kCThreads, 1)
         unsigned long long* words = m.words + (size_t(tag & 1u) * p.K + c) * C;
         gemv_local<kCRowGroup - 2, false>(v.w, y, nullptr, hs, v.rows,
                                           [&](int r, float s, float2) { meet_put(words + v.r0 + r, tag, s + v.bias[r]); });
+        stamp(1);
         meet_sum(p, m, tag, x, x1);
+        stamp(2);
       }
       // ---- fc: the cluster's F hidden units of LayerNorm 2's output (folded in), to every block
       {
@@ -269,6 +292,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
           of[r] = gelu(st.y * (s - st.x * v.sum[r]) + v.bias[r]);
         });
         __syncthreads();
+        stamp(1);
         heads_push(hb + v.r0, of, v.rows, S, got + (a & 1));
         end_push();
       }
@@ -279,7 +303,9 @@ __global__ void __launch_bounds__(kCThreads, 1)
         unsigned long long* words = m.words + (size_t(tag & 1u) * p.K + c) * C;
         gemv_local<kCRowGroup - 2, false>(v.w, hb, nullptr, p.F, v.rows,
                                           [&](int r, float s, float2) { meet_put(words + v.r0 + r, tag, s + v.bias[r]); });
+        stamp(1);
         meet_sum(p, m, tag, x1, x);
+        stamp(2);
       }
     }
     // ---- head: all V logits in every cluster (the final LayerNorm folded in), to every block of the cluster
@@ -296,6 +322,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
         }
       });
       __syncthreads();
+      stamp(1);
       heads_push(logits + v.r0, oh, v.rows, S, got + (a & 1));
       end_push();
     }
