@@ -12,12 +12,13 @@ say "build"
 make -j16 build/gpt > "$L/build.txt" 2>&1 || { say "build failed"; tail -30 "$L/build.txt"; fin 1; }
 say "built"
 gen . build 1
-(timeout "${VERIFY_S:-300}" ./build/gpt --data ./data/shakespeare.txt --verify --json "$OUT/verify.json") > "$L/verify.txt" 2>&1
-rc=$?; say "verify rc=$rc"; [ $rc -eq 0 ] || fail=1
+if [ "${VERIFY:-1}" = 1 ]; then
+  (timeout "${VERIFY_S:-300}" ./build/gpt --data ./data/shakespeare.txt --verify --json "$OUT/verify.json") > "$L/verify.txt" 2>&1
+  rc=$?; say "verify rc=$rc"; [ $rc -eq 0 ] || fail=1
+fi
 health after || fail=1
-grep -E "a head|FAIL" "$L/gen_1.txt" | head -20
-grep -E "FAIL" "$L/verify.txt" | head -20
-grep -E "a head" "$L/verify.txt" | head -10
+grep -E -A3 "^generate .*a head" "$L/gen_1.txt" | head -20
+grep -E "FAIL" "$L"/*.txt | head -20
 python3 - "$OUT" <<'PY'
 import glob, json, os, sys
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "gen_*.json"))):
