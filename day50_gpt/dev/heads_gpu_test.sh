@@ -9,15 +9,26 @@ source dev/gpu_lib.sh
 fail=0
 health before || fin 3
 say "build"
+# VARIANTS="name:flags ...": more builds of the same tree, each with its NVCCFLAGS (e.g. r5:-DHEADS_RING=5), in
+# build/<name>, built beside the plain one; then ROUNDS rounds of generate, the builds in turn (plain first).
+for v in ${VARIANTS:-}; do
+  (NVCCFLAGS="${v#*:}" make -j8 BUILD="build/${v%%:*}" "build/${v%%:*}/gpt" > "$L/build_${v%%:*}.txt" 2>&1 ||
+     echo "build ${v%%:*} failed" >> "$L/build_failed.txt") &
+done
 make -j16 build/gpt > "$L/build.txt" 2>&1 || { say "build failed"; tail -30 "$L/build.txt"; fin 1; }
+wait
+[ -f "$L/build_failed.txt" ] && { cat "$L/build_failed.txt"; fin 1; }
 say "built"
-gen . build 1
+for r in $(seq 1 "${ROUNDS:-1}"); do
+  gen . build "$r"
+  for v in ${VARIANTS:-}; do gen . "build/${v%%:*}" "${r}_${v%%:*}"; done
+done
 if [ "${VERIFY:-1}" = 1 ]; then
   (timeout "${VERIFY_S:-300}" ./build/gpt --data ./data/shakespeare.txt --verify --json "$OUT/verify.json") > "$L/verify.txt" 2>&1
   rc=$?; say "verify rc=$rc"; [ $rc -eq 0 ] || fail=1
 fi
 health after || fail=1
-grep -E -A3 "^generate .*a head" "$L/gen_1.txt" | head -20
+for f in "$L"/gen_*.txt; do echo "== $f"; grep -E -A3 "^generate .*a head" "$f" | head -8; done
 grep -E "FAIL" "$L"/*.txt | head -20
 python3 - "$OUT" <<'PY'
 import glob, json, os, sys

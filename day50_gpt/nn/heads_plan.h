@@ -23,7 +23,10 @@ namespace dec {
 // and the rows' sums of weights times gain (R floats), then the rows' biases (R floats; for proj and fc2
 // cluster 0's carry the bias, the others zeros, so that the bias is added once). Bundle g of a launch goes
 // to slot g % kHRing of the ring; kHRing - 1 bundles are in flight ahead of the one in use.
-constexpr int kHRing = 4;
+#ifndef HEADS_RING
+#define HEADS_RING 4
+#endif
+constexpr int kHRing = HEADS_RING;
 
 struct HeadsPlan {
   int S = 0, K = 0;  // blocks a cluster; clusters (= heads)

@@ -57,11 +57,30 @@ __device__ __forceinline__ unsigned long long meet_get(const unsigned long long*
   return v;
 }
 // Thread i < C: out[i] = base[i] + the H clusters' words for output i, added in cluster order (the same
-// sum in every block). Each thread loads its H words at once and reloads those without the tag. A wait
-// past ~2^24 rounds (seconds) gives up, sets the flag (the host fails the run) and goes on with what it has.
-__device__ __forceinline__ void meet_sum(const HeadsPlan& p, const Meet& m, unsigned tag, const float* base,
+// sum in every block). First every writer block's first word is polled, one thread a writer (K S of them),
+// until it carries the tag; then each thread loads its H words at once and reloads any still without it. (A
+// first version had every thread poll its H words from the start: 384 threads a block in each of 96 blocks
+// reloading from L2 as fast as the answers came back, which slowed every block's weight copies, waiting at
+// the start of each stage, by about a third of a layer's time: the bench's breakdown.) A wait past ~2^24
+// rounds (seconds) gives up, sets the flag (the host fails the run) and goes on with what it has.
+// R: the rows a writer block owns (its first word is row b R of cluster c's vector).
+__device__ __forceinline__ void meet_sum(const HeadsPlan& p, const Meet& m, unsigned tag, int R, const float* base,
                                          float* out) {
   const unsigned long long* words = m.words + size_t(tag & 1u) * p.K * p.C;
+#ifndef HEADS_POLL_ALL
+  for (int w = threadIdx.x; w < p.K * p.S; w += kCThreads) {
+    const int c = w / p.S, b = w - c * p.S;
+    if (b * R >= p.C) continue;  // a block with no rows writes nothing
+    const unsigned long long* at = words + size_t(c) * p.C + size_t(b) * R;
+    unsigned spins = 0;
+    while (unsigned(meet_get(at) >> 32) != tag)
+      if (++spins > (1u << 24)) {
+        atomicExch(m.gave_up, 1u);
+        break;
+      }
+  }
+  __syncthreads();
+#endif
   for (int i = threadIdx.x; i < p.C; i += kCThreads) {
     float s = base[i];
     for (int c0 = 0; c0 < p.K; c0 += 8) {  // up to 8 words in flight a thread
@@ -199,6 +218,8 @@ __global__ void __launch_bounds__(kCThreads, 1)
       {
         const View<W> v = weights(0);
         if (l == 0) {  // the token at position t, embedded
+          // the position's row asked for before the sampling, which does not need it: its trip to L2 overlaps
+          const float pe = tid < C ? __ldg(n.wpe + size_t(t) * C + tid) : 0.f;
           int tok;
           if (n.forced) {
             tok = n.forced[t];
@@ -207,7 +228,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
             if (c == 0 && rank == 0 && tid == 0) n.out[count] = tok;
           }
           const W* e = n.head_w() + size_t(tok) * C;
-          for (int k = tid; k < C; k += kCThreads) x[k] = ld(e[k]) + n.wpe[size_t(t) * C + k];
+          for (int k = tid; k < C; k += kCThreads) x[k] = ld(e[k]) + (k == tid ? pe : n.wpe[size_t(t) * C + k]);
           __syncthreads();
         }
         expect(hs + (rank == owner ? 2 * hs : 0));
@@ -280,7 +301,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
         gemv_local<kCRowGroup - 2, false>(v.w, y, nullptr, hs, v.rows,
                                           [&](int r, float s, float2) { meet_put(words + v.r0 + r, tag, s + v.bias[r]); });
         stamp(1);
-        meet_sum(p, m, tag, x, x1);
+        meet_sum(p, m, tag, p.Rp, x, x1);
         stamp(2);
       }
       // ---- fc: the cluster's F hidden units of LayerNorm 2's output (folded in), to every block
@@ -304,7 +325,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
         gemv_local<kCRowGroup - 2, false>(v.w, hb, nullptr, p.F, v.rows,
                                           [&](int r, float s, float2) { meet_put(words + v.r0 + r, tag, s + v.bias[r]); });
         stamp(1);
-        meet_sum(p, m, tag, x1, x);
+        meet_sum(p, m, tag, p.R2, x1, x);
         stamp(2);
       }
     }
