@@ -92,6 +92,9 @@ __device__ __forceinline__ void meet_sum(const HeadsPlan& p, const Meet& m, unsi
       for (int c = 0; c < n; ++c) {
         unsigned spins = 0;
         while (unsigned(w[c] >> 32) != tag) {
+#ifdef HEADS_POLL_SLEEP
+          __nanosleep(HEADS_POLL_SLEEP);
+#endif
           if (++spins > (1u << 24)) {
             atomicExch(m.gave_up, 1u);
             break;
@@ -107,9 +110,12 @@ __device__ __forceinline__ void meet_sum(const HeadsPlan& p, const Meet& m, unsi
 }
 
 // Block `rank` of cluster `c`: bundle g of the launch (bundle g % J of a token) into ring slot g % kHRing.
+#ifndef HEADS_ISSUER
+#define HEADS_ISSUER 0
+#endif
 __device__ __forceinline__ void heads_issue(const HeadsPlan& p, unsigned g, int J, int c, int rank,
                                             unsigned char* smem, unsigned long long* bar) {
-  if (threadIdx.x != 0) return;
+  if (threadIdx.x != HEADS_ISSUER) return;
   const int j = int(g % unsigned(J)), kind = HeadsPlan::kind_of(j, p.L), s = int(g % kHRing);
   mbar_expect(bar + s, unsigned(p.bytes(kind)));
   bulk_copy(smem + p.ring + size_t(s) * p.slot, p.pack + ((size_t(j) * p.K + c) * p.S + rank) * p.stride,
