@@ -9,17 +9,17 @@ source dev/gpu_lib.sh
 fail=0
 health before || fin 3
 say "build"
-# VARIANTS="name:flags ...": more builds of the same tree, each with its NVCCFLAGS (e.g. r5:-DHEADS_RING=5), in
+# VARIANTS="name:flags ...": more builds of the same tree, each with its NVCCFLAGS (e.g. r5:-DHEADS_RING=5; commas between flags), in
 # build/<name>, built beside the plain one; then ROUNDS rounds of generate, the builds in turn (plain first).
 # (a variant's gpt.o compiles beside the plain build; its link takes the plain build's sm_90a objects)
 for v in ${VARIANTS:-}; do
-  (NVCCFLAGS="${v#*:}" make BUILD="build/${v%%:*}" "build/${v%%:*}/gpt.o" > "$L/build_${v%%:*}.txt" 2>&1 ||
+  (NVCCFLAGS="$(echo "${v#*:}" | tr , " ")" make BUILD="build/${v%%:*}" "build/${v%%:*}/gpt.o" > "$L/build_${v%%:*}.txt" 2>&1 ||
      echo "build ${v%%:*} failed" >> "$L/build_failed.txt") &
 done
 make -j16 build/gpt > "$L/build.txt" 2>&1 || { say "build failed"; tail -30 "$L/build.txt"; fin 1; }
 wait
 for v in ${VARIANTS:-}; do
-  NVCCFLAGS="${v#*:}" make BUILD="build/${v%%:*}" "build/${v%%:*}/gpt" >> "$L/build_${v%%:*}.txt" 2>&1 ||
+  NVCCFLAGS="$(echo "${v#*:}" | tr , " ")" make BUILD="build/${v%%:*}" "build/${v%%:*}/gpt" >> "$L/build_${v%%:*}.txt" 2>&1 ||
     echo "link ${v%%:*} failed" >> "$L/build_failed.txt"
 done
 [ -f "$L/build_failed.txt" ] && { cat "$L/build_failed.txt"; tail -5 "$L"/build_*.txt; fin 1; }
