@@ -30,6 +30,13 @@
 // wrote after reading meeting m's.
 // The weights stream through a ring of kHRing slots, kHRing - 1 bundles ahead of the one in use: a
 // block's share of a layer is ~77 KB in fp32 (1/96 of it), so the copies run well ahead of the stages.
+// Development switches (-D..., each measured against the plain build in the bench's generation part,
+// results/nvidia-h200/day50_decode/step20_dev/; the plain build is what every results file times):
+//   HEADS_RING=N        the ring's depth (heads_plan.h; 4 by default, 5 ran slower)
+//   HEADS_POLL_ALL      the meeting as first written: every thread polls its H words from the start (slower)
+//   HEADS_POLL_SLEEP=NS with it, NS nanoseconds slept between two polls of a word
+//   HEADS_ISSUER=T      the thread that hands the copies over (0 by default; T = 480 is warp 15's first lane,
+//                       a warp with no rows in qkv, where thread 0's warp has one)
 #pragma once
 #include <cooperative_groups.h>
 
@@ -58,11 +65,12 @@ __device__ __forceinline__ unsigned long long meet_get(const unsigned long long*
 }
 // Thread i < C: out[i] = base[i] + the H clusters' words for output i, added in cluster order (the same
 // sum in every block). First every writer block's first word is polled, one thread a writer (K S of them),
-// until it carries the tag; then each thread loads its H words at once and reloads any still without it. (A
-// first version had every thread poll its H words from the start: 384 threads a block in each of 96 blocks
-// reloading from L2 as fast as the answers came back, which slowed every block's weight copies, waiting at
-// the start of each stage, by about a third of a layer's time: the bench's breakdown.) A wait past ~2^24
-// rounds (seconds) gives up, sets the flag (the host fails the run) and goes on with what it has.
+// until it carries the tag; then each thread loads its H words at once and reloads any still without it. (The
+// first version, HEADS_POLL_ALL, had every thread poll its H words from the start: 384 threads a block in each
+// of 96 blocks reloading from L2 as fast as the answers came back. It generated fewer tokens a second, and
+// in the bench's breakdown most of the difference was the wait for weights at each stage's start, as if the
+// polls held up the blocks' weight copies: step20_dev/call2 against call4.) A wait past ~2^24 rounds
+// (seconds) gives up, sets the flag (the host fails the run) and goes on with what it has.
 // R: the rows a writer block owns (its first word is row b R of cluster c's vector).
 __device__ __forceinline__ void meet_sum(const HeadsPlan& p, const Meet& m, unsigned tag, int R, const float* base,
                                          float* out) {
