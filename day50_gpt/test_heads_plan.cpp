@@ -21,10 +21,11 @@ TEST(heads_plan_regions_aligned_disjoint_and_within_the_limit) {
   for (int w : {2, 4}) {
     const HeadsPlan p = make_heads_plan(kC, kH, kV, kT, kL, 16, w);
     EXPECT(p.valid(kLimit));
-    const unsigned offs[] = {p.x, p.x1, p.q, p.hb, p.attp, p.y, p.logits, p.oq, p.oa, p.of, p.oh, p.sc, p.samp, p.kv, p.ring};
+    const unsigned offs[] = {p.x, p.x1, p.q, p.hb, p.attp, p.y, p.logits, p.oq, p.oa, p.of, p.oh, p.om, p.sc, p.samp, p.kv, p.ring};
     const size_t need[] = {size_t(kC) * 4, size_t(kC) * 4, size_t(2 * p.hs) * 4, size_t(2 * p.F) * 4,
                            size_t(2 * p.S * p.wst) * 4, size_t(p.hs) * 4, size_t(kV) * 4, size_t(p.Rq) * 4,
-                           size_t(p.hs + 2) * 4, size_t(p.Rf) * 4, size_t(p.Rh) * 4, size_t(p.P) * 4, size_t(kV) * 16,
+                           size_t(p.hs + 2) * 4, size_t(p.Rf) * 4, size_t(p.Rh) * 4,
+                           size_t(std::max(p.Rp, p.R2)) * 4, size_t(p.P) * 4, size_t(kV) * 16,
                            size_t(kL) * p.P * 2 * p.hs * 4, size_t(p.slot) * k::dec::kHRing};
     const size_t n = sizeof(offs) / sizeof(offs[0]);
     for (size_t i = 0; i < n; ++i) {

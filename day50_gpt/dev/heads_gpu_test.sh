@@ -3,7 +3,8 @@
 # one device call: health, build, `--bench --bench-part generate` (every generator; the fp32 rows must write the
 # current generator's bytes), then `gpt --verify` (every decoder's logits at every position against the current
 # generator's, the sampled bytes), health again. Run from day50_gpt/: OUT=$OUT bash dev/heads_gpu_test.sh
-# Files: $OUT/gen_1.json, $OUT/verify.json, logs/ (packed into $OUT/results.tgz).
+# Files: $OUT/gen_1.json, $OUT/verify.json (or VERIFY_JSON), logs/ (packed into $OUT/results.tgz).
+# Time: the rounds stop when fewer than VERIFY_S + 20 seconds of CALL_S (560) are left, so that --verify still runs.
 cd "$(dirname "$0")/.." || exit 2
 source dev/gpu_lib.sh
 fail=0
@@ -24,12 +25,16 @@ for v in ${VARIANTS:-}; do
 done
 [ -f "$L/build_failed.txt" ] && { cat "$L/build_failed.txt"; tail -5 "$L"/build_*.txt; fin 1; }
 say "built"
+left() { echo $(( ${CALL_S:-560} - ($(date +%s) - t0) )); }
+reserve=$(( ${VERIFY:-1} == 1 ? ${VERIFY_S:-150} + 20 : 20 ))
 for r in $(seq 1 "${ROUNDS:-1}"); do
-  gen . build "$r"
-  for v in ${VARIANTS:-}; do gen . "build/${v%%:*}" "${r}_${v%%:*}"; done
+  for b in build ${VARIANTS:-}; do
+    [ "$(left)" -gt $(( reserve + 25 )) ] || { say "round $r: no time left for ${b%%:*}"; break 2; }
+    if [ "$b" = build ]; then gen . build "$r"; else gen . "build/${b%%:*}" "${r}_${b%%:*}"; fi
+  done
 done
 if [ "${VERIFY:-1}" = 1 ]; then
-  (timeout "${VERIFY_S:-300}" ./build/gpt --data ./data/shakespeare.txt --verify --json "$OUT/verify.json") > "$L/verify.txt" 2>&1
+  (timeout "${VERIFY_S:-150}" ./build/gpt --data ./data/shakespeare.txt --verify --json "${VERIFY_JSON:-$OUT/verify.json}") > "$L/verify.txt" 2>&1
   rc=$?; say "verify rc=$rc"; [ $rc -eq 0 ] || fail=1
 fi
 health after || fail=1

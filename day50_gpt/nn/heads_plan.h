@@ -48,9 +48,10 @@ struct HeadsPlan {
   // Shared memory (byte offsets): the residual stream before and after attention (x, x1: every block
   // computes both itself), q and the MLP's hidden units (two copies each, by layer parity: other blocks
   // write them), the attention partials of the S blocks (two copies), the merged head output y, the logits,
-  // the staging of each stage's rows before they are sent, the scores, the sampler's scratch, this block's
-  // share of the KV cache ([L][P][k hs | v hs]), then the ring of weight slots.
-  unsigned x = 0, x1 = 0, q = 0, hb = 0, attp = 0, y = 0, logits = 0, oq = 0, oa = 0, of = 0, oh = 0, sc = 0, samp = 0,
+  // the staging of each stage's rows before they are sent (om: a meeting's sums, decode_heads.cuh's
+  // meet_own), the scores, the sampler's scratch, this block's share of the KV cache ([L][P][k hs | v hs]),
+  // then the ring of weight slots.
+  unsigned x = 0, x1 = 0, q = 0, hb = 0, attp = 0, y = 0, logits = 0, oq = 0, oa = 0, of = 0, oh = 0, om = 0, sc = 0, samp = 0,
            kv = 0, ring = 0;
   unsigned slot = 0, total = 0;  // one ring slot's bytes; the dynamic shared memory a block takes
   // Bundle j of block b of cluster c at pack + ((j * K + c) * S + b) * stride (host-packed).
@@ -83,7 +84,8 @@ inline HeadsPlan make_heads_plan(int C, int H, int V, int T, int L, int S, int w
   p.hb = take(size_t(2) * p.F * 4), p.attp = take(size_t(2) * S * p.wst * 4), p.y = take(size_t(p.hs) * 4);
   p.logits = take(size_t(V) * 4);
   p.oq = take(size_t(p.Rq) * 4), p.oa = take(size_t(p.wst) * 4), p.of = take(size_t(p.Rf) * 4);
-  p.oh = take(size_t(p.Rh) * 4), p.sc = take(size_t(p.P) * 4), p.samp = take(size_t(V) * 16);
+  p.oh = take(size_t(p.Rh) * 4), p.om = take(size_t(std::max(p.Rp, p.R2)) * 4);
+  p.sc = take(size_t(p.P) * 4), p.samp = take(size_t(V) * 16);
   p.kv = take(size_t(L) * p.P * 2 * p.hs * 4);
   size_t slot = 0;
   for (int kk = 0; kk < 5; ++kk) slot = std::max(slot, p.bytes(kk));

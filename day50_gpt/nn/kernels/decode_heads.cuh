@@ -31,12 +31,21 @@
 // The weights stream through a ring of kHRing slots, kHRing - 1 bundles ahead of the one in use: a
 // block's share of a layer is ~77 KB in fp32 (1/96 of it), so the copies run well ahead of the stages.
 // Development switches (-D..., each measured against the plain build in the bench's generation part,
-// results/nvidia-h200/day50_decode/step20_dev/; the plain build is what every results file times):
+// results/nvidia-h200/day50_decode/step20_dev/; the plain build is what every results file times). Each of
+// the last four puts back what the first version of this kernel did:
 //   HEADS_RING=N        the ring's depth (heads_plan.h; 4 by default, 5 ran slower)
-//   HEADS_POLL_ALL      the meeting as first written: every thread polls its H words from the start (slower)
-//   HEADS_POLL_SLEEP=NS with it, NS nanoseconds slept between two polls of a word
-//   HEADS_ISSUER=T      the thread that hands the copies over (0 by default; T = 480 is warp 15's first lane,
-//                       a warp with no rows in qkv, where thread 0's warp has one)
+//   HEADS_MEET_ALL      the meeting as meet_sum: every block reads all H C words of a meeting and adds them
+//                       itself, no send within the cluster after it (the plain build: meet_own, each block
+//                       reads the H words of its own rows and sends their sums)
+//   HEADS_POLL_ALL      with it, every thread polls its H words from the start (slower)
+//   HEADS_POLL_SLEEP=NS with that, NS nanoseconds slept between two polls of a word
+//   HEADS_ISSUE_LATE    a slot's next bundle handed over at the start of the stage after the one that read it,
+//                       kHRing - 1 bundles in flight (the plain build: right behind the barrier after the GEMV
+//                       that read it, kHRing in flight)
+//   HEADS_PUSH_THREADS  the stages' sends by heads_push (a thread a number, its block found by a division; the
+//                       plain build: push_to_all, a warp a receiving block, 32 numbers a store instruction)
+//   HEADS_ISSUER=T      the thread that hands the copies over (480 by default: warp 15's first lane, a warp with
+//                       no rows in qkv; the first version's thread 0 is in a warp that has one)
 #pragma once
 #include <cooperative_groups.h>
 
@@ -117,9 +126,43 @@ __device__ __forceinline__ void meet_sum(const HeadsPlan& p, const Meet& m, unsi
   __syncthreads();
 }
 
+// The meeting by rows (the plain build; HEADS_MEET_ALL: meet_sum): thread r < rows adds base[r0 + r] and the H clusters' words for
+// output r0 + r, in cluster order (the sum meet_sum makes, to the bit), into stage[r]; the caller sends
+// stage to every block of the cluster. Block b of every cluster wrote rows [b R, b R + R) of its cluster's
+// partial sum, and block b of every cluster reads those same rows of all H: a block reads H R words (144
+// on the bench's model) where meet_sum reads H C (2,304), and a reader's polls are its loads. The price: a
+// send through distributed shared memory and a cluster barrier after the wait.
+__device__ __forceinline__ void meet_own(const HeadsPlan& p, const Meet& m, unsigned tag, int r0, int rows,
+                                         const float* base, float* stage) {
+  const unsigned long long* words = m.words + size_t(tag & 1u) * p.K * p.C + r0;
+  for (int r = threadIdx.x; r < rows; r += kCThreads) {
+    float s = base[r0 + r];
+    for (int c0 = 0; c0 < p.K; c0 += 8) {  // up to 8 words in flight a thread
+      unsigned long long w[8];
+      const int n = min(8, p.K - c0);
+#pragma unroll
+      for (int c = 0; c < 8; ++c)
+        if (c < n) w[c] = meet_get(words + size_t(c0 + c) * p.C + r);
+      for (int c = 0; c < n; ++c) {
+        unsigned spins = 0;
+        while (unsigned(w[c] >> 32) != tag) {
+          if (++spins > (1u << 24)) {
+            atomicExch(m.gave_up, 1u);
+            break;
+          }
+          w[c] = meet_get(words + size_t(c0 + c) * p.C + r);
+        }
+        s += __uint_as_float(unsigned(w[c]));
+      }
+    }
+    stage[r] = s;
+  }
+  __syncthreads();
+}
+
 // Block `rank` of cluster `c`: bundle g of the launch (bundle g % J of a token) into ring slot g % kHRing.
 #ifndef HEADS_ISSUER
-#define HEADS_ISSUER 0
+#define HEADS_ISSUER 480
 #endif
 __device__ __forceinline__ void heads_issue(const HeadsPlan& p, unsigned g, int J, int c, int rank,
                                             unsigned char* smem, unsigned long long* bar) {
@@ -200,17 +243,40 @@ __global__ void __launch_bounds__(kCThreads, 1)
   if (!n.forced)  // the first sampling of this launch reads the logits the last launch left
     for (int i = tid; i < n.V; i += kCThreads) logits[i] = __ldcg(n.logits + i);
   cl.sync();  // the barriers are set up, and every block of the cluster runs before any writes into another's memory
-  for (unsigned g = 0; g < min(total, unsigned(kHRing - 1)); ++g) heads_issue(p, g, J, c, rank, smem, bar);
+#ifndef HEADS_ISSUE_LATE
+  constexpr unsigned kAhead = kHRing;  // bundles handed over before the first stage
+#else
+  constexpr unsigned kAhead = kHRing - 1;
+#endif
+  for (unsigned g = 0; g < min(total, kAhead); ++g) heads_issue(p, g, J, c, rank, smem, bar);
   unsigned g = 0, a = 0, meet = 0;  // bundles begun; pushed stages; meetings
   // Bundle g's weights: the copy of bundle g + kHRing - 1 handed over first (its slot was last read by
-  // bundle g - 1's stage, which every thread of this block finished before the barrier behind us).
+  // bundle g - 1's stage, which every thread of this block finished before the barrier behind us), unless
+  // release() handed it over already.
   auto weights = [&](int kind) {
+#ifdef HEADS_ISSUE_LATE
     if (g + kHRing - 1 < total) heads_issue(p, g + kHRing - 1, J, c, rank, smem, bar);
+#endif
     mbar_wait(bar + g % kHRing, (g / kHRing) & 1u);
     stamp(0);
     const View<W> v = heads_view<W>(p, kind, g, smem, rank);
     ++g;
     return v;
+  };
+  // Unless HEADS_ISSUE_LATE: called behind a __syncthreads() that follows the GEMV of bundle g - 1 (every thread has
+  // read its slot), it hands that slot bundle g - 1 + kHRing.
+  auto release = [&] {
+#ifndef HEADS_ISSUE_LATE
+    if (g - 1 + kHRing < total) heads_issue(p, g - 1 + kHRing, J, c, rank, smem, bar);
+#endif
+  };
+  // src[0, count) to dst[0, count) in every block of the cluster, counted off got[a & 1].
+  auto push = [&](float* dst, const float* src, int count) {
+#ifndef HEADS_PUSH_THREADS
+    push_to_all(cl, dst, src, count, S, got + (a & 1));
+#else
+    heads_push(dst, src, count, S, got + (a & 1));
+#endif
   };
   auto expect = [&](int floats) {
     if (tid == 0) mbar_expect(got + (a & 1), unsigned(floats) * 4u);
@@ -255,6 +321,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
           if (o >= hs) (o < 2 * hs ? n.kc : n.vc)[row + (o < 2 * hs ? o - hs : o - 2 * hs)] = s;  // later launches'
         });
         __syncthreads();
+        release();
         stamp(1);
         float* kvt = at_<float>(smem, p.kv_at(l, t / S));
         for (int e = tid; e < v.rows * S; e += kCThreads) {
@@ -293,7 +360,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
         }
         __syncthreads();
         stamp(1);
-        heads_push(attp + rank * p.wst, oa, hs + 2, S, got + (a & 1));
+        push(attp + rank * p.wst, oa, hs + 2);
         end_push();
       }
       // ---- proj: merge the S parts into y; this cluster's partial sum of proj(y); the first meeting
@@ -312,11 +379,24 @@ __global__ void __launch_bounds__(kCThreads, 1)
         __syncthreads();
         const unsigned tag = m.tag0 + meet++;
         unsigned long long* words = m.words + (size_t(tag & 1u) * p.K + c) * C;
+#ifndef HEADS_MEET_ALL
+        expect(C);
+#endif
         gemv_local<kCRowGroup - 2, false>(v.w, y, nullptr, hs, v.rows,
                                           [&](int r, float s, float2) { meet_put(words + v.r0 + r, tag, s + v.bias[r]); });
+#ifndef HEADS_ISSUE_LATE
+        __syncthreads();
+        release();
+#endif
         stamp(1);
+#ifndef HEADS_MEET_ALL
+        meet_own(p, m, tag, v.r0, v.rows, x, at_<float>(smem, p.om));
+        push(x1 + v.r0, at_<float>(smem, p.om), v.rows);
+        end_push();
+#else
         meet_sum(p, m, tag, p.Rp, x, x1);
         stamp(2);
+#endif
       }
       // ---- fc: the cluster's F hidden units of LayerNorm 2's output (folded in), to every block
       {
@@ -327,8 +407,9 @@ __global__ void __launch_bounds__(kCThreads, 1)
           of[r] = gelu(st.y * (s - st.x * v.sum[r]) + v.bias[r]);
         });
         __syncthreads();
+        release();
         stamp(1);
-        heads_push(hb + v.r0, of, v.rows, S, got + (a & 1));
+        push(hb + v.r0, of, v.rows);
         end_push();
       }
       // ---- fc2: this cluster's partial sum over its F columns; the second meeting
@@ -336,11 +417,24 @@ __global__ void __launch_bounds__(kCThreads, 1)
         const View<W> v = weights(3);
         const unsigned tag = m.tag0 + meet++;
         unsigned long long* words = m.words + (size_t(tag & 1u) * p.K + c) * C;
+#ifndef HEADS_MEET_ALL
+        expect(C);
+#endif
         gemv_local<kCRowGroup - 2, false>(v.w, hb, nullptr, p.F, v.rows,
                                           [&](int r, float s, float2) { meet_put(words + v.r0 + r, tag, s + v.bias[r]); });
+#ifndef HEADS_ISSUE_LATE
+        __syncthreads();
+        release();
+#endif
         stamp(1);
+#ifndef HEADS_MEET_ALL
+        meet_own(p, m, tag, v.r0, v.rows, x1, at_<float>(smem, p.om));
+        push(x + v.r0, at_<float>(smem, p.om), v.rows);
+        end_push();
+#else
         meet_sum(p, m, tag, p.R2, x1, x);
         stamp(2);
+#endif
       }
     }
     // ---- head: all V logits in every cluster (the final LayerNorm folded in), to every block of the cluster
@@ -357,8 +451,9 @@ __global__ void __launch_bounds__(kCThreads, 1)
         }
       });
       __syncthreads();
+      release();
       stamp(1);
-      heads_push(logits + v.r0, oh, v.rows, S, got + (a & 1));
+      push(logits + v.r0, oh, v.rows);
       end_push();
     }
   }
