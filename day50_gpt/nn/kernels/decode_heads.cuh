@@ -31,8 +31,8 @@
 // The weights stream through a ring of kHRing slots, kHRing - 1 bundles ahead of the one in use: a
 // block's share of a layer is ~77 KB in fp32 (1/96 of it), so the copies run well ahead of the stages.
 // Development switches (-D..., each measured against the plain build in the bench's generation part,
-// results/nvidia-h200/day50_decode/step20_dev/; the plain build is what every results file times). Each of
-// the last four puts back what the first version of this kernel did:
+// results/nvidia-h200/day50_decode/step20_dev/; the plain build is what every results file times). Three of
+// them put back what the first version of this kernel did (HEADS_MEET_ALL, HEADS_ISSUE_LATE, HEADS_ISSUER=0):
 //   HEADS_RING=N        the ring's depth (heads_plan.h; 4 by default, 5 ran slower)
 //   HEADS_MEET_ALL      the meeting as meet_sum: every block reads all H C words of a meeting and adds them
 //                       itself, no send within the cluster after it (the plain build: meet_own, each block
@@ -42,8 +42,8 @@
 //   HEADS_ISSUE_LATE    a slot's next bundle handed over at the start of the stage after the one that read it,
 //                       kHRing - 1 bundles in flight (the plain build: right behind the barrier after the GEMV
 //                       that read it, kHRing in flight)
-//   HEADS_PUSH_THREADS  the stages' sends by heads_push (a thread a number, its block found by a division; the
-//                       plain build: push_to_all, a warp a receiving block, 32 numbers a store instruction)
+//   HEADS_PUSH_WARPS    the stages' sends by push_to_all (decode_cluster.cuh: a warp a receiving block, 32
+//                       numbers a store instruction), not heads_push (a thread a number): slower here
 //   HEADS_ISSUER=T      the thread that hands the copies over (480 by default: warp 15's first lane, a warp with
 //                       no rows in qkv; the first version's thread 0 is in a warp that has one)
 #pragma once
@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
   };
   // src[0, count) to dst[0, count) in every block of the cluster, counted off got[a & 1].
   auto push = [&](float* dst, const float* src, int count) {
-#ifndef HEADS_PUSH_THREADS
+#ifdef HEADS_PUSH_WARPS
     push_to_all(cl, dst, src, count, S, got + (a & 1));
 #else
     heads_push(dst, src, count, S, got + (a & 1));
