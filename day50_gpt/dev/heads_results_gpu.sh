@@ -5,7 +5,9 @@
 # heads_gpu_test.sh); gpt --verify into results/<gpu>/day50_gpt-verify.json (the gate: a failure stops here);
 # make bench (day50_gpt.json, day50_gpt-attention.json); the generation-only peer run
 # (day50_gpt-torch_peer_generation.json); then, with time left, one round of --bench --bench-part generate of the
-# plain build and of each variant, in turn, into results/<gpu>/day50_decode/step20_dev/call5/; health again.
+# plain build and of each variant, in turn, into DEV_DIR (a folder under results/<gpu>/; no rounds without it); health
+# again. KEEP_BUILD=1: a machine that built this tree's parent in an earlier call keeps that build (the outputs
+# touched, the tree copied anew is older), and only what includes nn/kernels/decode_heads.cuh is rebuilt.
 # Run from the repository root: OUT=$OUT bash day50_gpt/dev/heads_results_gpu.sh. Every file the call wrote
 # under results/, and its logs, come back in $OUT/results.tgz at their repository paths.
 cd "$(dirname "$0")/../.." || exit 2
@@ -32,6 +34,9 @@ pack() {  # every file under results/ this call wrote, and the logs
 fail=0
 health before || { pack; exit 3; }
 cd day50_gpt || exit 2
+if [ "${KEEP_BUILD:-0}" = 1 ] && [ -d build ]; then
+  find build -type f -exec touch {} + && sleep 1 && touch nn/kernels/decode_heads.cuh
+fi
 for v in ${VARIANTS:-}; do
   (NVCCFLAGS="$(echo "${v#*:}" | tr , " ")" make BUILD="build/${v%%:*}" "build/${v%%:*}/gpt.o" > "$L/build_${v%%:*}.txt" 2>&1 ||
      echo "build ${v%%:*} failed" >> "$L/build_failed.txt") &
@@ -51,9 +56,9 @@ rc=$?; [ $rc -eq 0 ] || fail=1
 say "bench rc=$rc: $(grep -E '^RESULT' "$L/bench.txt" | tr '\n' ' ')"
 PYTHONUNBUFFERED=1 timeout "$(( $(left) > 240 ? 240 : $(left) ))" python3 torch_peer.py --generation-only > "$L/peer_gen.txt" 2>&1 || fail=1
 say "generation-only peer: $(tail -1 "$L/peer_gen.txt")"
-D=../results/nvidia-h200/day50_decode/step20_dev/call5
-mkdir -p "$D"
-for b in build ${VARIANTS:-}; do
+D=${DEV_DIR:+../$DEV_DIR}
+[ -n "$D" ] && mkdir -p "$D"
+for b in ${D:+build ${VARIANTS:-}}; do
   name=${b%%:*}; dir=build; [ "$name" = build ] || dir=build/$name
   [ "$(left)" -gt 30 ] || { say "no time left for $name"; break; }
   [ -x "$dir/gpt" ] || continue
