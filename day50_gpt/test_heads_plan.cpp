@@ -44,6 +44,23 @@ TEST(heads_plan_the_bench_split) {  // the notes' numbers: 12, 24, 16, 24 and 16
   EXPECT(p.hs == 64 && p.F == 256 && p.P == 16);
   EXPECT(p.Rq == 12 && p.Rp == 24 && p.Rf == 16 && p.R2 == 24 && p.Rh == 16);
   EXPECT(p.I(0) == kC && p.I(1) == 64 && p.I(2) == kC && p.I(3) == 256 && p.I(4) == kC);
+  EXPECT(p.chained);  // every block sends in proj, fc, fc2 and the head: no cluster barrier between stages
+}
+
+// chained is true exactly when every block of a cluster has rows in each stage after attention (then every one
+// of those stages sends from every block to every block, which is what lets the kernel drop the cluster barrier).
+TEST(heads_plan_chained_iff_every_block_has_rows) {
+  for (int C : {384, 64, 32, 16})
+    for (int H : {6, 4, 2, 1})
+      for (int V : {256, 20, 16}) {
+        if (C % H || (4 * C) % H) continue;
+        const HeadsPlan p = make_heads_plan(C, H, V, kT, 2, 16, 4);
+        bool every = true;
+        for (int kind = 1; kind < 5; ++kind)
+          for (int b = 0; b < p.S; ++b) every = every && std::min(p.R(kind), p.O(kind) - b * p.R(kind)) > 0;
+        EXPECT(p.chained == every);
+      }
+  EXPECT(!make_heads_plan(384, 6, 20, kT, 2, 16, 4).chained);  // 20 logits over 16 blocks: 2 each, the last six idle
 }
 
 // Every weight of every matrix owned once: (row, column) of the source matrix as pack_heads maps a block's

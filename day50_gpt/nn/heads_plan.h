@@ -34,6 +34,11 @@ struct HeadsPlan {
   int P = 0;  // cached positions a block holds per layer: position s is block s % S's, slot s / S
   int Rq = 0, Rp = 0, Rf = 0, R2 = 0, Rh = 0;
   int wst = 0;  // floats in one attention partial (hs + 2: o, m, l), padded to 4
+  // Every block of a cluster has rows in proj, fc, fc2 and the head, so that each of those stages sends from every
+  // block to every block: then the stages' own mbarriers order the blocks (decode_heads.cuh's end_push) and no
+  // cluster barrier is needed. False for a model so small that some block has no rows in one of them: the kernel
+  // then ends every stage with the barrier.
+  bool chained = false;
   CLUSTER_HD int R(int kind) const { return kind == 0 ? Rq : kind == 1 ? Rp : kind == 2 ? Rf : kind == 3 ? R2 : Rh; }
   CLUSTER_HD int O(int kind) const { return kind == 0 ? 3 * hs : kind == 2 ? F : kind == 4 ? V : C; }
   CLUSTER_HD int I(int kind) const { return kind == 1 ? hs : kind == 3 ? F : C; }
@@ -74,6 +79,8 @@ inline HeadsPlan make_heads_plan(int C, int H, int V, int T, int L, int S, int w
   auto share = [&](int kind) { return (p.O(kind) + S - 1) / S; };
   p.Rq = share(0), p.Rp = share(1), p.Rf = share(2), p.R2 = share(3), p.Rh = share(4);
   p.wst = (p.hs + 2 + 3) / 4 * 4;
+  p.chained = true;
+  for (int kind = 1; kind < 5; ++kind) p.chained = p.chained && (S - 1) * p.R(kind) < p.O(kind);  // the last block has rows
   size_t at = 0;
   auto take = [&](size_t bytes) {
     const unsigned here = unsigned(at);

@@ -515,8 +515,7 @@ struct FastDecoder {
   // (rounded to bf16 in bf16), the sums in double.
   void pack_bundles(k::dec::ClusterPlan& pl) {
     const int C = c.width, L = c.layers, J = 4 * L + 1;
-    size_t stride = 0;
-    for (int kk = 0; kk < 5; ++kk) stride = std::max(stride, pl.bytes(kk));
+    const size_t stride = widest_bundle(pl);
     std::vector<unsigned char> img(size_t(J) * pl.S * stride, 0);
     std::vector<float> sums, bias;
     for (int j = 0; j < J; ++j) {
@@ -528,25 +527,46 @@ struct FastDecoder {
         const int r0 = b * R, rows = std::max(0, std::min(R, O - r0));
         if (rows > 0) std::memcpy(at, host_mat.data() + src.mat + size_t(r0) * I, size_t(rows) * I * sizeof(W));
         sums.assign(size_t(rows), 0.f), bias.assign(size_t(rows), 0.f);
-        for (int r = 0; r < rows; ++r) {
-          const W* w = host_mat.data() + src.mat + size_t(r0 + r) * I;
-          double S = 0, cb = kind == 4 ? 0.0 : double(host_vec[src.bias + size_t(r0 + r)]);
-          for (int i = 0; g && i < I; ++i)
-            S += double(to_float(w[i])) * g[i], cb += double(to_float(w[i])) * g[C + i];
-          sums[size_t(r)] = float(S), bias[size_t(r)] = float(cb);
-        }
-        unsigned char* tail = at + pl.w_bytes(kind);
-        if (g) {
-          std::memcpy(tail, g, size_t(C) * 4);
-          std::memcpy(tail + pl.gain_bytes(), sums.data(), sums.size() * 4);
-          tail += pl.gain_bytes() + pl.row_bytes(kind);
-        }
-        std::memcpy(tail, bias.data(), bias.size() * 4);
+        for (int r = 0; r < rows; ++r)
+          fold_row(host_mat.data() + src.mat + size_t(r0 + r) * I, I, g,
+                   kind == 4 ? 0.0 : double(host_vec[src.bias + size_t(r0 + r)]), sums[size_t(r)], bias[size_t(r)]);
+        put_tail(at, pl, kind, g, sums, bias);
       }
     }
+    upload_bundles(img, stride, pl);
+  }
+  // What pack_bundles and pack_heads share. The largest bundle of the plan (every bundle's stride in the image).
+  template <class Plan>
+  static size_t widest_bundle(const Plan& pl) {
+    size_t stride = 0;
+    for (int kk = 0; kk < 5; ++kk) stride = std::max(stride, pl.bytes(kk));
+    return stride;
+  }
+  // One row w[0, I) of a matrix after a LayerNorm (g: its gain, then its bias, C each; null where none comes
+  // first): S = sum_i w_i g_i and c = bias + sum_i w_i b_i, the folded LayerNorm's constants, in double.
+  void fold_row(const W* w, int I, const float* g, double bias, float& S, float& cb) const {
+    double s = 0;
+    for (int i = 0; g && i < I; ++i) s += double(to_float(w[i])) * g[i], bias += double(to_float(w[i])) * g[c.width + i];
+    S = float(s), cb = float(bias);
+  }
+  // A bundle's tail, behind its rows' weights: after a LayerNorm its gain and the rows' sums, then their biases.
+  template <class Plan>
+  void put_tail(unsigned char* at, const Plan& pl, int kind, const float* g, const std::vector<float>& sums,
+                const std::vector<float>& bias) const {
+    unsigned char* tail = at + pl.w_bytes(kind);
+    if (g) {
+      std::memcpy(tail, g, size_t(c.width) * 4);
+      std::memcpy(tail + pl.gain_bytes(), sums.data(), sums.size() * 4);
+      tail += pl.gain_bytes() + pl.row_bytes(kind);
+    }
+    std::memcpy(tail, bias.data(), bias.size() * 4);
+  }
+  // The packed image to the device, where the plan points. On the decoder's stream and waited for: a copy from
+  // pageable memory may return before its DMA ends, and the kernels run on `stream`, which does not wait for
+  // the legacy stream.
+  template <class Plan>
+  void upload_bundles(const std::vector<unsigned char>& img, size_t stride, Plan& pl) {
     bundles.alloc(img.size());
-    // On the decoder's stream and waited for: a copy from pageable memory may return before its DMA ends,
-    // and the kernels run on `stream`, which does not wait for the legacy stream.
     CUDA_CHECK(cudaMemcpyAsync(bundles.as(), img.data(), img.size(), cudaMemcpyHostToDevice, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
     pl.pack = static_cast<const unsigned char*>(bundles.as()), pl.stride = stride;
@@ -649,11 +669,9 @@ struct FastDecoder {
   // fc2's own bias in cluster 0's bundles only, zeros elsewhere: each partial sum meets the others once).
   void pack_heads(k::dec::HeadsPlan& pl) {
     const int C = c.width, L = c.layers, J = 4 * L + 1, hs = pl.hs, F = pl.F;
-    size_t stride = 0;
-    for (int kk = 0; kk < 5; ++kk) stride = std::max(stride, pl.bytes(kk));
+    const size_t stride = widest_bundle(pl);
     std::vector<unsigned char> img(size_t(J) * pl.K * pl.S * stride, 0);
     std::vector<float> sums, bias;
-    std::vector<W> rowbuf;
     for (int j = 0; j < J; ++j) {
       const int kind = k::dec::HeadsPlan::kind_of(j, L), l = j / 4, R = pl.R(kind), O = pl.O(kind), I = pl.I(kind);
       const Placed src = placed(kind, size_t(l), size_t(C), size_t(L));
@@ -671,26 +689,13 @@ struct FastDecoder {
             const int scol = kind == 1 ? cl * hs : kind == 3 ? cl * F : 0;
             const W* w = host_mat.data() + src.mat + size_t(srow) * Ifull + scol;
             std::memcpy(at + size_t(r) * I * sizeof(W), w, size_t(I) * sizeof(W));
-            double S = 0, cb = 0;
-            if (kind == 0 || kind == 2) cb = double(host_vec[src.bias + size_t(srow)]);
-            if ((kind == 1 || kind == 3) && cl == 0) cb = double(host_vec[src.bias + size_t(srow)]);
-            for (int i = 0; g && i < I; ++i)
-              S += double(to_float(w[i])) * g[i], cb += double(to_float(w[i])) * g[C + i];
-            sums[size_t(r)] = float(S), bias[size_t(r)] = float(cb);
+            const bool own_bias = kind == 0 || kind == 2 || ((kind == 1 || kind == 3) && cl == 0);
+            fold_row(w, I, g, own_bias ? double(host_vec[src.bias + size_t(srow)]) : 0.0, sums[size_t(r)], bias[size_t(r)]);
           }
-          unsigned char* tail = at + pl.w_bytes(kind);
-          if (g) {
-            std::memcpy(tail, g, size_t(C) * 4);
-            std::memcpy(tail + pl.gain_bytes(), sums.data(), sums.size() * 4);
-            tail += pl.gain_bytes() + pl.row_bytes(kind);
-          }
-          std::memcpy(tail, bias.data(), bias.size() * 4);
+          put_tail(at, pl, kind, g, sums, bias);
         }
     }
-    bundles.alloc(img.size());
-    CUDA_CHECK(cudaMemcpyAsync(bundles.as(), img.data(), img.size(), cudaMemcpyHostToDevice, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    pl.pack = static_cast<const unsigned char*>(bundles.as()), pl.stride = stride;
+    upload_bundles(img, stride, pl);
   }
   void launch_heads(const k::dec::Net<W>& n, int start, int count0, int steps) {
     if (!heads_ok) throw std::runtime_error("FastDecoder: this GPU or build cannot run the decoder with a cluster a head");

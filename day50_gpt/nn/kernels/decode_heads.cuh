@@ -46,6 +46,11 @@
 //                       numbers a store instruction), not heads_push (a thread a number): slower here
 //   HEADS_ISSUER=T      the thread that hands the copies over (480 by default: warp 15's first lane, a warp with
 //                       no rows in qkv; the first version's thread 0 is in a warp that has one)
+//   HEADS_CLUSTER_BARRIER every stage ends with a relaxed cluster barrier before the wait for its inputs, as steps
+//                       11 and 12 did (the plain build: the barrier only where HeadsPlan::chained is false; see
+//                       end_push in the kernel for why the stages' own mbarriers suffice)
+//   HEADS_NO_END_SYNC   no __syncthreads() at a stage's end before the wait for its inputs (each stage's staging is
+//                       next written stages later, behind other __syncthreads(); every send follows one)
 #pragma once
 #include <cooperative_groups.h>
 
@@ -62,6 +67,8 @@ struct Meet {
   unsigned* gave_up;
   unsigned tag0;
 };
+// The mbarriers that count the bytes each stage's sends bring a block (end_push in the kernel says why three).
+constexpr int kHGot = 3;
 // One tagged word: the tag in the high half, the float's bits in the low one.
 __device__ __forceinline__ void meet_put(unsigned long long* w, unsigned tag, float v) {
   const unsigned long long word = (static_cast<unsigned long long>(tag) << 32) | __float_as_uint(v);
@@ -72,57 +79,63 @@ __device__ __forceinline__ unsigned long long meet_get(const unsigned long long*
   asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(w) : "memory");
   return v;
 }
+// How many polls of tagged words a thread may make in one launch, all its waits together, before it gives up:
+// far beyond any healthy launch (a wait takes a few polls: the bench's meetings are ~1.3 us each), and counted
+// rather than timed so that a run slowed down by a sanitizer does not give up early. Once spent, every later
+// wait of the launch gives up at its first miss, so a launch whose meetings can never complete (a cluster
+// that was never placed) ends after one budget, not one per wait.
+constexpr unsigned kHPolls = 1u << 25;
+// Gives up a wait: the flag the host reads (the run then fails) and the budget spent.
+__device__ __forceinline__ bool give_up(const Meet& m, unsigned& polls) {
+  if (polls > 0 && --polls > 0) return false;
+  atomicExch(m.gave_up, 1u);
+  return true;
+}
+// s plus the K clusters' words at at[c * C] (c = 0 .. K - 1), in cluster order, each reloaded until it carries
+// `tag` (up to 8 loads in flight a thread). The one sum meet_sum and meet_own both make, to the bit.
+__device__ __forceinline__ float add_tagged(const HeadsPlan& p, const Meet& m, const unsigned long long* at, unsigned tag,
+                                            float s, unsigned& polls) {
+  for (int c0 = 0; c0 < p.K; c0 += 8) {
+    unsigned long long w[8];
+    const int n = min(8, p.K - c0);
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+      if (c < n) w[c] = meet_get(at + size_t(c0 + c) * p.C);
+    for (int c = 0; c < n; ++c) {
+      while (unsigned(w[c] >> 32) != tag) {
+#ifdef HEADS_POLL_SLEEP
+        __nanosleep(HEADS_POLL_SLEEP);
+#endif
+        if (give_up(m, polls)) break;
+        w[c] = meet_get(at + size_t(c0 + c) * p.C);
+      }
+      s += __uint_as_float(unsigned(w[c]));
+    }
+  }
+  return s;
+}
 // Thread i < C: out[i] = base[i] + the H clusters' words for output i, added in cluster order (the same
 // sum in every block). First every writer block's first word is polled, one thread a writer (K S of them),
 // until it carries the tag; then each thread loads its H words at once and reloads any still without it. (The
 // first version, HEADS_POLL_ALL, had every thread poll its H words from the start: 384 threads a block in each
 // of 96 blocks reloading from L2 as fast as the answers came back. It generated fewer tokens a second, and
 // in the bench's breakdown most of the difference was the wait for weights at each stage's start, as if the
-// polls held up the blocks' weight copies: step20_dev/call2 against call4.) A wait past ~2^24 rounds
-// (seconds) gives up, sets the flag (the host fails the run) and goes on with what it has.
+// polls held up the blocks' weight copies: step20_dev/call2 against call4.)
 // R: the rows a writer block owns (its first word is row b R of cluster c's vector).
 __device__ __forceinline__ void meet_sum(const HeadsPlan& p, const Meet& m, unsigned tag, int R, const float* base,
-                                         float* out) {
+                                         float* out, unsigned& polls) {
   const unsigned long long* words = m.words + size_t(tag & 1u) * p.K * p.C;
 #ifndef HEADS_POLL_ALL
   for (int w = threadIdx.x; w < p.K * p.S; w += kCThreads) {
     const int c = w / p.S, b = w - c * p.S;
     if (b * R >= p.C) continue;  // a block with no rows writes nothing
     const unsigned long long* at = words + size_t(c) * p.C + size_t(b) * R;
-    unsigned spins = 0;
     while (unsigned(meet_get(at) >> 32) != tag)
-      if (++spins > (1u << 24)) {
-        atomicExch(m.gave_up, 1u);
-        break;
-      }
+      if (give_up(m, polls)) break;
   }
   __syncthreads();
 #endif
-  for (int i = threadIdx.x; i < p.C; i += kCThreads) {
-    float s = base[i];
-    for (int c0 = 0; c0 < p.K; c0 += 8) {  // up to 8 words in flight a thread
-      unsigned long long w[8];
-      const int n = min(8, p.K - c0);
-#pragma unroll
-      for (int c = 0; c < 8; ++c)
-        if (c < n) w[c] = meet_get(words + size_t(c0 + c) * p.C + i);
-      for (int c = 0; c < n; ++c) {
-        unsigned spins = 0;
-        while (unsigned(w[c] >> 32) != tag) {
-#ifdef HEADS_POLL_SLEEP
-          __nanosleep(HEADS_POLL_SLEEP);
-#endif
-          if (++spins > (1u << 24)) {
-            atomicExch(m.gave_up, 1u);
-            break;
-          }
-          w[c] = meet_get(words + size_t(c0 + c) * p.C + i);
-        }
-        s += __uint_as_float(unsigned(w[c]));
-      }
-    }
-    out[i] = s;
-  }
+  for (int i = threadIdx.x; i < p.C; i += kCThreads) out[i] = add_tagged(p, m, words + i, tag, base[i], polls);
   __syncthreads();
 }
 
@@ -131,32 +144,11 @@ __device__ __forceinline__ void meet_sum(const HeadsPlan& p, const Meet& m, unsi
 // stage to every block of the cluster. Block b of every cluster wrote rows [b R, b R + R) of its cluster's
 // partial sum, and block b of every cluster reads those same rows of all H: a block reads H R words (144
 // on the bench's model) where meet_sum reads H C (2,304), and a reader's polls are its loads. The price: a
-// send through distributed shared memory and a cluster barrier after the wait.
+// send through distributed shared memory after the wait.
 __device__ __forceinline__ void meet_own(const HeadsPlan& p, const Meet& m, unsigned tag, int r0, int rows,
-                                         const float* base, float* stage) {
+                                         const float* base, float* stage, unsigned& polls) {
   const unsigned long long* words = m.words + size_t(tag & 1u) * p.K * p.C + r0;
-  for (int r = threadIdx.x; r < rows; r += kCThreads) {
-    float s = base[r0 + r];
-    for (int c0 = 0; c0 < p.K; c0 += 8) {  // up to 8 words in flight a thread
-      unsigned long long w[8];
-      const int n = min(8, p.K - c0);
-#pragma unroll
-      for (int c = 0; c < 8; ++c)
-        if (c < n) w[c] = meet_get(words + size_t(c0 + c) * p.C + r);
-      for (int c = 0; c < n; ++c) {
-        unsigned spins = 0;
-        while (unsigned(w[c] >> 32) != tag) {
-          if (++spins > (1u << 24)) {
-            atomicExch(m.gave_up, 1u);
-            break;
-          }
-          w[c] = meet_get(words + size_t(c0 + c) * p.C + r);
-        }
-        s += __uint_as_float(unsigned(w[c]));
-      }
-    }
-    stage[r] = s;
-  }
+  for (int r = threadIdx.x; r < rows; r += kCThreads) stage[r] = add_tagged(p, m, words + r, tag, base[r0 + r], polls);
   __syncthreads();
 }
 
@@ -209,7 +201,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ unsigned long long bar[kHRing];  // one mbarrier a ring slot
-  __shared__ unsigned long long got[2];       // the pushed stages' inputs: push stage a waits on got[a & 1]
+  __shared__ unsigned long long got[kHGot];   // the pushed stages' inputs: stage a's on got[a % kHGot] (end_push)
   cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
   const int rank = int(cl.block_rank()), c = int(blockIdx.x) / p.S, L = n.L, C = n.C, hs = p.hs, S = p.S;
   const int J = 4 * L + 1, tid = threadIdx.x, warp = tid / kWarp, lane = tid % kWarp;
@@ -230,7 +222,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
   float *logits = at_<float>(smem, p.logits), *sc = at_<float>(smem, p.sc);
   if (tid == 0) {
     for (int s = 0; s < kHRing; ++s) mbar_init(bar + s);
-    mbar_init(got), mbar_init(got + 1);
+    for (int s = 0; s < kHGot; ++s) mbar_init(got + s);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   // This block's cached positions before `start` (an earlier launch's), every layer, from global memory.
@@ -249,7 +241,14 @@ __global__ void __launch_bounds__(kCThreads, 1)
   constexpr unsigned kAhead = kHRing - 1;
 #endif
   for (unsigned g = 0; g < min(total, kAhead); ++g) heads_issue(p, g, J, c, rank, smem, bar);
-  unsigned g = 0, a = 0, meet = 0;  // bundles begun; pushed stages; meetings
+  unsigned g = 0, meet = 0;      // bundles begun; meetings
+  unsigned a = 0, a_phase = 0;  // the got barrier of the stage in progress (a < kHGot) and its phase's parity
+  unsigned polls = kHPolls;     // what is left of this thread's polls of tagged words (kHPolls)
+#if defined(HEADS_CLUSTER_BARRIER) || defined(HEADS_MEET_ALL)
+  const bool fence = true;  // (meet_sum sends nothing after proj and fc2: those stages order no one)
+#else
+  const bool fence = !p.chained;
+#endif
   // Bundle g's weights: the copy of bundle g + kHRing - 1 handed over first (its slot was last read by
   // bundle g - 1's stage, which every thread of this block finished before the barrier behind us), unless
   // release() handed it over already.
@@ -270,23 +269,68 @@ __global__ void __launch_bounds__(kCThreads, 1)
     if (g - 1 + kHRing < total) heads_issue(p, g - 1 + kHRing, J, c, rank, smem, bar);
 #endif
   };
-  // src[0, count) to dst[0, count) in every block of the cluster, counted off got[a & 1].
+  // src[0, count) to dst[0, count) in every block of the cluster, counted off got[a].
   auto push = [&](float* dst, const float* src, int count) {
 #ifdef HEADS_PUSH_WARPS
-    push_to_all(cl, dst, src, count, S, got + (a & 1));
+    push_to_all(cl, dst, src, count, S, got + a);
 #else
-    heads_push(dst, src, count, S, got + (a & 1));
+    heads_push(dst, src, count, S, got + a);
 #endif
   };
   auto expect = [&](int floats) {
-    if (tid == 0) mbar_expect(got + (a & 1), unsigned(floats) * 4u);
+    if (tid == 0) mbar_expect(got + a, unsigned(floats) * 4u);
   };
+  // The stage's end: this block's inputs for the next stage have landed. Without the cluster barrier (fence
+  // false) a block waits for nothing beyond those inputs, and the stages' own mbarriers keep the blocks close
+  // enough. Write "b is past stage k" for "b's wait for stage k's inputs has completed". A block sends stage
+  // k's data only once it is past k - 1, that is once every block that sends it something in k - 1 has sent,
+  // each having finished its own work of stage k - 1 first. proj, fc, fc2 and the head send from every block
+  // to every block (HeadsPlan::chained), and attention always does: after those, when s sends b stage k's
+  // data, b has done all its work of stage k - 1 and is past k - 2. qkv sends q only from the first blocks
+  // (and k and v to one block): after it (k is attention), a q block that sent s its q was past k - 2 when
+  // it sent, so b had sent that block its k - 2 data (fc2's or the head's, from every block) and was past
+  // k - 3. Hence three got barriers, stage k's on got[k % 3]: the bytes s sends for stage k count toward b's
+  // phase for stage k, whose previous phase on that barrier (stage k - 3's) b has finished. (With two, they
+  // could land in stage k - 2's phase: b may still wait for its fc2 inputs when a q block's attention part
+  // arrives.) Nor is a vector rewritten while b may still read what it held: x1 is read in fc and fc2's
+  // meeting and rewritten by the next layer's proj, after attention; x is read in qkv, proj's meeting and
+  // the head and rewritten by fc2, after fc; q, the attention parts and the hidden units have a copy per
+  // layer parity; the logits are a token apart. A reader's earlier reads and writes are ordered before those
+  // later remote writes by the same chain: each st.async's complete-tx is a release at cluster scope (after a
+  // __syncthreads(): every thread's), each wait below an acquire.
   auto end_push = [&] {  // every block done with the stage; then this block's inputs landed
-    __syncthreads();     // (the staging a stage sent from is not rewritten across a relaxed barrier alone)
-    cluster_sync_relaxed();
-    mbar_wait<true>(got + (a & 1), (a >> 1) & 1u);
-    ++a;
+#ifndef HEADS_NO_END_SYNC
+    __syncthreads();     // (every thread's sends issued before any rewrites the staging it sent from)
+#endif
+    if (fence) cluster_sync_relaxed();
+    mbar_wait<true>(got + a, a_phase);
+    if (++a == kHGot) a = 0, a_phase ^= 1u;
     stamp(2);
+  };
+  // proj and fc2: this cluster's partial sum of all C outputs (its I columns of the matrix times `in`), the
+  // meeting through L2, then base plus the H partial sums into out in every block. R: the rows a block writes
+  // (meet_sum's).
+  auto partial_meet = [&](const View<W>& v, const float* in, int I, const float* base, float* out, int R) {
+    const unsigned tag = m.tag0 + meet++;
+    unsigned long long* words = m.words + (size_t(tag & 1u) * p.K + c) * C;
+#ifndef HEADS_MEET_ALL
+    expect(C);
+#endif
+    gemv_local<kCRowGroup - 2, false>(v.w, in, nullptr, I, v.rows,
+                                      [&](int r, float s, float2) { meet_put(words + v.r0 + r, tag, s + v.bias[r]); });
+#ifndef HEADS_ISSUE_LATE
+    __syncthreads();
+    release();
+#endif
+    stamp(1);
+#ifndef HEADS_MEET_ALL
+    meet_own(p, m, tag, v.r0, v.rows, base, at_<float>(smem, p.om), polls);
+    push(out + v.r0, at_<float>(smem, p.om), v.rows);
+    end_push();
+#else
+    meet_sum(p, m, tag, R, base, out, polls);
+    stamp(2);
+#endif
   };
   const float scale = rsqrtf(float(hs));
   for (int i = 0; i < steps; ++i) {
@@ -327,9 +371,9 @@ __global__ void __launch_bounds__(kCThreads, 1)
         for (int e = tid; e < v.rows * S; e += kCThreads) {
           const int r = e / S, b = e - r * S, o = v.r0 + r;
           if (o < hs)
-            st_async(cluster_addr(q + o, unsigned(b)), oq[r], cluster_addr(got + (a & 1), unsigned(b)));
+            st_async(cluster_addr(q + o, unsigned(b)), oq[r], cluster_addr(got + a, unsigned(b)));
           else if (b == owner)
-            st_async(cluster_addr(kvt + (o - hs), unsigned(b)), oq[r], cluster_addr(got + (a & 1), unsigned(b)));
+            st_async(cluster_addr(kvt + (o - hs), unsigned(b)), oq[r], cluster_addr(got + a, unsigned(b)));
         }
         end_push();
       }
@@ -377,26 +421,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
           y[d] = o / Lsum;
         }
         __syncthreads();
-        const unsigned tag = m.tag0 + meet++;
-        unsigned long long* words = m.words + (size_t(tag & 1u) * p.K + c) * C;
-#ifndef HEADS_MEET_ALL
-        expect(C);
-#endif
-        gemv_local<kCRowGroup - 2, false>(v.w, y, nullptr, hs, v.rows,
-                                          [&](int r, float s, float2) { meet_put(words + v.r0 + r, tag, s + v.bias[r]); });
-#ifndef HEADS_ISSUE_LATE
-        __syncthreads();
-        release();
-#endif
-        stamp(1);
-#ifndef HEADS_MEET_ALL
-        meet_own(p, m, tag, v.r0, v.rows, x, at_<float>(smem, p.om));
-        push(x1 + v.r0, at_<float>(smem, p.om), v.rows);
-        end_push();
-#else
-        meet_sum(p, m, tag, p.Rp, x, x1);
-        stamp(2);
-#endif
+        partial_meet(v, y, hs, x, x1, p.Rp);
       }
       // ---- fc: the cluster's F hidden units of LayerNorm 2's output (folded in), to every block
       {
@@ -414,27 +439,7 @@ __global__ void __launch_bounds__(kCThreads, 1)
       }
       // ---- fc2: this cluster's partial sum over its F columns; the second meeting
       {
-        const View<W> v = weights(3);
-        const unsigned tag = m.tag0 + meet++;
-        unsigned long long* words = m.words + (size_t(tag & 1u) * p.K + c) * C;
-#ifndef HEADS_MEET_ALL
-        expect(C);
-#endif
-        gemv_local<kCRowGroup - 2, false>(v.w, hb, nullptr, p.F, v.rows,
-                                          [&](int r, float s, float2) { meet_put(words + v.r0 + r, tag, s + v.bias[r]); });
-#ifndef HEADS_ISSUE_LATE
-        __syncthreads();
-        release();
-#endif
-        stamp(1);
-#ifndef HEADS_MEET_ALL
-        meet_own(p, m, tag, v.r0, v.rows, x1, at_<float>(smem, p.om));
-        push(x + v.r0, at_<float>(smem, p.om), v.rows);
-        end_push();
-#else
-        meet_sum(p, m, tag, p.R2, x1, x);
-        stamp(2);
-#endif
+        partial_meet(weights(3), hb, p.F, x1, x, p.R2);
       }
     }
     // ---- head: all V logits in every cluster (the final LayerNorm folded in), to every block of the cluster
