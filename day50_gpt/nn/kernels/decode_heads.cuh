@@ -49,8 +49,9 @@
 //   HEADS_CLUSTER_BARRIER every stage ends with a relaxed cluster barrier before the wait for its inputs, as steps
 //                       11 and 12 did (the plain build: the barrier only where HeadsPlan::chained is false; see
 //                       end_push in the kernel for why the stages' own mbarriers suffice)
-//   HEADS_NO_END_SYNC   no __syncthreads() at a stage's end before the wait for its inputs (each stage's staging is
-//                       next written stages later, behind other __syncthreads(); every send follows one)
+//   HEADS_END_SYNC      a __syncthreads() at every stage's end before the wait for its inputs, as steps 11 and 12
+//                       had (the plain build has none: a stage's staging is next written stages later, behind
+//                       other __syncthreads(), and every send already follows one after the stage's reads)
 #pragma once
 #include <cooperative_groups.h>
 
@@ -298,9 +299,13 @@ __global__ void __launch_bounds__(kCThreads, 1)
   // layer parity; the logits are a token apart. A reader's earlier reads and writes are ordered before those
   // later remote writes by the same chain: each st.async's complete-tx is a release at cluster scope (after a
   // __syncthreads(): every thread's), each wait below an acquire.
-  auto end_push = [&] {  // every block done with the stage; then this block's inputs landed
-#ifndef HEADS_NO_END_SYNC
-    __syncthreads();     // (every thread's sends issued before any rewrites the staging it sent from)
+  // No __syncthreads() here (HEADS_END_SYNC puts one back): every stage's sends follow one that ends its reads,
+  // and each staging vector is next written stages later, behind others. A thread may pass the wait while
+  // another of its block still sends; the got barrier cannot move on without that thread, since its next
+  // phase on the same barrier needs thread 0 three stages on, past __syncthreads() every thread must reach.
+  auto end_push = [&] {  // this block's inputs for the next stage landed
+#ifdef HEADS_END_SYNC
+    __syncthreads();
 #endif
     if (fence) cluster_sync_relaxed();
     mbar_wait<true>(got + a, a_phase);
